@@ -1,0 +1,291 @@
+/*
+ * evl-internal.h -- libevl's private structures.  See loop/README.md for the
+ * overview (phases of an iteration, ordering rules, ownership).
+ */
+#ifndef EVL_INTERNAL_H
+#define EVL_INTERNAL_H
+
+#include "evl.h"
+#include "evl-probes.h"
+
+#include <assert.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#define evl__container_of(ptr, type, member) \
+    ((type *)(void *)((char *)(ptr) - offsetof(type, member)))
+#define EVL__LIKELY(x) __builtin_expect(!!(x), 1)
+#define EVL__UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+typedef struct evl__handle evl__handle;
+typedef struct evl__task evl__task;
+typedef struct evl__stack evl__stack;
+
+/* ------------------------------------------------------------ probes */
+
+#ifdef EVL_PROBES
+#define _SDT_HAS_SEMAPHORES 1
+#include <sys/sdt.h>
+#define EVL__SEM_DECL(name, nargs, doc) extern volatile unsigned short evl_##name##_semaphore;
+EVL_PROBE_LIST(EVL__SEM_DECL)
+#undef EVL__SEM_DECL
+/* Argument preparation is skipped unless a tracer raised the semaphore. */
+#define EVL_PROBE_ENABLED(name) EVL__UNLIKELY(evl_##name##_semaphore != 0)
+#define EVL_PROBE(name, ...)                                                  \
+    do {                                                                      \
+        if (EVL_PROBE_ENABLED(name))                                          \
+            STAP_PROBEV(evl, name, __VA_ARGS__);                              \
+    } while (0)
+#else
+#define EVL_PROBE_ENABLED(name) 0
+#define EVL_PROBE(name, ...) do { } while (0)
+#endif
+
+/* ------------------------------------------------------- ready queue */
+
+/* A circular doubly-linked FIFO with the queue itself as sentinel, so a
+ * handle can be unlinked in O(1) wherever it lives (timers and io waits
+ * stopped after they became due). */
+typedef struct evl__queue {
+    evl__handle head;
+} evl__queue;
+
+static inline void evl__queue_init(evl__queue *q)
+{
+    q->head.next = q->head.prev = &q->head;
+    q->head.run = NULL;
+}
+static inline bool evl__queue_empty(const evl__queue *q) { return q->head.next == &q->head; }
+static inline bool evl__handle_queued(const evl__handle *h) { return h->next != NULL; }
+static inline void evl__queue_push(evl__queue *q, evl__handle *h)
+{
+    assert(!evl__handle_queued(h));
+    h->next = &q->head;
+    h->prev = q->head.prev;
+    q->head.prev->next = h;
+    q->head.prev = h;
+}
+static inline void evl__queue_remove(evl__handle *h)
+{
+    h->prev->next = h->next;
+    h->next->prev = h->prev;
+    h->next = h->prev = NULL;
+}
+static inline evl__handle *evl__queue_pop(evl__queue *q)
+{
+    evl__handle *h = q->head.next;
+    if (h == &q->head)
+        return NULL;
+    evl__queue_remove(h);
+    return h;
+}
+
+/* ----------------------------------------------------------- futures */
+
+enum evl__future_kind {
+    EVL__FUT_PLAIN = 0,    /* evl_future_new */
+    EVL__FUT_TASK = 1,     /* embedded first in evl__task */
+    EVL__FUT_GATHER = 2,   /* embedded first in evl__gather */
+    EVL__FUT_EXEC = 3,     /* embedded first in evl__job */
+    EVL__FUT_STACK = 4,    /* lives in a suspended task's frame; never freed */
+};
+
+/* A done-callback registration.  While registered it sits on the future's
+ * callback list; when the future completes its handle moves to the ready
+ * queue (call_soon), and run() finds the waiter with container_of. */
+typedef struct evl__waiter {
+    evl__handle h;
+    struct evl__waiter *next; /* in fut->cbs while registered */
+    evl_future *fut;          /* the future; a hold keeps it allocated */
+} evl__waiter;
+
+struct evl_future {
+    evl_loop *loop;
+    evl__waiter *cbs_head;  /* registered done-callbacks, FIFO */
+    evl__waiter *cbs_tail;
+    intptr_t result;        /* value (>= 0) or error (< 0) once done */
+    uint32_t refs;          /* references able to complete / read it */
+    uint32_t holds;         /* registered or scheduled waiters */
+    uint8_t state;          /* enum evl_future_state */
+    uint8_t kind;           /* enum evl__future_kind */
+    uint8_t retrieved;      /* someone read the result or error */
+    uint8_t waker_kind;     /* enum evl_waker_kind reported to waiters */
+};
+
+void evl__future_init(evl_future *f, evl_loop *loop, int kind, uint8_t waker_kind);
+/* Complete f (state DONE or CANCELLED) and schedule its done-callbacks. */
+void evl__future_complete(evl_future *f, int state, intptr_t result);
+void evl__future_add_waiter(evl_future *f, evl__waiter *w, void (*run)(evl__handle *));
+/* Unlink w from f's list if it is still there; returns true if it was. */
+bool evl__future_remove_waiter(evl_future *f, evl__waiter *w);
+/* Drop a hold taken by a waiter; frees f if nothing references it. */
+void evl__future_unhold(evl_future *f);
+void evl__future_maybe_free(evl_future *f);
+static inline intptr_t evl__future_outcome(const evl_future *f)
+{
+    return f->state == EVL_FUTURE_CANCELLED ? EVL_ECANCELED : f->result;
+}
+
+/* -------------------------------------------------------------- tasks */
+
+struct evl__task {
+    evl_future fut;           /* first: a task is a future */
+    evl__handle step;         /* call_soon(step): first step, yields */
+    evl__waiter wait;         /* registration on the awaited future */
+    evl_future *fut_waiter;   /* what it awaits (asyncio's _fut_waiter) */
+    struct evl__task *prev, *next; /* the loop's list of pending tasks */
+    evl_task_fn fn;
+    void *arg;
+    void *sp;                 /* saved stack pointer while switched out */
+    evl__stack *stack;        /* bound at the first step, NULL before */
+    void *asan_fake;          /* sanitizer fiber bookkeeping */
+    uint64_t id;
+    uint64_t parent_id;
+    intptr_t resume;          /* what the suspended await returns */
+    intptr_t ret;             /* fn's return value once it returned */
+    uint32_t ncancels;        /* cancellation requests so far */
+    uint8_t tstate;           /* enum evl_task_state */
+    uint8_t must_cancel;      /* throw ECANCELED at the next step */
+    uint8_t returned;         /* fn returned; finalise after switch-out */
+    uint8_t leak_reported;    /* a leak verdict was given already */
+    char name[48];
+};
+
+static inline evl__task *evl__task_of(evl_future *f) { return (evl__task *)(void *)f; }
+
+/* Suspend the current task on f (which must be pending) and return what the
+ * await yields; the common path of every await. */
+intptr_t evl__task_wait(evl__task *t, evl_future *f, int reason, uint64_t obj, uint64_t timeout);
+int evl__task_cancel(evl__task *t);
+void evl__task_free(evl__task *t);
+void evl__task_report_leak(evl__task *t, int kind);
+void evl__task_destroy_pending(evl_loop *loop);
+evl__task *evl__current_task(void);
+
+/* ------------------------------------------------------------- stacks */
+
+struct evl__stack {
+    evl__stack *next;         /* pool free list */
+    void *base;               /* mmap start (guard page first) */
+    size_t map_size;          /* whole mapping */
+    void *lo, *hi;            /* usable range */
+};
+
+evl__stack *evl__stack_get(evl_loop *loop);
+void evl__stack_put(evl_loop *loop, evl__stack *s);
+void evl__stack_pool_release(evl_loop *loop);
+void evl__stack_install_overflow_handler(void);
+/* The stack that contains addr's guard page among the loop's, for the
+ * overflow report; set while a task runs. */
+extern __thread evl__task *evl__tls_running_task;
+
+/* Context switch: save callee-saved state on the current stack, store the
+ * stack pointer in *from, continue on to. */
+void evl__ctx_switch(void **from, void *to);
+void *evl__ctx_make(void *stack_hi, void (*entry)(void *), void *arg);
+
+/* -------------------------------------------------------------- timers */
+
+typedef struct evl__heap_entry {
+    uint64_t deadline;        /* copy of t->evl__deadline: compare in place */
+    evl_timer *t;
+} evl__heap_entry;
+
+typedef struct evl__heap {
+    evl__heap_entry *a;       /* 4-ary min-heap on (deadline, seq) */
+    uint32_t n, cap;
+} evl__heap;
+
+void evl__heap_release(evl__heap *h);
+/* Move every due timer's handle to the ready queue, in heap order. */
+void evl__timers_run_due(evl_loop *loop);
+/* Deadline of the earliest armed timer; false if none. */
+bool evl__timers_next(const evl_loop *loop, uint64_t *deadline);
+
+/* -------------------------------------------------------------- poller */
+
+typedef struct evl__iowait {
+    evl__handle h;            /* queued when the fd is ready */
+    evl_future fut;           /* completed with the ready mask */
+    int fd;
+    unsigned events;
+    unsigned revents;
+} evl__iowait;
+
+typedef struct evl__fdent {
+    evl__iowait *reader, *writer;
+    uint32_t armed;           /* epoll interest currently registered */
+    uint32_t internal;        /* loop-internal fd (the wakeup eventfd) */
+} evl__fdent;
+
+int evl__poll_init(evl_loop *loop);
+void evl__poll_release(evl_loop *loop);
+/* Wait up to timeout_ns (-1: forever) and queue the handles of ready fds. */
+int evl__poll(evl_loop *loop, int64_t timeout_ns);
+int evl__poll_arm(evl_loop *loop, int fd, uint32_t events);
+
+/* ------------------------------------------------------------ executor */
+
+typedef struct evl__executor evl__executor;
+void evl__executor_release(evl_loop *loop);
+/* Called on the loop thread when the wakeup fd fired. */
+void evl__executor_collect(evl_loop *loop);
+
+/* ---------------------------------------------------------------- loop */
+
+typedef struct evl__cbhandle {
+    evl__handle h;
+    evl_loop *loop;
+    evl_callback cb;
+    void *arg;
+    evl_timer timer;          /* for evl_call_later */
+} evl__cbhandle;
+
+struct evl_loop {
+    evl__queue ready;         /* the FIFO of callbacks */
+    uint64_t now;             /* cached time, read once per iteration */
+    evl__heap timers;
+    uint64_t timer_seq;       /* next timer sequence number */
+    evl__task *current;       /* task whose step is running, or NULL */
+    void *loop_sp;            /* loop stack pointer while a task runs */
+    void *asan_fake;          /* sanitizer: loop stack's fake frame */
+    const void *asan_bottom;  /* sanitizer: loop stack bounds */
+    size_t asan_size;
+    evl__task *tasks;         /* pending tasks (doubly linked) */
+    uint64_t ntasks;          /* pending task count */
+    evl__stack *stack_pool;   /* free stacks */
+    uint32_t stack_pool_n;
+    size_t stack_size;        /* usable bytes per stack */
+    evl__task *task_free;     /* recycled task structs */
+    evl__cbhandle *cb_free;   /* recycled call_soon handles */
+    int epfd;
+    evl__fdent *fds;          /* indexed by fd */
+    int nfds;
+    uint32_t io_waits;        /* armed task waits on fds */
+    int wakefd;               /* eventfd: threadsafe calls, executor */
+    pthread_mutex_t ts_lock;  /* guards ts_queue */
+    evl__queue ts_queue;      /* handles from other threads */
+    atomic_uint ts_pending;   /* nonzero when ts_queue may be non-empty */
+    atomic_uint holds;        /* evl_loop_hold count */
+    evl__executor *exec;
+    uint32_t exec_inflight;   /* jobs submitted, not yet collected */
+    unsigned flags;           /* enum evl_loop_flags */
+    unsigned executor_threads;
+    uint64_t slow_step_ns;
+    uint64_t id;
+    uint32_t tid;             /* thread running it */
+    uint8_t running;
+    uint8_t stopping;
+    uint8_t closing;
+};
+
+extern __thread evl_loop *evl__tls_loop;
+
+static inline bool evl__debug(const evl_loop *loop) { return loop->flags & EVL_LOOP_DEBUG; }
+uint64_t evl__clock_now(void);
+void evl__warn(evl_loop *loop, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int evl__wakeup_ensure(evl_loop *loop);
+
+#endif /* EVL_INTERNAL_H */
