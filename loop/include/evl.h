@@ -323,6 +323,13 @@ ssize_t evl_write(int fd, const void *buf, size_t len);
 int evl_accept(int fd, struct sockaddr *addr, socklen_t *addrlen);
 int evl_connect(int fd, const struct sockaddr *addr, socklen_t addrlen);
 
+/* Close fd and make the current loop forget it.  The loop keeps epoll
+ * interest armed between waits (it saves two syscalls per wait), so an fd
+ * that was awaited must be closed with evl_close, not close(2): a reused fd
+ * number would otherwise inherit stale state.  Tasks waiting on fd wake with
+ * EVL_EBADF.  Returns 0 or -errno. */
+int evl_close(int fd);
+
 /* ------------------------------------------------------------- executor */
 
 /* Task only.  Run fn(arg) on the loop's thread pool and await its return

@@ -27,6 +27,7 @@ typedef struct evl__stack evl__stack;
 
 #ifdef EVL_PROBES
 #define _SDT_HAS_SEMAPHORES 1
+#define SDT_USE_VARIADIC 1
 #include <sys/sdt.h>
 #define EVL__SEM_DECL(name, nargs, doc) extern volatile unsigned short evl_##name##_semaphore;
 EVL_PROBE_LIST(EVL__SEM_DECL)
@@ -255,6 +256,8 @@ struct evl_loop {
     size_t asan_size;
     evl__task *tasks;         /* pending tasks (doubly linked) */
     uint64_t ntasks;          /* pending task count */
+    uint64_t task_structs;    /* live task structs (not on task_free); a
+                               * closed loop stays allocated until 0 */
     evl__stack *stack_pool;   /* free stacks */
     uint32_t stack_pool_n;
     size_t stack_size;        /* usable bytes per stack */
@@ -286,6 +289,16 @@ extern __thread evl_loop *evl__tls_loop;
 static inline bool evl__debug(const evl_loop *loop) { return loop->flags & EVL_LOOP_DEBUG; }
 uint64_t evl__clock_now(void);
 void evl__warn(evl_loop *loop, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-int evl__wakeup_ensure(evl_loop *loop);
+/* Queue h on loop from any thread, waking the loop. */
+void evl__post(evl_loop *loop, evl__handle *h);
+/* Loop thread: move posted handles to the ready queue. */
+void evl__drain_posted(evl_loop *loop);
+evl__cbhandle *evl__cbhandle_get(evl_loop *loop);
+evl__fdent *evl__fd_get(evl_loop *loop, int fd);
+void evl__poll_forget(evl_loop *loop, int fd);
+void evl__task_wakeup_run(evl__handle *h);
+void evl__task_wake_probe(evl__task *t, evl_future *f);
+void evl__job_free(evl_future *f);
+void evl__job_cancel(evl_future *f);
 
 #endif /* EVL_INTERNAL_H */

@@ -1,0 +1,366 @@
+/*
+ * loop.c -- the loop object and its run loop.
+ *
+ * One iteration (asyncio's BaseEventLoop._run_once, DESIGN.md rule 1):
+ *
+ *   poll      wait for I/O: 0 if callbacks are ready, else until the first
+ *             timer, else forever; queue the handles of ready fds
+ *   time      read the clock once and cache it (or advance the virtual clock)
+ *   timers    move every due timer's handle to the ready queue, heap order
+ *   run       run exactly the callbacks queued at this point; what they
+ *             queue runs in the next iteration
+ */
+#define _GNU_SOURCE
+#include "evl-internal.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+__thread evl_loop *evl__tls_loop;
+static atomic_uint_fast64_t evl__next_loop_id;
+
+uint64_t evl__clock_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+void evl__warn(evl_loop *loop, const char *fmt, ...)
+{
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof(buf), fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "evl: loop %llu: %s\n", (unsigned long long)loop->id, buf);
+}
+
+void evl_loop_options_init(evl_loop_options *o)
+{
+    memset(o, 0, sizeof(*o));
+    o->stack_size = 128 * 1024;
+    o->slow_step_ns = EVL_MS(100);
+    o->executor_threads = 4;
+}
+
+evl_loop *evl_loop_new(const evl_loop_options *opts)
+{
+    evl_loop_options o;
+    evl_loop_options_init(&o);
+    if (opts) {
+        o.flags = opts->flags;
+        if (opts->stack_size)
+            o.stack_size = opts->stack_size;
+        if (opts->slow_step_ns)
+            o.slow_step_ns = opts->slow_step_ns;
+        if (opts->executor_threads)
+            o.executor_threads = opts->executor_threads;
+    }
+    const char *dbg = getenv("EVL_DEBUG");
+    if (dbg && *dbg && strcmp(dbg, "0") != 0)
+        o.flags |= EVL_LOOP_DEBUG;
+    if (o.stack_size < 16 * 1024)
+        o.stack_size = 16 * 1024;
+
+    evl_loop *loop = calloc(1, sizeof(*loop));
+    if (!loop)
+        return NULL;
+    evl__queue_init(&loop->ready);
+    evl__queue_init(&loop->ts_queue);
+    pthread_mutex_init(&loop->ts_lock, NULL);
+    loop->flags = o.flags;
+    loop->stack_size = o.stack_size;
+    loop->slow_step_ns = o.slow_step_ns;
+    loop->executor_threads = o.executor_threads;
+    loop->id = atomic_fetch_add(&evl__next_loop_id, 1) + 1;
+    loop->now = evl__clock_now();
+    loop->epfd = -1;
+    loop->wakefd = -1;
+    if (evl__poll_init(loop) < 0)
+        goto fail;
+    loop->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (loop->wakefd < 0 || evl__poll_arm(loop, loop->wakefd, EVL_READABLE) < 0)
+        goto fail;
+    loop->fds[loop->wakefd].internal = 1;
+    evl__stack_install_overflow_handler();
+    return loop;
+fail:;
+    int e = errno;
+    if (loop->wakefd >= 0)
+        close(loop->wakefd);
+    evl__poll_release(loop);
+    pthread_mutex_destroy(&loop->ts_lock);
+    free(loop);
+    errno = e;
+    return NULL;
+}
+
+/* ------------------------------------------------------------- call_soon */
+
+static void evl__cbhandle_run(evl__handle *h)
+{
+    evl__cbhandle *c = evl__container_of(h, evl__cbhandle, h);
+    evl_loop *loop = c->loop;
+    evl_callback cb = c->cb;
+    void *arg = c->arg;
+    c->h.next = (evl__handle *)loop->cb_free;   /* recycle first: cb may call_soon */
+    loop->cb_free = c;
+    EVL_PROBE(callback_begin, loop->id, (uintptr_t)cb);
+    cb(loop, arg);
+    EVL_PROBE(callback_end, loop->id, (uintptr_t)cb);
+}
+
+evl__cbhandle *evl__cbhandle_get(evl_loop *loop)
+{
+    evl__cbhandle *c = loop->cb_free;
+    if (c)
+        loop->cb_free = (evl__cbhandle *)(void *)c->h.next;
+    else if (!(c = malloc(sizeof(*c))))
+        return NULL;
+    c->h.next = c->h.prev = NULL;
+    c->h.run = evl__cbhandle_run;
+    c->loop = loop;
+    return c;
+}
+
+int evl_call_soon(evl_loop *loop, evl_callback cb, void *arg)
+{
+    if (!loop || !cb)
+        return EVL_EINVAL;
+    evl__cbhandle *c = evl__cbhandle_get(loop);
+    if (!c)
+        return EVL_ENOMEM;
+    c->cb = cb;
+    c->arg = arg;
+    evl__queue_push(&loop->ready, &c->h);
+    return 0;
+}
+
+static void evl__wakeup(evl_loop *loop)
+{
+    uint64_t one = 1;
+    ssize_t r = write(loop->wakefd, &one, sizeof(one));
+    (void)r;                          /* EAGAIN: counter saturated, still readable */
+}
+
+/* Queue a handle from any thread (executor completions, threadsafe calls). */
+void evl__post(evl_loop *loop, evl__handle *h)
+{
+    pthread_mutex_lock(&loop->ts_lock);
+    evl__queue_push(&loop->ts_queue, h);
+    atomic_store_explicit(&loop->ts_pending, 1, memory_order_release);
+    pthread_mutex_unlock(&loop->ts_lock);
+    evl__wakeup(loop);
+}
+
+int evl_call_soon_threadsafe(evl_loop *loop, evl_callback cb, void *arg)
+{
+    if (!loop || !cb)
+        return EVL_EINVAL;
+    evl__cbhandle *c = malloc(sizeof(*c));
+    if (!c)
+        return EVL_ENOMEM;
+    c->h.next = c->h.prev = NULL;
+    c->h.run = evl__cbhandle_run;
+    c->loop = loop;
+    c->cb = cb;
+    c->arg = arg;
+    evl__post(loop, &c->h);
+    return 0;
+}
+
+/* Move what other threads posted to the back of the ready queue. */
+void evl__drain_posted(evl_loop *loop)
+{
+    if (!atomic_load_explicit(&loop->ts_pending, memory_order_acquire))
+        return;
+    pthread_mutex_lock(&loop->ts_lock);
+    atomic_store_explicit(&loop->ts_pending, 0, memory_order_relaxed);
+    evl__handle *h;
+    while ((h = evl__queue_pop(&loop->ts_queue)))
+        evl__queue_push(&loop->ready, h);
+    pthread_mutex_unlock(&loop->ts_lock);
+}
+
+void evl_loop_hold(evl_loop *loop) { atomic_fetch_add(&loop->holds, 1); }
+
+void evl_loop_release(evl_loop *loop)
+{
+    atomic_fetch_sub(&loop->holds, 1);
+    evl__wakeup(loop);
+}
+
+/* ------------------------------------------------------------------ run */
+
+uint64_t evl_now(const evl_loop *loop) { return loop->now; }
+evl_loop *evl_loop_current(void) { return evl__tls_loop; }
+uint64_t evl_loop_id(const evl_loop *loop) { return loop->id; }
+void evl_stop(evl_loop *loop) { loop->stopping = 1; }
+
+static bool evl__loop_alive(evl_loop *loop)
+{
+    return !evl__queue_empty(&loop->ready) || loop->timers.n || loop->io_waits ||
+           loop->exec_inflight || atomic_load(&loop->holds) ||
+           atomic_load_explicit(&loop->ts_pending, memory_order_acquire);
+}
+
+static void evl__iteration(evl_loop *loop)
+{
+    int64_t timeout = -1;
+    uint64_t deadline;
+    bool have_timer = evl__timers_next(loop, &deadline);
+    bool virt = loop->flags & EVL_LOOP_VIRTUAL_CLOCK;
+
+    if (!evl__queue_empty(&loop->ready))
+        timeout = 0;
+    else if (have_timer)
+        timeout = virt || deadline <= loop->now ? 0 : (int64_t)(deadline - loop->now);
+
+    EVL_PROBE(poll_enter, loop->id, timeout);
+    int n = evl__poll(loop, timeout);
+    EVL_PROBE(poll_exit, loop->id, n);
+
+    if (!virt)
+        loop->now = evl__clock_now();
+    else if (n == 0 && have_timer && deadline > loop->now && evl__queue_empty(&loop->ready) &&
+             !atomic_load_explicit(&loop->ts_pending, memory_order_acquire))
+        loop->now = deadline;         /* nothing else to do: jump */
+
+    evl__timers_run_due(loop);
+
+    /* Run exactly what is queued now: a marker ends this batch. */
+    evl__handle marker = { NULL, NULL, NULL };
+    evl__queue_push(&loop->ready, &marker);
+    evl__handle *h;
+    while ((h = evl__queue_pop(&loop->ready)) != &marker)
+        h->run(h);
+}
+
+/* The overflow report runs on an alternate signal stack. */
+static void evl__altstack_enter(stack_t *old, void **mem)
+{
+    *mem = NULL;
+    if (sigaltstack(NULL, old) == 0 && !(old->ss_flags & SS_DISABLE))
+        return;                       /* the thread has one already */
+    size_t sz = 64 * 1024;
+    stack_t ss = { .ss_sp = malloc(sz), .ss_size = sz, .ss_flags = 0 };
+    if (ss.ss_sp && sigaltstack(&ss, NULL) == 0)
+        *mem = ss.ss_sp;
+    else
+        free(ss.ss_sp);
+}
+
+static void evl__altstack_leave(stack_t *old, void *mem)
+{
+    if (!mem)
+        return;
+    stack_t off = { .ss_sp = NULL, .ss_size = 0, .ss_flags = SS_DISABLE };
+    sigaltstack(&off, NULL);
+    free(mem);
+}
+
+int evl_run(evl_loop *loop)
+{
+    if (loop->running || (evl__tls_loop && evl__tls_loop != loop))
+        return EVL_EBUSY;
+    if (loop->closing)
+        return EVL_ECLOSING;
+    loop->running = 1;
+    loop->stopping = 0;
+    evl__tls_loop = loop;
+    loop->tid = (uint32_t)gettid();
+    stack_t old_ss;
+    void *ss_mem;
+    evl__altstack_enter(&old_ss, &ss_mem);
+    if (!(loop->flags & EVL_LOOP_VIRTUAL_CLOCK))
+        loop->now = evl__clock_now();
+    EVL_PROBE(loop_start, loop->id, loop->tid);
+    while (!loop->stopping && evl__loop_alive(loop))
+        evl__iteration(loop);
+    EVL_PROBE(loop_stop, loop->id, loop->tid);
+    evl__altstack_leave(&old_ss, ss_mem);
+    evl__tls_loop = NULL;
+    loop->running = 0;
+    return 0;
+}
+
+static void evl__stop_cb(evl_future *fut, void *arg)
+{
+    evl_stop(fut->loop);
+}
+
+intptr_t evl_run_until_complete(evl_loop *loop, evl_future *fut)
+{
+    if (!fut || fut->loop != loop)
+        return EVL_EINVAL;
+    if (fut->state == EVL_FUTURE_PENDING) {
+        int rc = evl_future_add_done(fut, evl__stop_cb, NULL);
+        if (rc < 0)
+            return rc;
+        rc = evl_run(loop);
+        if (rc < 0) {
+            evl_future_remove_done(fut, evl__stop_cb, NULL);
+            return rc;
+        }
+        if (fut->state == EVL_FUTURE_PENDING) {
+            evl_future_remove_done(fut, evl__stop_cb, NULL);
+            return EVL_EDEADLK;
+        }
+    }
+    return evl_future_result(fut);
+}
+
+/* ----------------------------------------------------------------- free */
+
+static void evl__cbhandle_free_all(evl_loop *loop)
+{
+    evl__handle *h;
+    while ((h = evl__queue_pop(&loop->ready)))
+        if (h->run == evl__cbhandle_run)
+            free(evl__container_of(h, evl__cbhandle, h));
+    while ((h = evl__queue_pop(&loop->ts_queue)))
+        if (h->run == evl__cbhandle_run)
+            free(evl__container_of(h, evl__cbhandle, h));
+    while (loop->cb_free) {
+        evl__cbhandle *c = loop->cb_free;
+        loop->cb_free = (evl__cbhandle *)(void *)c->h.next;
+        free(c);
+    }
+}
+
+int evl_loop_free(evl_loop *loop)
+{
+    if (!loop)
+        return 0;
+    if (loop->running)
+        return EVL_EBUSY;
+    int leaked = (int)loop->ntasks;
+    evl__task_destroy_pending(loop);
+    loop->closing = 1;
+    evl__executor_release(loop);
+    evl__cbhandle_free_all(loop);
+    while (loop->task_free) {
+        evl__task *t = loop->task_free;
+        loop->task_free = t->next;
+        free(t);
+    }
+    evl__heap_release(&loop->timers);
+    evl__stack_pool_release(loop);
+    if (loop->wakefd >= 0)
+        close(loop->wakefd);
+    evl__poll_release(loop);
+    pthread_mutex_destroy(&loop->ts_lock);
+    /* Tasks the program still references keep a zombie loop struct alive
+     * (evl__task_free frees it with the last of them). */
+    if (loop->task_structs == 0)
+        free(loop);
+    return leaked;
+}

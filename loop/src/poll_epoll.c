@@ -1,0 +1,170 @@
+/*
+ * poll_epoll.c -- the poller: epoll behind a handful of functions (like
+ * Redis's ae_epoll.c).  Level-triggered.  Interest is kept armed after a
+ * wait completes (the next wait on the fd usually follows at once) and
+ * dropped lazily when an event arrives that nobody waits for; so an fd that
+ * was awaited must be closed with evl_close(), which forgets it.
+ */
+#define _GNU_SOURCE
+#include "evl-internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <time.h>
+#include <unistd.h>
+
+#define EVL__MAX_EVENTS 256
+
+int evl__poll_init(evl_loop *loop)
+{
+    loop->epfd = epoll_create1(EPOLL_CLOEXEC);
+    return loop->epfd < 0 ? -errno : 0;
+}
+
+void evl__poll_release(evl_loop *loop)
+{
+    if (loop->epfd >= 0)
+        close(loop->epfd);
+    loop->epfd = -1;
+    free(loop->fds);
+    loop->fds = NULL;
+    loop->nfds = 0;
+}
+
+static int evl__fd_grow(evl_loop *loop, int fd)
+{
+    if (fd < loop->nfds)
+        return 0;
+    int n = loop->nfds ? loop->nfds : 64;
+    while (n <= fd)
+        n *= 2;
+    evl__fdent *a = realloc(loop->fds, (size_t)n * sizeof(*a));
+    if (!a)
+        return EVL_ENOMEM;
+    memset(a + loop->nfds, 0, (size_t)(n - loop->nfds) * sizeof(*a));
+    loop->fds = a;
+    loop->nfds = n;
+    return 0;
+}
+
+evl__fdent *evl__fd_get(evl_loop *loop, int fd)
+{
+    return evl__fd_grow(loop, fd) < 0 ? NULL : &loop->fds[fd];
+}
+
+static uint32_t evl__epoll_bits(uint32_t events)
+{
+    return (events & EVL_READABLE ? EPOLLIN : 0) | (events & EVL_WRITABLE ? EPOLLOUT : 0);
+}
+
+/* Make fd's registered interest exactly `events` (EVL_READABLE|WRITABLE). */
+int evl__poll_arm(evl_loop *loop, int fd, uint32_t events)
+{
+    int rc = evl__fd_grow(loop, fd);
+    if (rc < 0)
+        return rc;
+    evl__fdent *e = &loop->fds[fd];
+    if (e->armed == events)
+        return 0;
+    struct epoll_event ev = { .events = evl__epoll_bits(events), .data.fd = fd };
+    int op = !e->armed ? EPOLL_CTL_ADD : events ? EPOLL_CTL_MOD : EPOLL_CTL_DEL;
+    if (epoll_ctl(loop->epfd, op, fd, &ev) < 0) {
+        /* Our view was stale (fd closed and reused without evl_close). */
+        if (op == EPOLL_CTL_MOD && errno == ENOENT)
+            op = EPOLL_CTL_ADD;
+        else if (op == EPOLL_CTL_ADD && errno == EEXIST)
+            op = EPOLL_CTL_MOD;
+        else if (op == EPOLL_CTL_DEL && (errno == ENOENT || errno == EBADF))
+            op = -1;
+        else
+            return -errno;
+        if (op >= 0 && epoll_ctl(loop->epfd, op, fd, &ev) < 0)
+            return -errno;
+    }
+    e->armed = events;
+    return 0;
+}
+
+/* Forget fd (evl_close): drop interest, wake its waiters with EBADF. */
+void evl__poll_forget(evl_loop *loop, int fd)
+{
+    if (fd < 0 || fd >= loop->nfds)
+        return;
+    evl__fdent *e = &loop->fds[fd];
+    evl__iowait *w[2] = { e->reader, e->writer };
+    e->reader = e->writer = NULL;
+    for (int i = 0; i < 2; i++) {
+        if (!w[i] || (i == 1 && w[1] == w[0]))
+            continue;
+        w[i]->revents = 0;
+        if (!evl__handle_queued(&w[i]->h))
+            evl__queue_push(&loop->ready, &w[i]->h);
+    }
+    if (e->armed) {
+        struct epoll_event ev = { 0 };
+        epoll_ctl(loop->epfd, EPOLL_CTL_DEL, fd, &ev);
+        e->armed = 0;
+    }
+}
+
+static void evl__dispatch(evl_loop *loop, int fd, uint32_t ev)
+{
+    evl__fdent *e = &loop->fds[fd];
+    if (e->internal) {                /* the wakeup eventfd */
+        uint64_t v;
+        ssize_t r = read(fd, &v, sizeof(v));
+        (void)r;
+        return;
+    }
+    uint32_t err = ev & (EPOLLERR | EPOLLHUP);
+    uint32_t unwanted = 0;
+    evl__iowait *rd = e->reader, *wr = e->writer;
+    if (ev & (EPOLLIN | EPOLLRDHUP | err)) {
+        if (rd) {
+            rd->revents |= EVL_READABLE | (err && (rd->events & EVL_WRITABLE) ? EVL_WRITABLE : 0);
+            e->reader = NULL;
+            if (e->writer == rd)
+                e->writer = NULL;
+            evl__queue_push(&loop->ready, &rd->h);
+        } else if (ev & EPOLLIN) {
+            unwanted |= EVL_READABLE;
+        }
+    }
+    if (ev & (EPOLLOUT | err)) {
+        if (wr && wr != rd) {
+            wr->revents |= EVL_WRITABLE | (err && (wr->events & EVL_READABLE) ? EVL_READABLE : 0);
+            e->writer = NULL;
+            evl__queue_push(&loop->ready, &wr->h);
+        } else if (!wr && (ev & EPOLLOUT)) {
+            unwanted |= EVL_WRITABLE;
+        }
+    }
+    if (unwanted)
+        evl__poll_arm(loop, fd, e->armed & ~unwanted);
+}
+
+int evl__poll(evl_loop *loop, int64_t timeout_ns)
+{
+    struct epoll_event evs[EVL__MAX_EVENTS];
+    struct timespec ts, *tsp = NULL;
+    if (timeout_ns >= 0) {
+        ts.tv_sec = timeout_ns / 1000000000;
+        ts.tv_nsec = timeout_ns % 1000000000;
+        tsp = &ts;
+    }
+    int n = epoll_pwait2(loop->epfd, evs, EVL__MAX_EVENTS, tsp, NULL);
+    if (n < 0 && errno == ENOSYS) {   /* kernels before 5.11: round up to ms */
+        int ms = timeout_ns < 0 ? -1 : (int)((timeout_ns + 999999) / 1000000);
+        n = epoll_wait(loop->epfd, evs, EVL__MAX_EVENTS, ms);
+    }
+    if (n <= 0)
+        return 0;                     /* EINTR counts as no event */
+    /* Threadsafe posts first: asyncio appends them to _ready when made,
+     * before the poll's I/O callbacks. */
+    evl__drain_posted(loop);
+    for (int i = 0; i < n; i++)
+        evl__dispatch(loop, evs[i].data.fd, evs[i].events);
+    return n;
+}
