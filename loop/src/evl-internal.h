@@ -246,6 +246,8 @@ typedef struct evl__cbhandle {
 
 struct evl_loop {
     evl__queue ready;         /* the FIFO of callbacks */
+    struct evl_loop_pub pub;  /* running task / phase, for tracers */
+    uint32_t trace_len;       /* bytes used in trace_buf */
     uint64_t now;             /* cached time, read once per iteration */
     evl__heap timers;
     uint64_t timer_seq;       /* next timer sequence number */
@@ -282,6 +284,9 @@ struct evl_loop {
     uint8_t running;
     uint8_t stopping;
     uint8_t closing;
+    /* batch records for the tracer (evl-probes.h), flushed by the batch
+     * probe once per iteration and when full */
+    _Alignas(8) uint8_t trace_buf[EVL_BATCH_BYTES];
 };
 
 extern __thread evl_loop *evl__tls_loop;
@@ -300,5 +305,7 @@ void evl__task_wakeup_run(evl__handle *h);
 void evl__task_wake_probe(evl__task *t, evl_future *f);
 void evl__job_free(evl_future *f);
 void evl__job_cancel(evl_future *f);
+
+#include "trace.h"
 
 #endif /* EVL_INTERNAL_H */

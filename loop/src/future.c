@@ -220,9 +220,9 @@ static void evl__donecb_run(evl__handle *h)
     evl__donecb *d = evl__container_of(h, evl__donecb, w.h);
     evl_future *f = d->w.fut;
     evl_loop *loop = f->loop;
-    EVL_PROBE(callback_begin, loop->id, (uintptr_t)d->cb);
+    evl__tr_callback_begin(loop, (uintptr_t)d->cb);
     d->cb(f, d->arg);
-    EVL_PROBE(callback_end, loop->id, (uintptr_t)d->cb);
+    evl__tr_callback_end(loop, (uintptr_t)d->cb);
     free(d);
     evl__future_unhold(f);
 }

@@ -113,9 +113,9 @@ static void evl__cbhandle_run(evl__handle *h)
     void *arg = c->arg;
     c->h.next = (evl__handle *)loop->cb_free;   /* recycle first: cb may call_soon */
     loop->cb_free = c;
-    EVL_PROBE(callback_begin, loop->id, (uintptr_t)cb);
+    evl__tr_callback_begin(loop, (uintptr_t)cb);
     cb(loop, arg);
-    EVL_PROBE(callback_end, loop->id, (uintptr_t)cb);
+    evl__tr_callback_end(loop, (uintptr_t)cb);
 }
 
 evl__cbhandle *evl__cbhandle_get(evl_loop *loop)
@@ -224,9 +224,11 @@ static void evl__iteration(evl_loop *loop)
     else if (have_timer)
         timeout = virt || deadline <= loop->now ? 0 : (int64_t)(deadline - loop->now);
 
-    EVL_PROBE(poll_enter, loop->id, timeout);
+    loop->pub.phase = EVL_PHASE_POLL;
+    evl__tr_poll_enter(loop, timeout);
     int n = evl__poll(loop, timeout);
-    EVL_PROBE(poll_exit, loop->id, n);
+    loop->pub.phase = EVL_PHASE_OTHER;
+    evl__tr_poll_exit(loop, n);
 
     if (!virt)
         loop->now = evl__clock_now();
@@ -282,9 +284,10 @@ int evl_run(evl_loop *loop)
     evl__altstack_enter(&old_ss, &ss_mem);
     if (!(loop->flags & EVL_LOOP_VIRTUAL_CLOCK))
         loop->now = evl__clock_now();
-    EVL_PROBE(loop_start, loop->id, loop->tid);
+    EVL_PROBE(loop_start, loop->id, loop->tid, (uintptr_t)&loop->pub);
     while (!loop->stopping && evl__loop_alive(loop))
         evl__iteration(loop);
+    evl__trace_flush(loop);
     EVL_PROBE(loop_stop, loop->id, loop->tid);
     evl__altstack_leave(&old_ss, ss_mem);
     evl__tls_loop = NULL;
@@ -344,6 +347,7 @@ int evl_loop_free(evl_loop *loop)
         return EVL_EBUSY;
     int leaked = (int)loop->ntasks;
     evl__task_destroy_pending(loop);
+    evl__trace_flush(loop);           /* the leak verdicts */
     loop->closing = 1;
     evl__executor_release(loop);
     evl__cbhandle_free_all(loop);

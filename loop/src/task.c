@@ -127,7 +127,7 @@ evl_task *evl_spawn(evl_loop *loop, const char *name, evl_task_fn fn, void *arg)
         loop->tasks->prev = t;
     loop->tasks = t;
     loop->ntasks++;
-    EVL_PROBE(task_create, loop->id, t->id, t->parent_id, t->name, (uintptr_t)fn);
+    evl__tr_task_create(loop, t->id, t->parent_id, t->name, (uintptr_t)fn);
     t->tstate = EVL_TASK_READY;
     evl__queue_push(&loop->ready, &t->step);
     return &t->fut;
@@ -163,7 +163,7 @@ static void evl__task_finalize(evl__task *t, intptr_t r)
     }
     evl__task_unlink(loop, t);
     t->tstate = (uint8_t)final;
-    EVL_PROBE(task_finish, loop->id, t->id, final, r < 0 ? r : 0);
+    evl__tr_task_finish(loop, t->id, final, r < 0 ? r : 0);
     evl__future_complete(&t->fut,
                          final == EVL_TASK_CANCELLED ? EVL_FUTURE_CANCELLED : EVL_FUTURE_DONE, r);
     evl_future_unref(&t->fut);        /* the loop's reference */
@@ -195,11 +195,15 @@ static void evl__task_step(evl__task *t, intptr_t exc)
     t->tstate = EVL_TASK_RUNNING;
     loop->current = t;
     evl__tls_running_task = t;
-    EVL_PROBE(task_run, loop->id, t->id);
+    loop->pub.task = t->id;
+    loop->pub.phase = EVL_PHASE_TASK;
+    evl__tr_task_run(loop, t->id);
     uint64_t t0 = evl__debug(loop) ? evl__clock_now() : 0;
     evl__switch_to_task(loop, t);
     loop->current = NULL;
     evl__tls_running_task = NULL;
+    loop->pub.task = 0;
+    loop->pub.phase = EVL_PHASE_OTHER;
     if (EVL__UNLIKELY(t0)) {
         uint64_t dt = evl__clock_now() - t0;
         if (dt >= loop->slow_step_ns)
@@ -232,9 +236,9 @@ void evl__task_wake_probe(evl__task *t, evl_future *f)
 {
     evl_loop *loop = t->fut.loop;
     t->tstate = EVL_TASK_READY;
-    EVL_PROBE(task_wake, loop->id, t->id,
-              f->state == EVL_FUTURE_CANCELLED ? EVL_WAKER_CANCEL : f->waker_kind,
-              loop->current ? loop->current->id : 0);
+    evl__tr_task_wake(loop, t->id,
+                      f->state == EVL_FUTURE_CANCELLED ? EVL_WAKER_CANCEL : f->waker_kind,
+                      loop->current ? loop->current->id : 0);
 }
 
 static intptr_t evl__task_switch_out(evl__task *t)
@@ -248,7 +252,7 @@ intptr_t evl__task_wait(evl__task *t, evl_future *f, int reason, uint64_t obj, u
     evl__future_add_waiter(f, &t->wait, evl__task_wakeup_run);
     t->fut_waiter = f;
     t->tstate = EVL_TASK_SUSPENDED;
-    EVL_PROBE(task_suspend, t->fut.loop->id, t->id, reason, obj, timeout);
+    evl__tr_task_suspend(t->fut.loop, t->id, reason, obj, timeout);
     if (t->must_cancel && evl_cancel(f))
         t->must_cancel = 0;
     return evl__task_switch_out(t);
@@ -261,7 +265,7 @@ int evl__task_cancel(evl__task *t)
         return 0;
     evl_loop *loop = t->fut.loop;
     t->ncancels++;
-    EVL_PROBE(task_cancel, loop->id, t->id, loop->current ? loop->current->id : 0);
+    evl__tr_task_cancel(loop, t->id, loop->current ? loop->current->id : 0);
     if (t->fut_waiter && evl_cancel(t->fut_waiter))
         return 1;
     t->must_cancel = 1;
@@ -279,7 +283,7 @@ void evl__task_report_leak(evl__task *t, int kind)
         return;
     t->leak_reported = 1;
     evl_loop *loop = t->fut.loop;
-    EVL_PROBE(task_leak, loop->id, t->id, kind);
+    evl__tr_task_leak(loop, t->id, kind);
     if (evl__debug(loop)) {
         if (kind == EVL_LEAK_UNRETRIEVED)
             evl__warn(loop, "task '%s' (id %llu) leaked: %s (%s)", t->name,
@@ -406,11 +410,11 @@ int evl_sleep(uint64_t ns)
     if (ns == 0) {
         /* asyncio's bare yield: call_soon(step); a pending cancellation
          * is delivered by that step. */
-        EVL_PROBE(task_suspend, loop->id, t->id, EVL_SUSPEND_YIELD, 0, 0);
+        evl__tr_task_suspend(loop, t->id, EVL_SUSPEND_YIELD, 0, 0);
         t->resume = 0;
         t->tstate = EVL_TASK_READY;
         evl__queue_push(&loop->ready, &t->step);
-        EVL_PROBE(task_wake, loop->id, t->id, EVL_WAKER_YIELD, t->id);
+        evl__tr_task_wake(loop, t->id, EVL_WAKER_YIELD, t->id);
         return (int)evl__task_switch_out(t);
     }
     evl_future f;

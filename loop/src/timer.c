@@ -107,9 +107,9 @@ static void evl__timer_run(evl__handle *hd)
     evl_loop *loop = t->evl__loop;
     evl_callback cb = t->evl__cb;
     /* t may be freed or re-armed by cb: read nothing from it afterwards. */
-    EVL_PROBE(callback_begin, loop->id, (uintptr_t)cb);
+    evl__tr_callback_begin(loop, (uintptr_t)cb);
     cb(loop, t->evl__arg);
-    EVL_PROBE(callback_end, loop->id, (uintptr_t)cb);
+    evl__tr_callback_end(loop, (uintptr_t)cb);
 }
 
 void evl_timer_init(evl_timer *t)
