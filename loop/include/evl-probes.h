@@ -27,7 +27,7 @@
     XX(poll_exit,      2, "loop nevents")                                     \
     XX(callback_begin, 2, "loop fn")                                          \
     XX(callback_end,   2, "loop fn")                                          \
-    XX(batch,          3, "loop addr len")
+    XX(batch,          5, "loop addr len pub nrec")
 
 /* Probe ids, in table order from 1.  They are the `kind` of batch records
  * and of the events table: append new probes at the end of the table. */
@@ -39,53 +39,79 @@ enum evl_probe_id {
     EVL_PROBE_ID_COUNT
 };
 
+/* The numeric arguments, as X-macro lists XX(NAME, value, "name") so that
+ * tools can name them (the tracer fills the database's lookup tables from
+ * these lists). */
+
 /* task_suspend: why the task stopped.  object is the awaited future's
- * address, the fd, or 0; timeout_ns is the sleep/wait delay or 0. */
-enum evl_suspend_reason {
-    EVL_SUSPEND_SLEEP = 1,
-    EVL_SUSPEND_IO = 2,
-    EVL_SUSPEND_FUTURE = 3,
-    EVL_SUSPEND_TASK = 4,
-    EVL_SUSPEND_YIELD = 5,
-    EVL_SUSPEND_EXECUTOR = 6,
-    EVL_SUSPEND_GATHER = 7,
-};
+ * address (the task id when awaiting a task), the fd, or 0; timeout_ns is
+ * the sleep delay or 0. */
+#define EVL_SUSPEND_LIST(XX)                                                  \
+    XX(SLEEP, 1, "sleep")                                                     \
+    XX(IO, 2, "io")                                                           \
+    XX(FUTURE, 3, "future")                                                   \
+    XX(TASK, 4, "task")                                                       \
+    XX(YIELD, 5, "yield")                                                     \
+    XX(EXECUTOR, 6, "executor")                                               \
+    XX(GATHER, 7, "gather")
 
 /* task_wake: what put the task back on the ready queue.  waker_task is the
  * id of the task that was running when it happened (0 if none). */
-enum evl_waker_kind {
-    EVL_WAKER_TIMER = 1,     /* a sleep's timer fired */
-    EVL_WAKER_IO = 2,        /* fd readiness */
-    EVL_WAKER_FUTURE = 3,    /* a plain future was completed */
-    EVL_WAKER_TASK = 4,      /* an awaited task finished */
-    EVL_WAKER_CANCEL = 5,    /* the awaited future was cancelled */
-    EVL_WAKER_YIELD = 6,     /* sleep(0): rescheduled itself */
-    EVL_WAKER_EXECUTOR = 7,  /* an executor job completed */
-    EVL_WAKER_GATHER = 8,    /* an awaited gather completed */
-};
+#define EVL_WAKER_LIST(XX)                                                    \
+    XX(TIMER, 1, "timer")         /* a sleep's timer fired */                 \
+    XX(IO, 2, "io")               /* fd readiness */                          \
+    XX(FUTURE, 3, "future")       /* a plain future was completed */          \
+    XX(TASK, 4, "task")           /* an awaited task finished */              \
+    XX(CANCEL, 5, "cancel")       /* the awaited future was cancelled */      \
+    XX(YIELD, 6, "yield")         /* sleep(0): rescheduled itself */          \
+    XX(EXECUTOR, 7, "executor")   /* an executor job completed */             \
+    XX(GATHER, 8, "gather")       /* an awaited gather completed */
 
-/* task_finish: final state (same numbers as enum evl_task_state). */
-enum evl_final_state {
-    EVL_FINAL_FINISHED = 4,
-    EVL_FINAL_FAILED = 5,
-    EVL_FINAL_CANCELLED = 6,
-};
+/* task_finish: final state (the same numbers as enum evl_task_state, which
+ * also names the states a task passes through). */
+#define EVL_STATE_LIST(XX)                                                    \
+    XX(CREATED, 0, "created")                                                 \
+    XX(READY, 1, "ready")                                                     \
+    XX(RUNNING, 2, "running")                                                 \
+    XX(SUSPENDED, 3, "suspended")                                             \
+    XX(FINISHED, 4, "finished")                                               \
+    XX(FAILED, 5, "failed")                                                   \
+    XX(CANCELLED, 6, "cancelled")
 
 /* task_leak: the verdict. */
-enum evl_leak_kind {
-    EVL_LEAK_PENDING_AT_CLOSE = 1, /* still pending when its loop closed */
-    EVL_LEAK_ABANDONED = 2,        /* awaits a future nothing can complete */
-    EVL_LEAK_UNRETRIEVED = 3,      /* failed; nobody read the error */
-};
+#define EVL_LEAK_LIST(XX)                                                     \
+    XX(PENDING_AT_CLOSE, 1, "pending_at_close") /* pending when its loop closed */ \
+    XX(ABANDONED, 2, "abandoned")   /* awaits a future nothing can complete */ \
+    XX(UNRETRIEVED, 3, "unretrieved") /* failed; nobody read the error */
+
+#define EVL__ENUM_SUSPEND(n, v, s) EVL_SUSPEND_##n = v,
+#define EVL__ENUM_WAKER(n, v, s) EVL_WAKER_##n = v,
+#define EVL__ENUM_FINAL(n, v, s) EVL_FINAL_##n = v,
+#define EVL__ENUM_LEAK(n, v, s) EVL_LEAK_##n = v,
+enum evl_suspend_reason { EVL_SUSPEND_LIST(EVL__ENUM_SUSPEND) };
+enum evl_waker_kind { EVL_WAKER_LIST(EVL__ENUM_WAKER) };
+enum evl_final_state { EVL_STATE_LIST(EVL__ENUM_FINAL) };
+enum evl_leak_kind { EVL_LEAK_LIST(EVL__ENUM_LEAK) };
+#undef EVL__ENUM_SUSPEND
+#undef EVL__ENUM_WAKER
+#undef EVL__ENUM_FINAL
+#undef EVL__ENUM_LEAK
 
 /* ------------------------------------------------------------- batching
  *
  * A uprobe hit costs 0.3-1 us.  While a tracer has raised the `batch`
  * probe's semaphore, the loop also appends each lifecycle event (all probes
  * but loop_start, loop_stop and batch) as a record to a per-loop buffer and
- * fires `batch(loop, addr, len)` once per iteration (before the poll) and
- * whenever the buffer is full; the tracer copies the buffer.  Records of
- * one loop are in program order, so order within a loop is exact.
+ * fires `batch(loop, addr, len, pub, nrec)` once per iteration (before the
+ * poll) and whenever the buffer is full: addr/len is the buffer, nrec the
+ * number of records in it, pub the address of the loop's evl_loop_pub (so
+ * a tracer that attached mid-run learns it).  Records of one loop are in
+ * program order, so order within a loop is exact.
+ *
+ * When a tracer attaches to a running loop, the loop first emits a
+ * task_create record for every task already pending, with
+ * EVL_REC_PREEXISTING set in a32 (their creation happened before the
+ * trace; ts is the attach time).
  * Fixed-width types only: this layout is read by BPF programs.
  */
 #ifndef __VMLINUX_H__
@@ -94,6 +120,7 @@ enum evl_leak_kind {
 
 #define EVL_BATCH_BYTES 16384   /* buffer size; batch len never exceeds it */
 #define EVL_NAME_MAX 48         /* task names, NUL included */
+#define EVL_REC_PREEXISTING 0x80000000u /* task_create a32 flag */
 
 struct evl_rec {
     __u64 ts;       /* CLOCK_MONOTONIC, ns */
@@ -105,8 +132,9 @@ struct evl_rec {
     __u16 size;     /* bytes of this record incl. what follows; multiple of 8 */
 };
 /* Per kind (same meaning as the probe's arguments):
- *   task_create   a0 parent, a1 function address, a32 name length; the name
- *                 (not NUL-terminated) follows, padded to 8 bytes
+ *   task_create   a0 parent, a1 function address, a32 name length (and
+ *                 EVL_REC_PREEXISTING); the name (not NUL-terminated)
+ *                 follows, padded to 8 bytes
  *   task_run      -
  *   task_suspend  a32 reason, a0 object, a1 timeout_ns
  *   task_wake     a32 waker_kind, a0 waker task

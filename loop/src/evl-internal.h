@@ -248,6 +248,8 @@ struct evl_loop {
     evl__queue ready;         /* the FIFO of callbacks */
     struct evl_loop_pub pub;  /* running task / phase, for tracers */
     uint32_t trace_len;       /* bytes used in trace_buf */
+    uint32_t trace_nrec;      /* records in trace_buf */
+    uint8_t trace_on;         /* batching was on last iteration */
     uint64_t now;             /* cached time, read once per iteration */
     evl__heap timers;
     uint64_t timer_seq;       /* next timer sequence number */

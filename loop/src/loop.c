@@ -84,6 +84,7 @@ evl_loop *evl_loop_new(const evl_loop_options *opts)
     loop->now = evl__clock_now();
     loop->epfd = -1;
     loop->wakefd = -1;
+    loop->trace_on = EVL_BATCHING();  /* a tracer already attached sees it all */
     if (evl__poll_init(loop) < 0)
         goto fail;
     loop->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -219,6 +220,7 @@ static void evl__iteration(evl_loop *loop)
     bool have_timer = evl__timers_next(loop, &deadline);
     bool virt = loop->flags & EVL_LOOP_VIRTUAL_CLOCK;
 
+    evl__trace_check_attach(loop);
     if (!evl__queue_empty(&loop->ready))
         timeout = 0;
     else if (have_timer)

@@ -342,6 +342,16 @@ void evl__task_destroy_pending(evl_loop *loop)
     }
 }
 
+void evl__trace_snapshot(evl_loop *loop)
+{
+    /* Records made since the semaphore rose mid-iteration are dropped: the
+     * trace starts here, with every pending task. */
+    loop->trace_len = loop->trace_nrec = 0;
+    for (evl__task *t = loop->tasks; t; t = t->next)
+        evl__rec_task_create(loop, t->id, t->parent_id, t->name, (uintptr_t)t->fn,
+                             EVL_REC_PREEXISTING);
+}
+
 /* ----------------------------------------------------------- public calls */
 
 evl_task *evl_current_task(void)

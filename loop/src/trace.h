@@ -16,8 +16,10 @@
 static inline void evl__trace_flush(evl_loop *loop)
 {
     if (loop->trace_len) {
-        EVL_PROBE(batch, loop->id, (uintptr_t)loop->trace_buf, loop->trace_len);
+        EVL_PROBE(batch, loop->id, (uintptr_t)loop->trace_buf, loop->trace_len,
+                  (uintptr_t)&loop->pub, loop->trace_nrec);
         loop->trace_len = 0;
+        loop->trace_nrec = 0;
     }
 }
 
@@ -38,6 +40,7 @@ static inline struct evl_rec *evl__trace_rec(evl_loop *loop, uint16_t kind, uint
     r->kind = kind;
     r->size = size;
     loop->trace_len += size;
+    loop->trace_nrec++;
     return r;
 }
 
@@ -48,16 +51,34 @@ static inline struct evl_rec *evl__trace_rec(evl_loop *loop, uint16_t kind, uint
                            task, a32, a0, a1);                                \
     } while (0)
 
+static inline void evl__rec_task_create(evl_loop *loop, uint64_t task, uint64_t parent,
+                                        const char *name, uintptr_t fn, uint32_t flags)
+{
+    size_t n = strlen(name);
+    uint16_t size = (uint16_t)(sizeof(struct evl_rec) + ((n + 7) & ~(size_t)7));
+    struct evl_rec *r = evl__trace_rec(loop, EVL_PROBE_ID_task_create, size, task,
+                                       (uint32_t)n | flags, parent, fn);
+    memcpy(r + 1, name, n);
+}
+
 static inline void evl__tr_task_create(evl_loop *loop, uint64_t task, uint64_t parent,
                                        const char *name, uintptr_t fn)
 {
     EVL_PROBE(task_create, loop->id, task, parent, name, fn);
-    if (EVL_BATCHING()) {
-        size_t n = strlen(name);
-        uint16_t size = (uint16_t)(sizeof(struct evl_rec) + ((n + 7) & ~(size_t)7));
-        struct evl_rec *r = evl__trace_rec(loop, EVL_PROBE_ID_task_create, size, task,
-                                           (uint32_t)n, parent, fn);
-        memcpy(r + 1, name, n);
+    if (EVL_BATCHING())
+        evl__rec_task_create(loop, task, parent, name, fn, 0);
+}
+
+/* Once per iteration: a tracer that just attached first learns the tasks
+ * that already exist. */
+void evl__trace_snapshot(evl_loop *loop);
+static inline void evl__trace_check_attach(evl_loop *loop)
+{
+    bool on = EVL_BATCHING();
+    if (EVL__UNLIKELY(on != loop->trace_on)) {
+        loop->trace_on = on;
+        if (on)
+            evl__trace_snapshot(loop);
     }
 }
 

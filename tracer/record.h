@@ -1,0 +1,44 @@
+/*
+ * record.h -- messages from record.bpf.c to record.c through the ring
+ * buffer, and the BPF-side counters.  Shared by BPF and user space:
+ * fixed-width types only, explicit padding, sizes asserted.  The numbers
+ * of the enums are stored in trace databases: never renumber.
+ */
+#ifndef LOOPSCOPE_RECORD_H
+#define LOOPSCOPE_RECORD_H
+
+#include "evl-probes.h"
+
+enum ls_msg_type {
+    LS_MSG_BATCH = 1,       /* payload: len bytes of struct evl_rec records */
+    LS_MSG_REC = 2,         /* payload: one evl_rec (+ name), unbatched mode */
+    LS_MSG_LOOP_START = 3,  /* payload: none (pub in hdr.arg) */
+    LS_MSG_LOOP_STOP = 4,
+};
+
+struct ls_msg_hdr {
+    __u32 type;             /* enum ls_msg_type */
+    __u32 len;              /* payload bytes following the header */
+    __u64 ts;               /* bpf_ktime_get_ns() at the probe (CLOCK_MONOTONIC) */
+    __u64 loop;             /* loop id */
+    __u64 arg;              /* LOOP_*: evl_loop_pub address; BATCH: pub too */
+    __u32 pid;              /* tgid */
+    __u32 tid;
+    __u32 nrec;             /* records in the payload */
+    __u32 pad;
+};
+_Static_assert(sizeof(struct ls_msg_hdr) == 48, "ls_msg_hdr layout");
+
+/* Counters, one slot each in the per-CPU array `stats`. */
+enum ls_stat {
+    LS_STAT_BATCHES = 0,        /* batches delivered */
+    LS_STAT_RECS = 1,           /* records delivered */
+    LS_STAT_DROPPED_MSGS = 2,   /* messages the ring buffer had no room for */
+    LS_STAT_DROPPED_RECS = 3,   /* records inside those */
+    LS_STAT_READ_ERRORS = 4,    /* user memory that could not be read */
+    LS_STAT_COUNT = 5,
+};
+
+#define LS_MAX_MSG (sizeof(struct ls_msg_hdr) + EVL_BATCH_BYTES)
+
+#endif /* LOOPSCOPE_RECORD_H */

@@ -1,0 +1,90 @@
+-- schema.sql -- the loopscope trace database, version 1.
+-- One file per recording; tracer/SCHEMA.md documents every table.
+-- Times are CLOCK_MONOTONIC nanoseconds (the clock of bpf_ktime_get_ns).
+-- Indexes are created after capture (see INDEXES below), not here.
+PRAGMA user_version = 1;
+PRAGMA application_id = 1280266064;  -- 'LSTP'
+
+CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT) WITHOUT ROWID;
+
+CREATE TABLE loops(
+  id INTEGER PRIMARY KEY,       -- libevl loop id (process-unique)
+  pid INTEGER NOT NULL,
+  tid INTEGER NOT NULL,         -- thread that runs it
+  started_ns INTEGER,           -- loop_start, or first event seen
+  stopped_ns INTEGER            -- loop_stop; NULL if still running at the end
+);
+
+CREATE TABLE tasks(
+  id INTEGER PRIMARY KEY,       -- libevl task id (process-unique)
+  loop_id INTEGER NOT NULL,
+  parent_id INTEGER,            -- task that spawned it; NULL for none
+  name TEXT NOT NULL,
+  function TEXT,                -- symbol of the task function
+  function_addr INTEGER,
+  created_ns INTEGER,           -- task_create; attach time if preexisting
+  preexisting INTEGER NOT NULL DEFAULT 0, -- created before the recording began
+  ended_ns INTEGER,             -- task_finish; NULL if still pending
+  final_state INTEGER,          -- states.id: 4 finished, 5 failed, 6 cancelled
+  error INTEGER                 -- negative errno-style code, 0 if none
+);
+
+CREATE TABLE events(
+  ts_ns INTEGER NOT NULL,
+  loop_id INTEGER NOT NULL,
+  task_id INTEGER,              -- NULL for loop-level events
+  kind INTEGER NOT NULL,        -- event_kinds.id (= libevl probe id)
+  reason INTEGER,               -- suspend reason / waker kind / state / leak kind / nevents
+  arg0 INTEGER,                 -- object, waker task, error, requester, timeout, fn
+  arg1 INTEGER                  -- suspend timeout
+);
+
+-- Blocking episodes and their stacks (filled by blocking detection).
+CREATE TABLE blocking(
+  id INTEGER PRIMARY KEY,
+  loop_id INTEGER NOT NULL,
+  task_id INTEGER,
+  start_ns INTEGER NOT NULL,
+  dur_ns INTEGER NOT NULL,
+  kind INTEGER NOT NULL,        -- 1 off-CPU, 2 on-CPU
+  syscall INTEGER,
+  stack_id INTEGER,
+  delayed_tasks INTEGER
+);
+CREATE TABLE stacks(id INTEGER PRIMARY KEY, depth INTEGER NOT NULL);
+CREATE TABLE frames(
+  stack_id INTEGER NOT NULL,
+  depth INTEGER NOT NULL,       -- 0 = innermost
+  address INTEGER NOT NULL,
+  function TEXT,
+  file TEXT,
+  line INTEGER,
+  module TEXT,
+  PRIMARY KEY(stack_id, depth)
+) WITHOUT ROWID;
+
+-- Names for the integer codes, so the stock sqlite3 shell reads well.
+CREATE TABLE event_kinds(id INTEGER PRIMARY KEY, name TEXT NOT NULL);
+CREATE TABLE states(id INTEGER PRIMARY KEY, name TEXT NOT NULL);
+CREATE TABLE suspend_reasons(id INTEGER PRIMARY KEY, name TEXT NOT NULL);
+CREATE TABLE waker_kinds(id INTEGER PRIMARY KEY, name TEXT NOT NULL);
+CREATE TABLE leak_kinds(id INTEGER PRIMARY KEY, name TEXT NOT NULL);
+
+-- (filled by the recorder from loop/include/evl-probes.h's X-macro lists)
+
+-- Events with names instead of codes.
+CREATE VIEW events_named AS
+  SELECT e.ts_ns, e.loop_id, e.task_id, t.name AS task, k.name AS kind,
+         CASE k.name
+           WHEN 'task_suspend' THEN (SELECT name FROM suspend_reasons WHERE id = e.reason)
+           WHEN 'task_wake' THEN (SELECT name FROM waker_kinds WHERE id = e.reason)
+           WHEN 'task_finish' THEN (SELECT name FROM states WHERE id = e.reason)
+           WHEN 'task_leak' THEN (SELECT name FROM leak_kinds WHERE id = e.reason)
+           ELSE e.reason END AS reason,
+         e.arg0, e.arg1
+  FROM events e JOIN event_kinds k ON k.id = e.kind
+  LEFT JOIN tasks t ON t.id = e.task_id;
+
+-- INDEXES (run by the recorder when capture ends):
+-- CREATE INDEX events_task_ts ON events(task_id, ts_ns);
+-- CREATE INDEX events_ts ON events(ts_ns);

@@ -1,0 +1,329 @@
+/*
+ * store.c -- writes a trace database (schema.sql, SCHEMA.md).
+ *
+ * Capture speed comes from: one long transaction committed every
+ * LS_COMMIT_NS (so a killed recorder still leaves a consistent database up
+ * to the last commit: WAL), prepared statements, events inserted
+ * LS_ROWS_PER_INSERT rows per statement, and indexes built only at the end.
+ */
+#define _GNU_SOURCE
+#include "store.h"
+#include "evl-probes.h"
+#include "schema_sql.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sqlite3.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define LS_ROWS_PER_INSERT 128
+#define LS_EVENT_COLS 7
+#define LS_COMMIT_NS 250000000ll
+
+struct ls_store {
+    sqlite3 *db;
+    char *path;               /* final name */
+    char *tmp;                /* written here when replacing (--force) */
+    sqlite3_stmt *ins_many;   /* LS_ROWS_PER_INSERT event rows */
+    sqlite3_stmt *ins_one;
+    sqlite3_stmt *ins_task, *fin_task, *ins_loop, *stop_loop, *ins_meta;
+    int64_t rows[LS_ROWS_PER_INSERT][LS_EVENT_COLS];
+    int nrows;                /* buffered in rows[] */
+    uint64_t nevents;
+    int64_t last_commit;
+    char err[256];
+};
+
+static int ls_exec(ls_store *s, const char *sql)
+{
+    char *msg = NULL;
+    if (sqlite3_exec(s->db, sql, NULL, NULL, &msg) != SQLITE_OK) {
+        snprintf(s->err, sizeof(s->err), "%s", msg ? msg : sqlite3_errmsg(s->db));
+        sqlite3_free(msg);
+        return -1;
+    }
+    return 0;
+}
+
+static sqlite3_stmt *ls_prepare(ls_store *s, const char *sql)
+{
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v3(s->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &st, NULL) != SQLITE_OK)
+        snprintf(s->err, sizeof(s->err), "%s", sqlite3_errmsg(s->db));
+    return st;
+}
+
+static int ls_step(ls_store *s, sqlite3_stmt *st)
+{
+    int rc = sqlite3_step(st);
+    sqlite3_reset(st);
+    if (rc != SQLITE_DONE && !s->err[0])
+        snprintf(s->err, sizeof(s->err), "%s", sqlite3_errmsg(s->db));
+    return rc == SQLITE_DONE ? 0 : -1;
+}
+
+/* Lookup tables from the X-macro lists of evl-probes.h. */
+static int ls_fill_names(ls_store *s)
+{
+    sqlite3_stmt *st;
+    static const struct { const char *table; int v; const char *name; } rows[] = {
+#define LS_KIND(n, nargs, doc) { "event_kinds", EVL_PROBE_ID_##n, #n },
+        EVL_PROBE_LIST(LS_KIND)
+#define LS_SUSP(n, v, name) { "suspend_reasons", v, name },
+        EVL_SUSPEND_LIST(LS_SUSP)
+#define LS_WAKE(n, v, name) { "waker_kinds", v, name },
+        EVL_WAKER_LIST(LS_WAKE)
+#define LS_STATE(n, v, name) { "states", v, name },
+        EVL_STATE_LIST(LS_STATE)
+#define LS_LEAK(n, v, name) { "leak_kinds", v, name },
+        EVL_LEAK_LIST(LS_LEAK)
+    };
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+        char sql[96];
+        snprintf(sql, sizeof(sql), "INSERT INTO %s(id, name) VALUES(?, ?)", rows[i].table);
+        if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK)
+            return -1;
+        sqlite3_bind_int(st, 1, rows[i].v);
+        sqlite3_bind_text(st, 2, rows[i].name, -1, SQLITE_STATIC);
+        int rc = sqlite3_step(st);
+        sqlite3_finalize(st);
+        if (rc != SQLITE_DONE)
+            return -1;
+    }
+    return 0;
+}
+
+static char *ls_events_insert_sql(int nrows)
+{
+    size_t cap = 64 + (size_t)nrows * 24;
+    char *sql = malloc(cap);
+    if (!sql)
+        return NULL;
+    size_t n = (size_t)snprintf(sql, cap,
+        "INSERT INTO events(ts_ns,loop_id,task_id,kind,reason,arg0,arg1) VALUES");
+    for (int i = 0; i < nrows; i++)
+        n += (size_t)snprintf(sql + n, cap - n, "%s(?,?,?,?,?,?,?)", i ? "," : "");
+    return sql;
+}
+
+ls_store *ls_store_create(const char *path, bool force, char *err, size_t errlen)
+{
+    struct stat st;
+    bool exists = stat(path, &st) == 0;
+    if (exists && !force) {
+        snprintf(err, errlen, "trace '%s' already exists (use --force to replace it)", path);
+        return NULL;
+    }
+    ls_store *s = calloc(1, sizeof(*s));
+    if (!s) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    s->path = strdup(path);
+    if (exists && asprintf(&s->tmp, "%s.tmp-%d", path, (int)getpid()) < 0)
+        s->tmp = NULL;
+    const char *target = s->tmp ? s->tmp : path;
+    /* O_EXCL: two recorders never write one file. */
+    int fd = open(target, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        snprintf(err, errlen, "cannot create trace '%s': %s", target, strerror(errno));
+        goto fail;
+    }
+    close(fd);
+    if (sqlite3_open_v2(target, &s->db, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK) {
+        snprintf(err, errlen, "cannot open trace '%s': %s", target, sqlite3_errmsg(s->db));
+        goto fail_unlink;
+    }
+    if (ls_exec(s, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;") < 0 ||
+        ls_exec(s, ls_schema_sql) < 0 || ls_exec(s, "BEGIN") < 0 || ls_fill_names(s) < 0)
+        goto fail_db;
+    char *many = ls_events_insert_sql(LS_ROWS_PER_INSERT);
+    s->ins_many = many ? ls_prepare(s, many) : NULL;
+    free(many);
+    s->ins_one = ls_prepare(s, "INSERT INTO events(ts_ns,loop_id,task_id,kind,reason,arg0,arg1) "
+                               "VALUES(?,?,?,?,?,?,?)");
+    s->ins_task = ls_prepare(s,
+        "INSERT INTO tasks(id,loop_id,parent_id,name,function,function_addr,created_ns,preexisting) "
+        "VALUES(?,?,?,?,?,?,?,?) ON CONFLICT(id) DO UPDATE SET name=excluded.name, "
+        "parent_id=excluded.parent_id, function=excluded.function, "
+        "function_addr=excluded.function_addr, created_ns=excluded.created_ns, "
+        "preexisting=excluded.preexisting");
+    s->fin_task = ls_prepare(s,
+        "INSERT INTO tasks(id,loop_id,name,ended_ns,final_state,error,preexisting) "
+        "VALUES(?,?,'?',?,?,?,1) ON CONFLICT(id) DO UPDATE SET ended_ns=excluded.ended_ns, "
+        "final_state=excluded.final_state, error=excluded.error");
+    s->ins_loop = ls_prepare(s, "INSERT OR IGNORE INTO loops(id,pid,tid,started_ns) VALUES(?,?,?,?)");
+    s->stop_loop = ls_prepare(s, "UPDATE loops SET stopped_ns=? WHERE id=?");
+    s->ins_meta = ls_prepare(s, "INSERT OR REPLACE INTO meta(key,value) VALUES(?,?)");
+    if (!s->ins_many || !s->ins_one || !s->ins_task || !s->fin_task || !s->ins_loop ||
+        !s->stop_loop || !s->ins_meta)
+        goto fail_db;
+    return s;
+fail_db:
+    snprintf(err, errlen, "cannot initialise trace '%s': %s", target, s->err);
+fail_unlink:
+    sqlite3_close(s->db);
+    s->db = NULL;
+    unlink(target);
+fail:
+    free(s->path);
+    free(s->tmp);
+    free(s);
+    return NULL;
+}
+
+void ls_store_meta(ls_store *s, const char *key, const char *fmt, ...)
+{
+    char *v = NULL;
+    va_list ap;
+    va_start(ap, fmt);
+    if (vasprintf(&v, fmt, ap) < 0)
+        v = NULL;
+    va_end(ap);
+    sqlite3_bind_text(s->ins_meta, 1, key, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(s->ins_meta, 2, v ? v : "", -1, SQLITE_TRANSIENT);
+    ls_step(s, s->ins_meta);
+    free(v);
+}
+
+static void ls_bind_row(sqlite3_stmt *st, int base, const int64_t *r)
+{
+    for (int c = 0; c < LS_EVENT_COLS; c++) {
+        /* task_id 0 means "no task": NULL */
+        if (c == 2 && r[c] == 0)
+            sqlite3_bind_null(st, base + c + 1);
+        else
+            sqlite3_bind_int64(st, base + c + 1, r[c]);
+    }
+}
+
+static void ls_flush_rows(ls_store *s)
+{
+    if (s->nrows == LS_ROWS_PER_INSERT) {
+        for (int i = 0; i < s->nrows; i++)
+            ls_bind_row(s->ins_many, i * LS_EVENT_COLS, s->rows[i]);
+        ls_step(s, s->ins_many);
+    } else {
+        for (int i = 0; i < s->nrows; i++) {
+            ls_bind_row(s->ins_one, 0, s->rows[i]);
+            ls_step(s, s->ins_one);
+        }
+    }
+    s->nrows = 0;
+}
+
+void ls_store_event(ls_store *s, int64_t ts, uint64_t loop, uint64_t task, int kind,
+                    int64_t reason, int64_t arg0, int64_t arg1)
+{
+    int64_t *r = s->rows[s->nrows++];
+    r[0] = ts;
+    r[1] = (int64_t)loop;
+    r[2] = (int64_t)task;
+    r[3] = kind;
+    r[4] = reason;
+    r[5] = arg0;
+    r[6] = arg1;
+    s->nevents++;
+    if (s->nrows == LS_ROWS_PER_INSERT)
+        ls_flush_rows(s);
+}
+
+void ls_store_loop(ls_store *s, uint64_t loop, uint32_t pid, uint32_t tid, int64_t started)
+{
+    sqlite3_bind_int64(s->ins_loop, 1, (int64_t)loop);
+    sqlite3_bind_int64(s->ins_loop, 2, pid);
+    sqlite3_bind_int64(s->ins_loop, 3, tid);
+    sqlite3_bind_int64(s->ins_loop, 4, started);
+    ls_step(s, s->ins_loop);
+}
+
+void ls_store_loop_stop(ls_store *s, uint64_t loop, int64_t stopped)
+{
+    sqlite3_bind_int64(s->stop_loop, 1, stopped);
+    sqlite3_bind_int64(s->stop_loop, 2, (int64_t)loop);
+    ls_step(s, s->stop_loop);
+}
+
+void ls_store_task_create(ls_store *s, uint64_t task, uint64_t loop, uint64_t parent,
+                          const char *name, const char *function, uint64_t fn_addr,
+                          int64_t created, bool preexisting)
+{
+    sqlite3_stmt *st = s->ins_task;
+    sqlite3_bind_int64(st, 1, (int64_t)task);
+    sqlite3_bind_int64(st, 2, (int64_t)loop);
+    if (parent)
+        sqlite3_bind_int64(st, 3, (int64_t)parent);
+    else
+        sqlite3_bind_null(st, 3);
+    sqlite3_bind_text(st, 4, name, -1, SQLITE_TRANSIENT);
+    if (function)
+        sqlite3_bind_text(st, 5, function, -1, SQLITE_TRANSIENT);
+    else
+        sqlite3_bind_null(st, 5);
+    sqlite3_bind_int64(st, 6, (int64_t)fn_addr);
+    sqlite3_bind_int64(st, 7, created);
+    sqlite3_bind_int(st, 8, preexisting);
+    ls_step(s, st);
+}
+
+void ls_store_task_finish(ls_store *s, uint64_t task, uint64_t loop, int64_t ended, int state,
+                          int64_t error)
+{
+    sqlite3_stmt *st = s->fin_task;
+    sqlite3_bind_int64(st, 1, (int64_t)task);
+    sqlite3_bind_int64(st, 2, (int64_t)loop);
+    sqlite3_bind_int64(st, 3, ended);
+    sqlite3_bind_int(st, 4, state);
+    sqlite3_bind_int64(st, 5, error);
+    ls_step(s, st);
+}
+
+int ls_store_tick(ls_store *s, int64_t now)
+{
+    if (now - s->last_commit < LS_COMMIT_NS)
+        return 0;
+    s->last_commit = now;
+    ls_flush_rows(s);
+    return ls_exec(s, "COMMIT; BEGIN");
+}
+
+uint64_t ls_store_nevents(const ls_store *s) { return s->nevents; }
+const char *ls_store_error(const ls_store *s) { return s->err; }
+
+int ls_store_finish(ls_store *s, char *err, size_t errlen)
+{
+    int rc = 0;
+    ls_flush_rows(s);
+    if (ls_exec(s, "CREATE INDEX events_task_ts ON events(task_id, ts_ns);"
+                   "CREATE INDEX events_ts ON events(ts_ns);"
+                   "CREATE INDEX tasks_loop ON tasks(loop_id);"
+                   "COMMIT;") < 0)
+        rc = -1;
+    sqlite3_stmt *sts[] = { s->ins_many, s->ins_one, s->ins_task, s->fin_task,
+                            s->ins_loop, s->stop_loop, s->ins_meta };
+    for (size_t i = 0; i < sizeof(sts) / sizeof(sts[0]); i++)
+        sqlite3_finalize(sts[i]);
+    /* A plain rollback-journal file: readable from read-only places. */
+    if (rc == 0 && ls_exec(s, "PRAGMA journal_mode=DELETE") < 0)
+        rc = -1;
+    if (rc < 0)
+        snprintf(err, errlen, "cannot finish trace '%s': %s", s->tmp ? s->tmp : s->path, s->err);
+    if (sqlite3_close(s->db) != SQLITE_OK && rc == 0) {
+        snprintf(err, errlen, "cannot close trace '%s'", s->path);
+        rc = -1;
+    }
+    if (rc == 0 && s->tmp && rename(s->tmp, s->path) < 0) {
+        snprintf(err, errlen, "cannot replace '%s': %s (the new trace is '%s')", s->path,
+                 strerror(errno), s->tmp);
+        rc = -1;
+    }
+    free(s->path);
+    free(s->tmp);
+    free(s);
+    return rc;
+}

@@ -1,0 +1,44 @@
+/*
+ * store.h -- the trace database writer used by `loopscope record`.
+ * Schema: tracer/schema.sql, documented in tracer/SCHEMA.md.
+ */
+#ifndef LOOPSCOPE_STORE_H
+#define LOOPSCOPE_STORE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stddef.h>
+
+#define LS_SCHEMA_VERSION 1
+
+typedef struct ls_store ls_store;
+
+/* Create the trace at path.  Refuses an existing file unless force; with
+ * force, the old file is replaced only when the new trace is finished
+ * (written beside it, renamed over it), so it is never corrupted.  On error
+ * returns NULL and writes one line (no "error: " prefix) into err. */
+ls_store *ls_store_create(const char *path, bool force, char *err, size_t errlen);
+
+void ls_store_meta(ls_store *s, const char *key, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+void ls_store_event(ls_store *s, int64_t ts, uint64_t loop, uint64_t task, int kind,
+                    int64_t reason, int64_t arg0, int64_t arg1);
+void ls_store_loop(ls_store *s, uint64_t loop, uint32_t pid, uint32_t tid, int64_t started);
+void ls_store_loop_stop(ls_store *s, uint64_t loop, int64_t stopped);
+void ls_store_task_create(ls_store *s, uint64_t task, uint64_t loop, uint64_t parent,
+                          const char *name, const char *function, uint64_t fn_addr,
+                          int64_t created, bool preexisting);
+void ls_store_task_finish(ls_store *s, uint64_t task, uint64_t loop, int64_t ended, int state,
+                          int64_t error);
+
+/* Commit if the open transaction is older than the commit interval. */
+int ls_store_tick(ls_store *s, int64_t now_ns);
+/* Build the indexes, commit, checkpoint, close (and rename when forced).
+ * Returns 0 or -1 with err filled. */
+int ls_store_finish(ls_store *s, char *err, size_t errlen);
+/* Rows written so far (events). */
+uint64_t ls_store_nevents(const ls_store *s);
+const char *ls_store_error(const ls_store *s);
+
+#endif

@@ -1,0 +1,14 @@
+/*
+ * tracer.h -- what the tracer offers the loopscope CLI (viewer/main.c).
+ */
+#ifndef LOOPSCOPE_TRACER_H
+#define LOOPSCOPE_TRACER_H
+
+#ifndef LOOPSCOPE_VERSION
+#define LOOPSCOPE_VERSION "0.1.0"
+#endif
+
+/* `loopscope record ...`; argv[0] is "record".  Returns the exit status. */
+int cmd_record(int argc, char **argv);
+
+#endif

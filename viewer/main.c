@@ -1,0 +1,83 @@
+/*
+ * main.c -- the `loopscope` CLI: one command table, one file per command
+ * (git's git.c commands[] / builtin.h).  viewer/README.md lists them.
+ */
+#include "commands.h"
+#include "tracer.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+static int cmd_help(int argc, char **argv);
+
+static const struct command {
+    const char *name;
+    int (*fn)(int argc, char **argv);
+    const char *summary;
+} commands[] = {
+    { "record", cmd_record, "attach to a libevl process (or start one) and record a trace" },
+    { "help", cmd_help, "list commands, or show one command's help" },
+};
+
+static const struct command *find_command(const char *name)
+{
+    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+        if (strcmp(commands[i].name, name) == 0)
+            return &commands[i];
+    return NULL;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: loopscope COMMAND [ARGS...]\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+        fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
+    fprintf(f, "\n'loopscope COMMAND --help' shows a command's options.\n");
+}
+
+static int cmd_help(int argc, char **argv)
+{
+    if (argc > 1) {
+        const struct command *c = find_command(argv[1]);
+        if (!c) {
+            fprintf(stderr, "error: unknown command '%s'\n", argv[1]);
+            return 2;
+        }
+        char *args[] = { argv[1], "--help", NULL };
+        return c->fn(2, args);
+    }
+    usage(stdout);
+    return 0;
+}
+
+/* Check stdout for write errors at exit (a full disk, a closed pipe). */
+static int finish_stdout(int rc)
+{
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        if (errno != EPIPE)
+            fprintf(stderr, "error: cannot write output: %s\n", strerror(errno));
+        return rc ? rc : 1;
+    }
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)
+        return finish_stdout(cmd_help(1, argv));
+    if (strcmp(argv[1], "--version") == 0) {
+        printf("loopscope %s\n", LOOPSCOPE_VERSION);
+        return finish_stdout(0);
+    }
+    const struct command *c = find_command(argv[1]);
+    if (!c) {
+        fprintf(stderr, "error: unknown command '%s' (see 'loopscope help')\n", argv[1]);
+        return 2;
+    }
+    return finish_stdout(c->fn(argc - 1, argv + 1));
+}
