@@ -237,7 +237,8 @@ void evl__task_wake_probe(evl__task *t, evl_future *f)
     evl_loop *loop = t->fut.loop;
     t->tstate = EVL_TASK_READY;
     evl__tr_task_wake(loop, t->id,
-                      f->state == EVL_FUTURE_CANCELLED ? EVL_WAKER_CANCEL : f->waker_kind,
+                      f->state == EVL_FUTURE_CANCELLED && f->kind != EVL__FUT_TASK
+                          ? EVL_WAKER_CANCEL : f->waker_kind,
                       loop->current ? loop->current->id : 0);
 }
 

@@ -1,0 +1,351 @@
+#!/usr/bin/env python3
+"""test_record.py -- `loopscope record` against real processes (needs root).
+
+    test_record.py CASE --loopscope BIN --examples DIR --sem-read BIN
+
+Each CASE is one ctest entry (tests/tracer/CMakeLists.txt).  Exit 0 pass,
+1 fail, 77 skip (only when not root: BPF needs privileges).
+"""
+import argparse
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+
+A = None
+CASES = {}
+
+
+def case(fn):
+    CASES[fn.__name__] = fn
+    return fn
+
+
+class Fail(Exception):
+    pass
+
+
+def check(cond, msg):
+    if not cond:
+        raise Fail(msg)
+
+
+def eq(got, want, what):
+    if got != want:
+        raise Fail(f"{what}: expected {want!r}, got {got!r}")
+
+
+def tmpdb(name="trace.db"):
+    d = tempfile.mkdtemp(prefix="lstest-")
+    return os.path.join(d, name)
+
+
+def record(*args, timeout=60, check_rc=True):
+    p = subprocess.run([A.loopscope, "record", "-q", *args], capture_output=True,
+                       text=True, timeout=timeout)
+    if check_rc and p.returncode != 0:
+        raise Fail(f"record {args} exited {p.returncode}: {p.stderr.strip()}")
+    return p
+
+
+def query(db, sql, *params):
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        return con.execute(sql, params).fetchall()
+    finally:
+        con.close()
+
+
+def meta(db):
+    return dict(query(db, "SELECT key, value FROM meta"))
+
+
+def integrity(db):
+    eq(query(db, "PRAGMA integrity_check"), [("ok",)], "integrity_check")
+
+
+def start(example, *args):
+    p = subprocess.Popen([os.path.join(A.examples, example), *args],
+                         stdout=subprocess.PIPE, text=True)
+    line = p.stdout.readline()
+    check(line.startswith("pid "), f"{example} printed {line!r}")
+    return p
+
+
+def semaphores(pid):
+    out = subprocess.run([A.sem_read, str(pid)], capture_output=True, text=True)
+    check(out.returncode == 0, f"probe_sem_read failed: {out.stderr}")
+    return {l.split()[0]: int(l.split()[1]) for l in out.stdout.splitlines() if l.strip()}
+
+
+def wait_for(pred, timeout, what):
+    end = time.time() + timeout
+    while time.time() < end:
+        if pred():
+            return
+        time.sleep(0.05)
+    raise Fail(f"timed out waiting for {what}")
+
+
+def sequences(db):
+    rows = query(db, """
+        SELECT t.name, k.name, e.reason FROM events e
+        JOIN tasks t ON t.id = e.task_id JOIN event_kinds k ON k.id = e.kind
+        ORDER BY e.rowid""")
+    seq = {}
+    names = {
+        "task_suspend": dict(query(db, "SELECT id, name FROM suspend_reasons")),
+        "task_wake": dict(query(db, "SELECT id, name FROM waker_kinds")),
+        "task_finish": dict(query(db, "SELECT id, name FROM states")),
+        "task_leak": dict(query(db, "SELECT id, name FROM leak_kinds")),
+    }
+    for name, kind, reason in rows:
+        label = kind[5:]
+        if kind in names:
+            label += f"({names[kind].get(reason, reason)})"
+        seq.setdefault(name, []).append(label)
+    return {k: " ".join(v) for k, v in seq.items()}
+
+
+# --------------------------------------------------------------- cases
+
+LIFECYCLE = {
+    "main": "create run suspend(task) wake(task) run suspend(gather) wake(gather) "
+            "run suspend(sleep) wake(timer) run suspend(task) wake(task) "
+            "run suspend(task) wake(task) run suspend(task) wake(task) "
+            "run suspend(yield) wake(yield) run finish(finished)",
+    "child": "create run suspend(sleep) wake(timer) run finish(finished)",
+    "g1": "create run suspend(sleep) wake(timer) run finish(finished)",
+    "g2": "create run suspend(sleep) wake(timer) run finish(finished)",
+    "sleepy": "create run suspend(sleep) cancel wake(cancel) run finish(cancelled)",
+    "unstarted": "create cancel finish(cancelled)",
+    "failer": "create run suspend(yield) wake(yield) run finish(failed)",
+    "leaker": "create run suspend(future) leak(pending_at_close)",
+}
+
+
+@case
+def lifecycle_sequence():
+    """record -- CMD: the exact lifecycle of every named task."""
+    db = tmpdb()
+    record("-o", db, "--", os.path.join(A.examples, "lifecycle"))
+    integrity(db)
+    got = sequences(db)
+    for name, want in LIFECYCLE.items():
+        eq(got.get(name), want, f"events of task '{name}'")
+    eq(sorted(got), sorted(LIFECYCLE), "task names")
+    rows = query(db, "SELECT name, final_state, error, parent_id IS NULL, preexisting, function "
+                     "FROM tasks ORDER BY id")
+    by = {r[0]: r for r in rows}
+    eq(by["failer"][1:3], (5, -5), "failer final state and error (-EIO)")
+    eq(by["sleepy"][1:3], (6, -125), "sleepy final state and error (-ECANCELED)")
+    eq(by["leaker"][1], None, "leaker final state (never finished)")
+    eq(by["main"][3], 1, "main has no parent")
+    eq(by["child"][3], 0, "child has a parent")
+    eq(sum(r[4] for r in rows), 0, "preexisting tasks when started by record")
+    eq(by["child"][5], "sleeper", "symbol of child's function")
+    m = meta(db)
+    eq(m["stop_reason"], "target exited", "stop reason")
+    eq(m["dropped_events"], "0", "dropped events")
+    eq(query(db, "SELECT count(*) FROM loops WHERE stopped_ns IS NOT NULL"), [(1,)], "loops")
+
+
+@case
+def unbatched_same_sequence():
+    """--no-batch (one uprobe per event) records the same sequences."""
+    db = tmpdb()
+    record("--no-batch", "-o", db, "--", os.path.join(A.examples, "lifecycle"))
+    integrity(db)
+    got = sequences(db)
+    for name, want in LIFECYCLE.items():
+        eq(got.get(name), want, f"events of task '{name}' (unbatched)")
+    eq(meta(db)["mode"], "unbatched", "mode")
+
+
+@case
+def attach_mid_run():
+    """-p PID on a running loop; detach; the target keeps going, semaphores 0."""
+    t = start("ticker", "--seconds", "6", "--tick-ms", "10")
+    try:
+        time.sleep(0.5)
+        before = semaphores(t.pid)
+        eq(sum(before.values()), 0, "semaphores before attaching")
+        db = tmpdb()
+        rec = subprocess.Popen([A.loopscope, "record", "-q", "-p", str(t.pid), "-d", "1.5",
+                                "-o", db], stderr=subprocess.PIPE, text=True)
+        wait_for(lambda: semaphores(t.pid).get("batch", 0) > 0, 10, "batch semaphore to rise")
+        eq(semaphores(t.pid)["task_run"], 0, "per-event semaphore in batched mode")
+        _, err = rec.communicate(timeout=30)
+        eq(rec.returncode, 0, f"record exit status ({err.strip()})")
+        eq(sum(semaphores(t.pid).values()), 0, "semaphores after detach")
+        check(t.poll() is None, "target died while traced")
+        integrity(db)
+        pre = query(db, "SELECT name FROM tasks WHERE preexisting = 1")
+        eq(pre, [("ticker",)], "tasks existing before attach")
+        n = query(db, "SELECT count(*) FROM tasks WHERE name LIKE 'worker-%' AND final_state = 4")[0][0]
+        check(n >= 30, f"only {n} finished workers recorded in 1.5 s")
+        eq(meta(db)["stop_reason"], "duration reached", "stop reason")
+        eq(meta(db)["target_pid"], str(t.pid), "target pid")
+    finally:
+        t.kill()
+        t.wait()
+
+
+@case
+def two_loops_kept_apart():
+    """Several loops on several threads: one loops row each, tasks apart."""
+    db = tmpdb()
+    record("-o", db, "--", os.path.join(A.examples, "ticker"), "--seconds", "1",
+           "--threads", "3")
+    integrity(db)
+    loops = query(db, "SELECT id, tid FROM loops ORDER BY id")
+    eq(len(loops), 3, "number of loops")
+    eq(len({tid for _, tid in loops}), 3, "distinct loop threads")
+    per = query(db, "SELECT loop_id, count(*) FROM tasks WHERE name = 'ticker' GROUP BY loop_id")
+    eq([c for _, c in per], [1, 1, 1], "one ticker task per loop")
+    mixed = query(db, """SELECT count(*) FROM events e JOIN tasks t ON t.id = e.task_id
+                         WHERE t.loop_id != e.loop_id""")
+    eq(mixed, [(0,)], "events attributed to another loop's task")
+
+
+@case
+def target_exits():
+    """The target exits while recording: the database is complete."""
+    t = start("ticker", "--seconds", "1")
+    db = tmpdb()
+    p = record("-p", str(t.pid), "-d", "30", "-o", db, timeout=40)
+    t.wait()
+    integrity(db)
+    eq(meta(db)["stop_reason"], "target exited", "stop reason")
+    check(query(db, "SELECT count(*) FROM loops WHERE stopped_ns IS NOT NULL")[0][0] == 1,
+          "loop_stop recorded")
+
+
+@case
+def sigint_stops():
+    """SIGINT to the recorder: it finishes the database and exits 0."""
+    t = start("ticker", "--seconds", "20")
+    try:
+        db = tmpdb()
+        rec = subprocess.Popen([A.loopscope, "record", "-q", "-p", str(t.pid), "-o", db],
+                               stderr=subprocess.PIPE, text=True)
+        wait_for(lambda: semaphores(t.pid).get("batch", 0) > 0, 10, "attach")
+        time.sleep(0.5)
+        rec.send_signal(signal.SIGINT)
+        _, err = rec.communicate(timeout=30)
+        eq(rec.returncode, 0, f"exit status after SIGINT ({err.strip()})")
+        integrity(db)
+        eq(meta(db)["stop_reason"], "interrupted (SIGINT)", "stop reason")
+        check(query(db, "SELECT count(*) FROM events")[0][0] > 0, "no events recorded")
+        eq(sum(semaphores(t.pid).values()), 0, "semaphores after SIGINT")
+        check(t.poll() is None, "target died")
+    finally:
+        t.kill()
+        t.wait()
+
+
+@case
+def sigkill_recorder():
+    """SIGKILL to the recorder: the target survives, nothing stays attached,
+    and what was committed is a consistent database."""
+    t = start("ticker", "--seconds", "20")
+    try:
+        db = tmpdb()
+        rec = subprocess.Popen([A.loopscope, "record", "-q", "-p", str(t.pid), "-o", db],
+                               stderr=subprocess.DEVNULL)
+        wait_for(lambda: semaphores(t.pid).get("batch", 0) > 0, 10, "attach")
+        time.sleep(0.8)               # past the first commit
+        rec.kill()
+        rec.wait()
+        wait_for(lambda: sum(semaphores(t.pid).values()) == 0, 10, "semaphores back to 0")
+        time.sleep(0.2)
+        check(t.poll() is None, "target died with the recorder")
+        integrity(db)
+        check(query(db, "SELECT count(*) FROM events")[0][0] > 0, "nothing committed before the kill")
+    finally:
+        t.kill()
+        t.wait()
+
+
+@case
+def tiny_ringbuf_drops():
+    """A burst into a 16 KiB ring buffer: drops counted, stored, announced."""
+    db = tmpdb()
+    p = record("--ringbuf-kb", "16", "-o", db, "--", os.path.join(A.examples, "ticker"),
+               "--seconds", "0.5", "--burst", "3000")
+    integrity(db)
+    m = meta(db)
+    check(int(m["dropped_events"]) > 0, f"no drops counted ({m['dropped_events']})")
+    check(int(m["dropped_messages"]) > 0, "no dropped messages counted")
+    rec = subprocess.run([A.loopscope, "record", "-o", tmpdb(), "--ringbuf-kb", "16", "--",
+                          os.path.join(A.examples, "ticker"), "--seconds", "0.5", "--burst",
+                          "3000"], capture_output=True, text=True, timeout=60)
+    check("LOSSY" in rec.stderr, f"summary does not say the trace is lossy: {rec.stderr!r}")
+
+
+def expect_error(args, pattern, rc=None):
+    p = subprocess.run([A.loopscope, "record", *args], capture_output=True, text=True, timeout=30)
+    check(p.returncode != 0, f"record {args} succeeded")
+    lines = [l for l in p.stderr.splitlines() if l.strip()]
+    eq(len(lines), 1, f"error lines of record {args}: {lines}")
+    check(lines[0].startswith("error: ") and pattern in lines[0],
+          f"record {args}: expected error with {pattern!r}, got {lines[0]!r}")
+
+
+@case
+def errors():
+    """Each error: one clear line, non-zero exit, no earlier trace touched."""
+    expect_error(["-p", "999999999"], "no process with pid 999999999")
+    expect_error(["-p", "abc"], "invalid pid 'abc'")
+    expect_error([], "give either -p PID or -- CMD")
+    expect_error(["-p", str(os.getpid())], "has no loopscope probes")
+    expect_error(["-d", "-1", "-p", "1"], "invalid duration")
+    expect_error(["-o", "/nonexistent-dir/x.db", "--", os.path.join(A.examples, "lifecycle")],
+                 "cannot create trace '/nonexistent-dir/x.db'")
+    expect_error(["--", "/bin/true"], "has no loopscope probes")
+    expect_error(["--", "no-such-command-xyz"], "command not found")
+    db = tmpdb()
+    record("-o", db, "--", os.path.join(A.examples, "lifecycle"))
+    before = open(db, "rb").read()
+    expect_error(["-o", db, "--", os.path.join(A.examples, "lifecycle")], "already exists")
+    eq(open(db, "rb").read() == before, True, "existing trace unchanged")
+    # --force replaces it only with a finished trace
+    record("-f", "-o", db, "--", os.path.join(A.examples, "lifecycle"))
+    integrity(db)
+    check(not [f for f in os.listdir(os.path.dirname(db)) if ".tmp-" in f], "temp file left")
+    # without privileges: name the capability
+    p = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                        "--inh-caps=-all", A.loopscope, "record", "-p", "1"],
+                       capture_output=True, text=True, timeout=30)
+    check(p.returncode != 0 and "CAP_BPF" in p.stderr and "CAP_PERFMON" in p.stderr,
+          f"unprivileged record: {p.returncode} {p.stderr!r}")
+
+
+def main():
+    global A
+    ap = argparse.ArgumentParser()
+    ap.add_argument("case", choices=sorted(CASES) + ["--list"])
+    ap.add_argument("--loopscope")
+    ap.add_argument("--examples")
+    ap.add_argument("--sem-read")
+    A = ap.parse_args()
+    if A.case == "--list":
+        print("\n".join(sorted(CASES)))
+        return 0
+    if os.geteuid() != 0:
+        print("skip: recording needs root (CAP_BPF, CAP_PERFMON)")
+        return 77
+    try:
+        CASES[A.case]()
+    except Fail as e:
+        print(f"FAIL {A.case}: {e}")
+        return 1
+    print(f"ok {A.case}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
