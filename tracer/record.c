@@ -67,6 +67,8 @@ typedef struct recorder {
     int nloops_seen;
     int64_t start_ns;
     bool target_gone;
+    int64_t consume_until;    /* ls_on_msg yields back to the main loop then */
+    unsigned since_check;
 } recorder;
 
 static volatile sig_atomic_t ls_stop_signal;
@@ -244,10 +246,25 @@ static void ls_ingest_rec(recorder *r, uint64_t loop, const struct evl_rec *e, s
                    (int64_t)e->a0, (int64_t)e->a1);
 }
 
+/* Drain the ring buffer for at most `budget_ns`, so that a producer
+ * faster than SQLite cannot keep the recorder from stopping or committing.
+ * Returns messages consumed, or -1 when the budget ran out first. */
+static int ls_consume(recorder *r, int64_t budget_ns)
+{
+    r->consume_until = ls_now() + budget_ns;
+    int n = ring_buffer__consume(r->rb);
+    return n == -EAGAIN ? -1 : n;
+}
+
 static int ls_on_msg(void *ctx, void *data, size_t size)
 {
     recorder *r = ctx;
     const struct ls_msg_hdr *h = data;
+    if (++r->since_check >= 64) {
+        r->since_check = 0;
+        if (ls_now() > r->consume_until)
+            return -EAGAIN;           /* libbpf stops here; the rest stays queued */
+    }
     if (size < sizeof(*h) || h->len > size - sizeof(*h))
         return 0;
     const uint8_t *p = (const uint8_t *)(h + 1);
@@ -624,7 +641,7 @@ int cmd_record(int argc, char **argv)
     int64_t deadline = r->duration > 0 ? r->start_ns + (int64_t)(r->duration * 1e9) : 0;
     int64_t last_status = r->start_ns;
     uint64_t last_ev = 0;
-    struct pollfd pfd[2] = { { ring_buffer__epoll_fd(r->rb), POLLIN, 0 }, { r->pidfd, POLLIN, 0 } };
+    struct pollfd pfd = { r->pidfd, POLLIN, 0 };
     for (;;) {
         if (ls_stop_signal) {
             why = ls_stop_signal == SIGINT ? "interrupted (SIGINT)" : "terminated by signal";
@@ -635,14 +652,17 @@ int cmd_record(int argc, char **argv)
             why = "duration reached";
             break;
         }
-        if (poll(pfd, 2, 100) < 0 && errno != EINTR) {
+        /* Batches arrive without wakeups (BPF_RB_NO_WAKEUP): poll the
+         * target's pidfd with a short timeout and drain each time. */
+        if (poll(&pfd, 1, 20) < 0 && errno != EINTR) {
             err = ls_err("poll: %s", strerror(errno));
             break;
         }
-        ring_buffer__consume(r->rb);
-        if (pfd[1].revents & POLLIN) {
+        ls_consume(r, 200000000);
+        if (pfd.revents & POLLIN) {
             r->target_gone = true;    /* drain what it sent before dying */
-            ring_buffer__consume(r->rb);
+            while (ls_consume(r, 200000000) < 0)
+                ;
             break;
         }
         now = ls_now();
@@ -661,7 +681,8 @@ int cmd_record(int argc, char **argv)
     for (int i = 0; i < r->nlinks; i++)
         bpf_link__destroy(r->links[i]);
     r->nlinks = 0;
-    ring_buffer__consume(r->rb);
+    while (ls_consume(r, 200000000) < 0)
+        ;                             /* nothing new arrives once detached */
     ls_write_end_meta(r, why);
     uint64_t dropped = ls_stat(r, LS_STAT_DROPPED_RECS);
     uint64_t nev = ls_store_nevents(r->store);
