@@ -11,6 +11,7 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include <bpf/usdt.bpf.h>
+#include <bpf/bpf_core_read.h>
 
 #include "record.h"
 
@@ -18,6 +19,8 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 /* Set by the loader before load. */
 const volatile __u32 target_tgid = 0;
+const volatile __u64 block_threshold_ns = 10000000;
+const volatile bool detect_blocking = true;
 
 struct {
     __uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -42,6 +45,49 @@ struct {
     __type(key, __u32);
     __type(value, struct scratch);
 } scratch SEC(".maps");
+
+/* Loop threads of the target: tid -> where its evl_loop_pub lives. */
+struct loop_thread {
+    __u64 pub;
+    __u64 loop;
+};
+
+struct {
+    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(max_entries, 1024);
+    __type(key, __u32);
+    __type(value, struct loop_thread);
+} loop_threads SEC(".maps");
+
+/* An episode being measured: filled at switch-out, sent at switch-in. */
+struct block_msg {
+    struct ls_msg_hdr h;
+    struct ls_block b;
+    __u8 stack[LS_STACK_BYTES];
+};
+
+struct {
+    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(max_entries, 256);
+    __uint(map_flags, BPF_F_NO_PREALLOC);
+    __type(key, __u32);
+    __type(value, struct block_msg);
+} offcpu SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+    __uint(max_entries, 1);
+    __type(key, __u32);
+    __type(value, struct block_msg);
+} block_scratch SEC(".maps");
+
+/* Last step reported as on-CPU per loop thread (one report per step). */
+struct {
+    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(max_entries, 1024);
+    __type(key, __u32);
+    __type(value, __u32);
+} oncpu_reported SEC(".maps");
 
 static __always_inline void stat_add(__u32 k, __u64 v)
 {
@@ -69,10 +115,24 @@ static __always_inline void fill_hdr(struct ls_msg_hdr *h, __u32 type, __u64 loo
     h->pad = 0;
 }
 
+static __always_inline void note_loop_thread(__u64 loop, __u64 pub)
+{
+    __u32 tid = (__u32)bpf_get_current_pid_tgid();
+    struct loop_thread lt = { .pub = pub, .loop = loop };
+    struct loop_thread *old = bpf_map_lookup_elem(&loop_threads, &tid);
+    if (!old || old->pub != pub || old->loop != loop)
+        bpf_map_update_elem(&loop_threads, &tid, &lt, BPF_ANY);
+}
+
 static __always_inline int emit_loop(__u32 type, __u64 loop, __u64 pub)
 {
     if (!from_target())
         return 0;
+    __u32 tid = (__u32)bpf_get_current_pid_tgid();
+    if (type == LS_MSG_LOOP_START)
+        note_loop_thread(loop, pub);
+    else
+        bpf_map_delete_elem(&loop_threads, &tid);
     struct ls_msg_hdr *h = bpf_ringbuf_reserve(&events, sizeof(*h), 0);
     if (!h) {
         stat_add(LS_STAT_DROPPED_MSGS, 1);
@@ -108,6 +168,7 @@ int BPF_USDT(on_batch, __u64 loop, __u64 addr, __u32 len, __u64 pub, __u32 nrec)
         stat_add(LS_STAT_READ_ERRORS, 1);
         return 0;
     }
+    note_loop_thread(loop, pub);
     fill_hdr(&s->h, LS_MSG_BATCH, loop, pub);
     s->h.len = len;
     s->h.nrec = nrec;
@@ -236,4 +297,162 @@ SEC("usdt")
 int BPF_USDT(on_callback_end, __u64 loop, __u64 fn)
 {
     return emit_rec(EVL_PROBE_ID_callback_end, loop, 0, 0, fn, 0, 0);
+}
+
+/* ------------------------------------------------------ blocking detection
+ *
+ * Off-CPU: when a loop thread is switched out in a sleeping state while its
+ * published phase is not POLL (idle), remember when, the running task, the
+ * syscall (orig_ax) and a copy of its user registers and stack; when it is
+ * switched back in, an episode at least block_threshold_ns long is sent.
+ *
+ * On-CPU: a task-clock perf event samples each loop thread; a step whose
+ * wall time since it began passed the threshold while it is on CPU is
+ * reported once, with its registers and stack at the sample.
+ */
+
+/* Copy as much of the user stack above sp as is mapped, up to
+ * LS_STACK_BYTES: a task's stack often ends a few hundred bytes above sp.
+ * First up to the next 512-byte boundary, then 512-byte chunks (which never
+ * straddle a page) until the mapping ends. */
+#define LS_CHUNK 512
+static __always_inline __u32 copy_stack(__u8 *dst, __u64 sp)
+{
+    __u32 head = (LS_CHUNK - (sp & (LS_CHUNK - 1))) & (LS_CHUNK - 1);
+    __u32 len = 0;
+    if (head) {
+        if (bpf_probe_read_user(dst, head, (void *)sp))
+            return 0;
+        len = head;
+    }
+    for (int i = 0; i < LS_STACK_BYTES / LS_CHUNK - 1; i++) {
+        if (len > LS_STACK_BYTES - LS_CHUNK)
+            break;
+        if (bpf_probe_read_user(dst + len, LS_CHUNK, (void *)(sp + len)))
+            break;
+        len += LS_CHUNK;
+    }
+    return len;
+}
+
+static __always_inline void copy_regs(__u64 *d, struct pt_regs *r)
+{
+    d[0] = BPF_CORE_READ(r, ax);
+    d[1] = BPF_CORE_READ(r, dx);
+    d[2] = BPF_CORE_READ(r, cx);
+    d[3] = BPF_CORE_READ(r, bx);
+    d[4] = BPF_CORE_READ(r, si);
+    d[5] = BPF_CORE_READ(r, di);
+    d[6] = BPF_CORE_READ(r, bp);
+    d[7] = BPF_CORE_READ(r, sp);
+    d[8] = BPF_CORE_READ(r, r8);
+    d[9] = BPF_CORE_READ(r, r9);
+    d[10] = BPF_CORE_READ(r, r10);
+    d[11] = BPF_CORE_READ(r, r11);
+    d[12] = BPF_CORE_READ(r, r12);
+    d[13] = BPF_CORE_READ(r, r13);
+    d[14] = BPF_CORE_READ(r, r14);
+    d[15] = BPF_CORE_READ(r, r15);
+    d[16] = BPF_CORE_READ(r, ip);
+}
+
+/* Fill the per-CPU scratch message for the current (loop) thread. */
+static __always_inline struct block_msg *
+block_begin(struct loop_thread *lt, struct evl_loop_pub *pub, __u32 kind, struct pt_regs *regs,
+            __s64 syscall, __u64 now)
+{
+    __u32 zero = 0;
+    struct block_msg *m = bpf_map_lookup_elem(&block_scratch, &zero);
+    if (!m)
+        return NULL;
+    fill_hdr(&m->h, LS_MSG_BLOCK, lt->loop, lt->pub);
+    m->b.kind = kind;
+    m->b.start_ns = kind == LS_BLOCK_OFFCPU ? now : pub->since;
+    m->b.sample_ns = now;
+    m->b.dur_ns = 0;
+    m->b.task = pub->task;
+    m->b.phase = pub->phase;
+    m->b.steps = pub->steps;
+    m->b.syscall = syscall;
+    copy_regs(m->b.regs, regs);
+    m->b.stack_len = copy_stack(m->stack, m->b.regs[7]);
+    m->h.len = sizeof(m->b) + m->b.stack_len;
+    return m;
+}
+
+static __always_inline void block_send(struct block_msg *m)
+{
+    __u64 size = sizeof(m->h) + sizeof(m->b) + (m->b.stack_len & (LS_STACK_BYTES * 2 - 1));
+    if (size > sizeof(*m))
+        size = sizeof(*m);
+    if (bpf_ringbuf_output(&events, m, size, 0))
+        stat_add(LS_STAT_DROPPED_MSGS, 1);
+    else
+        stat_add(LS_STAT_BLOCKS, 1);
+}
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+    if (!detect_blocking)
+        return 0;
+    __u64 now = bpf_ktime_get_ns();
+
+    /* A loop thread comes back: close its episode. */
+    __u32 ntid = next->pid;
+    if (next->tgid == target_tgid) {
+        struct block_msg *o = bpf_map_lookup_elem(&offcpu, &ntid);
+        if (o) {
+            o->b.dur_ns = now - o->b.start_ns;
+            if (o->b.dur_ns >= block_threshold_ns)
+                block_send(o);
+            bpf_map_delete_elem(&offcpu, &ntid);
+        }
+    }
+
+    /* A loop thread goes to sleep outside epoll_wait: open an episode. */
+    if (prev->tgid != target_tgid || prev->__state == 0 /* TASK_RUNNING: preempted */)
+        return 0;
+    __u32 ptid = prev->pid;
+    struct loop_thread *lt = bpf_map_lookup_elem(&loop_threads, &ptid);
+    if (!lt)
+        return 0;
+    struct evl_loop_pub pub;
+    if (bpf_probe_read_user(&pub, sizeof(pub), (void *)lt->pub) || pub.phase == EVL_PHASE_POLL)
+        return 0;
+    struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(prev);
+    struct block_msg *m = block_begin(lt, &pub, LS_BLOCK_OFFCPU, regs,
+                                      (__s64)BPF_CORE_READ(regs, orig_ax), now);
+    if (m)
+        bpf_map_update_elem(&offcpu, &ptid, m, BPF_ANY);
+    return 0;
+}
+
+SEC("perf_event")
+int on_cpu_sample(struct bpf_perf_event_data *ctx)
+{
+    __u32 tid = (__u32)bpf_get_current_pid_tgid();
+    struct loop_thread *lt = bpf_map_lookup_elem(&loop_threads, &tid);
+    if (!lt || !from_target())
+        return 0;
+    struct evl_loop_pub pub;
+    if (bpf_probe_read_user(&pub, sizeof(pub), (void *)lt->pub))
+        return 0;
+    if ((pub.phase != EVL_PHASE_TASK && pub.phase != EVL_PHASE_CALLBACK) || !pub.since)
+        return 0;
+    __u64 now = bpf_ktime_get_ns();
+    if (now - pub.since < block_threshold_ns)
+        return 0;
+    __u32 *last = bpf_map_lookup_elem(&oncpu_reported, &tid);
+    if (last && *last == pub.steps)
+        return 0;
+    /* User registers: the sample's if it interrupted user code, else the
+     * ones saved at kernel entry. */
+    struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+    struct block_msg *m = block_begin(lt, &pub, LS_BLOCK_ONCPU, regs, -1, now);
+    if (!m)
+        return 0;
+    bpf_map_update_elem(&oncpu_reported, &tid, &pub.steps, BPF_ANY);
+    block_send(m);
+    return 0;
 }

@@ -19,6 +19,7 @@
 #include <fcntl.h>
 #include <gelf.h>
 #include <getopt.h>
+#include <linux/perf_event.h>
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
@@ -35,6 +36,9 @@
 #include <unistd.h>
 
 #define LS_MAX_LINKS 32
+#define LS_MAX_LOOP_THREADS 64
+#define LS_MAX_DEPTH 64
+#define LS_STACK_IDS 4096         /* distinct stacks remembered for dedup */
 
 typedef struct ls_task_info {
     uint64_t id;
@@ -50,6 +54,8 @@ typedef struct recorder {
     bool no_batch;
     bool quiet;
     unsigned ringbuf_kb;
+    double block_threshold_ms;
+    bool no_blocking;
     char **cmd;               /* -- CMD ARGS */
     /* state */
     char binary[PATH_MAX];    /* the ELF file holding the evl probes */
@@ -65,6 +71,12 @@ typedef struct recorder {
     uint64_t tasks_created, tasks_finished, nloops;
     uint64_t loops_seen[64];  /* loop ids with a row already */
     int nloops_seen;
+    uint32_t sampled_tids[LS_MAX_LOOP_THREADS]; /* loop threads with a cpu sampler */
+    struct bpf_link *samplers[LS_MAX_LOOP_THREADS];
+    int nsampled;
+    struct { uint64_t hash; int64_t id; } stack_ids[LS_STACK_IDS];
+    int64_t next_stack_id;
+    uint64_t blocks;
     int64_t start_ns;
     bool target_gone;
     int64_t consume_until;    /* ls_on_msg yields back to the main loop then */
@@ -205,15 +217,53 @@ static int ls_check_privileges(void)
 
 /* ---------------------------------------------------------- ingestion */
 
+/* On-CPU detection: sample the loop thread's CPU time every half
+ * threshold; on_cpu_sample reports steps that overran it. */
+static void ls_sample_thread(recorder *r, uint32_t tid)
+{
+    if (r->no_blocking || r->nsampled == LS_MAX_LOOP_THREADS)
+        return;
+    for (int i = 0; i < r->nsampled; i++)
+        if (r->sampled_tids[i] == tid)
+            return;
+    struct perf_event_attr a = {
+        .type = PERF_TYPE_SOFTWARE,
+        .size = sizeof(a),
+        .config = PERF_COUNT_SW_TASK_CLOCK,
+        .sample_period = (uint64_t)(r->block_threshold_ms * 1e6 / 2),
+    };
+    int fd = (int)syscall(SYS_perf_event_open, &a, (pid_t)tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
+    if (fd < 0)
+        return;                       /* on-CPU detection off for this loop */
+    struct bpf_link *l = bpf_program__attach_perf_event(r->skel->progs.on_cpu_sample, fd);
+    if (!l) {
+        close(fd);
+        return;
+    }
+    r->sampled_tids[r->nsampled] = tid;
+    r->samplers[r->nsampled++] = l;
+}
+
 static void ls_loop_seen(recorder *r, uint64_t loop, uint32_t pid, uint32_t tid, int64_t ts)
 {
     for (int i = 0; i < r->nloops_seen; i++)
         if (r->loops_seen[i] == loop)
             return;
+    ls_sample_thread(r, tid);
     if (r->nloops_seen < (int)(sizeof(r->loops_seen) / sizeof(r->loops_seen[0])))
         r->loops_seen[r->nloops_seen++] = loop;
     r->nloops++;
     ls_store_loop(r->store, loop, pid, tid, ts);
+}
+
+/* Symbols need the process's mappings as they are once it runs (for a
+ * child started by us, libraries are mapped only after exec): made at the
+ * first use. */
+static ls_syms *ls_get_syms(recorder *r)
+{
+    if (!r->syms)
+        r->syms = ls_syms_new(r->pid);
+    return r->syms;
 }
 
 static void ls_ingest_rec(recorder *r, uint64_t loop, const struct evl_rec *e, size_t avail)
@@ -230,7 +280,8 @@ static void ls_ingest_rec(recorder *r, uint64_t loop, const struct evl_rec *e, s
         memcpy(name, e + 1, n);
         name[n] = 0;
         bool pre = e->a32 & EVL_REC_PREEXISTING;
-        ls_sym sym = r->syms ? ls_syms_lookup(r->syms, e->a1) : (ls_sym){ 0 };
+        ls_syms *syms = ls_get_syms(r);
+        ls_sym sym = syms ? ls_syms_lookup(syms, e->a1) : (ls_sym){ 0 };
         ls_store_task_create(r->store, e->task, loop, e->a0, name, sym.function, e->a1,
                              (int64_t)e->ts, pre);
         r->tasks_created++;
@@ -256,6 +307,40 @@ static int ls_consume(recorder *r, int64_t budget_ns)
     return n == -EAGAIN ? -1 : n;
 }
 
+/* Unwind, symbolize and store (once) the stack of a blocking episode. */
+static int64_t ls_stack_id(recorder *r, uint32_t tid, const struct ls_block *b, const uint8_t *stack)
+{
+    uint64_t pcs[LS_MAX_DEPTH];
+    int n = ls_syms_unwind(ls_get_syms(r), (pid_t)tid, (const uint64_t *)b->regs, stack, b->stack_len, pcs, LS_MAX_DEPTH);
+    if (n <= 0)
+        return 0;
+    uint64_t h = 1469598103934665603ull;   /* FNV-1a over the pcs */
+    for (int i = 0; i < n; i++)
+        h = (h ^ pcs[i]) * 1099511628211ull;
+    size_t slot = h % LS_STACK_IDS;
+    if (r->stack_ids[slot].id && r->stack_ids[slot].hash == h)
+        return r->stack_ids[slot].id;
+    ls_sym syms[LS_MAX_DEPTH];
+    for (int i = 0; i < n; i++)
+        syms[i] = ls_syms_lookup(r->syms, pcs[i]);
+    int64_t id = ++r->next_stack_id;
+    ls_store_stack(r->store, id, n, pcs, syms);
+    r->stack_ids[slot].hash = h;
+    r->stack_ids[slot].id = id;
+    return id;
+}
+
+static void ls_on_block(recorder *r, const struct ls_msg_hdr *h)
+{
+    const struct ls_block *b = (const void *)(h + 1);
+    if (h->len < sizeof(*b) || b->stack_len > h->len - sizeof(*b))
+        return;
+    int64_t stack = ls_stack_id(r, h->tid, b, (const uint8_t *)(b + 1));
+    ls_store_blocking(r->store, h->loop, b->task, (int64_t)b->start_ns, (int64_t)b->dur_ns,
+                      (int)b->kind, b->syscall, stack);
+    r->blocks++;
+}
+
 static int ls_on_msg(void *ctx, void *data, size_t size)
 {
     recorder *r = ctx;
@@ -278,6 +363,9 @@ static int ls_on_msg(void *ctx, void *data, size_t size)
         ls_loop_seen(r, h->loop, h->pid, h->tid, (int64_t)h->ts);
         ls_store_loop_stop(r->store, h->loop, (int64_t)h->ts);
         ls_store_event(r->store, (int64_t)h->ts, h->loop, 0, EVL_PROBE_ID_loop_stop, h->tid, 0, 0);
+        break;
+    case LS_MSG_BLOCK:
+        ls_on_block(r, h);
         break;
     case LS_MSG_BATCH:
     case LS_MSG_REC:
@@ -342,6 +430,12 @@ static int ls_attach_all(recorder *r)
         { s->progs.on_callback_begin, "callback_begin", false },
         { s->progs.on_callback_end, "callback_end", false },
     };
+    if (!r->no_blocking) {
+        struct bpf_link *l = bpf_program__attach(s->progs.on_switch);
+        if (!l)
+            return ls_err("cannot attach to the sched_switch tracepoint: %s", strerror(errno));
+        r->links[r->nlinks++] = l;
+    }
     for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
         bool want = i < 2 || t[i].batched != r->no_batch;
         if (!want)
@@ -438,6 +532,9 @@ static void ls_write_meta(recorder *r, int argc, char **argv)
     ls_store_meta(r->store, "recorder_cmdline", "%s", buf);
     ls_store_meta(r->store, "mode", "%s", r->no_batch ? "unbatched" : "batched");
     ls_store_meta(r->store, "ringbuf_kb", "%u", r->ringbuf_kb);
+    ls_store_meta(r->store, "blocking_detection", "%s", r->no_blocking ? "off" : "on");
+    ls_store_meta(r->store, "block_threshold_ns", "%lld",
+                  (long long)(r->block_threshold_ms * 1e6));
     ls_store_meta(r->store, "start_ns", "%lld", (long long)r->start_ns);
     time_t now = time(NULL);
     char iso[64];
@@ -460,6 +557,7 @@ static void ls_write_end_meta(recorder *r, const char *why)
                   (unsigned long long)ls_stat(r, LS_STAT_DROPPED_MSGS));
     ls_store_meta(r->store, "dropped_events", "%llu",
                   (unsigned long long)ls_stat(r, LS_STAT_DROPPED_RECS));
+    ls_store_meta(r->store, "blocking_episodes", "%llu", (unsigned long long)r->blocks);
     ls_store_meta(r->store, "read_errors", "%llu",
                   (unsigned long long)ls_stat(r, LS_STAT_READ_ERRORS));
 }
@@ -481,6 +579,8 @@ static void ls_usage(FILE *f)
           "  -f, --force          replace FILE if it exists (only once the new trace is done)\n"
           "      --no-batch       one uprobe hit per event instead of per batch (slower)\n"
           "      --ringbuf-kb N   ring buffer size in KiB, a power of two (default 65536)\n"
+          "  -t, --block-threshold MS  report loop stalls of at least MS ms (default 10)\n"
+          "      --no-blocking    do not detect blocking (no sched_switch program)\n"
           "  -q, --quiet          no live status line\n"
           "\n"
           "example: loopscope record -p $(pidof server) -d 10 -o server.db\n", f);
@@ -496,13 +596,15 @@ static int ls_parse(recorder *r, int argc, char **argv)
         { "quiet", no_argument, NULL, 'q' },
         { "no-batch", no_argument, NULL, 'B' },
         { "ringbuf-kb", required_argument, NULL, 'R' },
+        { "block-threshold", required_argument, NULL, 't' },
+        { "no-blocking", no_argument, NULL, 'N' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
     int c;
     char *end;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "+p:o:d:fqh", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "+p:o:d:t:fqh", opts, NULL)) != -1) {
         switch (c) {
         case 'p': {
             long v = strtol(optarg, &end, 10);
@@ -535,6 +637,14 @@ static int ls_parse(recorder *r, int argc, char **argv)
             r->ringbuf_kb = (unsigned)v;
             break;
         }
+        case 't':
+            r->block_threshold_ms = strtod(optarg, &end);
+            if (*end || !(r->block_threshold_ms >= 0.1) || r->block_threshold_ms > 60000)
+                return ls_err("invalid --block-threshold '%s' (milliseconds, 0.1..60000)", optarg);
+            break;
+        case 'N':
+            r->no_blocking = true;
+            break;
         case 'h':
             ls_usage(stdout);
             exit(0);
@@ -564,7 +674,8 @@ static void ls_status(recorder *r, int64_t now, uint64_t *last_ev, int64_t *last
 
 int cmd_record(int argc, char **argv)
 {
-    recorder rr = { .out = "trace.db", .ringbuf_kb = 65536, .pidfd = -1, .go_pipe = -1 };
+    recorder rr = { .out = "trace.db", .ringbuf_kb = 65536, .block_threshold_ms = 10,
+                    .pidfd = -1, .go_pipe = -1 };
     recorder *r = &rr;
     char errbuf[512];
     const char *why = "target exited";
@@ -598,6 +709,12 @@ int cmd_record(int argc, char **argv)
         goto cleanup;
     }
     r->skel->rodata->target_tgid = (uint32_t)r->pid;
+    r->skel->rodata->block_threshold_ns = (uint64_t)(r->block_threshold_ms * 1e6);
+    r->skel->rodata->detect_blocking = !r->no_blocking;
+    if (r->no_blocking) {
+        bpf_program__set_autoload(r->skel->progs.on_switch, false);
+        bpf_program__set_autoload(r->skel->progs.on_cpu_sample, false);
+    }
     bpf_map__set_max_entries(r->skel->maps.events, r->ringbuf_kb * 1024u);
     if ((err = record_bpf__load(r->skel))) {
         err = ls_err("cannot load the BPF programs: %s%s", strerror(-err),
@@ -626,8 +743,6 @@ int cmd_record(int argc, char **argv)
         close(r->go_pipe);
         r->go_pipe = -1;
     }
-    /* Symbols need the process's mappings: after exec for a child. */
-    r->syms = ls_syms_new(r->pid);
 
     struct sigaction sa = { .sa_handler = ls_on_signal };
     sigemptyset(&sa.sa_mask);
@@ -681,6 +796,9 @@ int cmd_record(int argc, char **argv)
     for (int i = 0; i < r->nlinks; i++)
         bpf_link__destroy(r->links[i]);
     r->nlinks = 0;
+    for (int i = 0; i < r->nsampled; i++)
+        bpf_link__destroy(r->samplers[i]);
+    r->nsampled = 0;
     while (ls_consume(r, 200000000) < 0)
         ;                             /* nothing new arrives once detached */
     ls_write_end_meta(r, why);
@@ -704,6 +822,8 @@ int cmd_record(int argc, char **argv)
 cleanup:
     for (int i = 0; i < r->nlinks; i++)
         bpf_link__destroy(r->links[i]);
+    for (int i = 0; i < r->nsampled; i++)
+        bpf_link__destroy(r->samplers[i]);
     ring_buffer__free(r->rb);
     record_bpf__destroy(r->skel);
     if (r->store)                     /* an error path: keep what was written */

@@ -14,6 +14,7 @@ enum ls_msg_type {
     LS_MSG_REC = 2,         /* payload: one evl_rec (+ name), unbatched mode */
     LS_MSG_LOOP_START = 3,  /* payload: none (pub in hdr.arg) */
     LS_MSG_LOOP_STOP = 4,
+    LS_MSG_BLOCK = 5,       /* payload: struct ls_block + stack bytes */
 };
 
 struct ls_msg_hdr {
@@ -29,6 +30,31 @@ struct ls_msg_hdr {
 };
 _Static_assert(sizeof(struct ls_msg_hdr) == 48, "ls_msg_hdr layout");
 
+/* A blocking episode on a loop thread, or the sample of a long on-CPU step,
+ * with what is needed to unwind the user stack at that point: the user
+ * registers (DWARF numbering) and a copy of the stack above rsp. */
+enum ls_block_kind {
+    LS_BLOCK_OFFCPU = 1,    /* the thread slept outside epoll_wait */
+    LS_BLOCK_ONCPU = 2,     /* a step ran longer than the threshold on CPU */
+};
+
+#define LS_STACK_BYTES 16384
+#define LS_NREGS 17         /* rax rdx rcx rbx rsi rdi rbp rsp r8-r15 rip */
+
+struct ls_block {
+    __u64 start_ns;         /* off-CPU: switch-out; on-CPU: step start */
+    __u64 dur_ns;           /* off-CPU: time switched out; on-CPU: 0 */
+    __u64 task;             /* running task (evl_loop_pub.task), 0 = callback */
+    __s64 syscall;          /* syscall the thread was in, -1 if none */
+    __u32 kind;             /* enum ls_block_kind */
+    __u32 phase;            /* enum evl_phase */
+    __u32 steps;            /* evl_loop_pub.steps: identifies the step */
+    __u32 stack_len;        /* bytes of stack copied after this struct */
+    __u64 regs[LS_NREGS];
+    __u64 sample_ns;        /* on-CPU: when the sample was taken */
+};
+_Static_assert(sizeof(struct ls_block) == 192, "ls_block layout");
+
 /* Counters, one slot each in the per-CPU array `stats`. */
 enum ls_stat {
     LS_STAT_BATCHES = 0,        /* batches delivered */
@@ -36,7 +62,8 @@ enum ls_stat {
     LS_STAT_DROPPED_MSGS = 2,   /* messages the ring buffer had no room for */
     LS_STAT_DROPPED_RECS = 3,   /* records inside those */
     LS_STAT_READ_ERRORS = 4,    /* user memory that could not be read */
-    LS_STAT_COUNT = 5,
+    LS_STAT_BLOCKS = 5,         /* blocking episodes delivered */
+    LS_STAT_COUNT = 6,
 };
 
 #define LS_MAX_MSG (sizeof(struct ls_msg_hdr) + EVL_BATCH_BYTES)

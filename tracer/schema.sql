@@ -39,18 +39,27 @@ CREATE TABLE events(
   arg1 INTEGER                  -- suspend timeout
 );
 
--- Blocking episodes and their stacks (filled by blocking detection).
+-- Blocking episodes on loop threads and their stacks.
 CREATE TABLE blocking(
   id INTEGER PRIMARY KEY,
   loop_id INTEGER NOT NULL,
-  task_id INTEGER,
-  start_ns INTEGER NOT NULL,
-  dur_ns INTEGER NOT NULL,
-  kind INTEGER NOT NULL,        -- 1 off-CPU, 2 on-CPU
-  syscall INTEGER,
-  stack_id INTEGER,
-  delayed_tasks INTEGER
+  task_id INTEGER,              -- running task; NULL if a plain callback
+  start_ns INTEGER NOT NULL,    -- off-CPU: switch-out; on-CPU: step start
+  dur_ns INTEGER NOT NULL,      -- how long the loop was held
+  kind INTEGER NOT NULL,        -- blocking_kinds.id: 1 off-CPU, 2 on-CPU
+  syscall INTEGER,              -- syscalls.nr it slept in; NULL if none
+  stack_id INTEGER,             -- stacks.id: where the application was
+  delayed_tasks INTEGER NOT NULL DEFAULT 0 -- rows in blocking_victims
 );
+CREATE TABLE blocking_victims(
+  blocking_id INTEGER NOT NULL,
+  task_id INTEGER NOT NULL,     -- a task the episode delayed
+  ready_ns INTEGER NOT NULL,    -- when it became ready (woken, or its timer came due)
+  ran_ns INTEGER NOT NULL,      -- when it ran
+  delay_ns INTEGER NOT NULL,    -- ran_ns - max(ready_ns, episode start)
+  cause INTEGER NOT NULL,       -- 1 was ready, 2 its timer came due
+  PRIMARY KEY(blocking_id, task_id)
+) WITHOUT ROWID;
 CREATE TABLE stacks(id INTEGER PRIMARY KEY, depth INTEGER NOT NULL);
 CREATE TABLE frames(
   stack_id INTEGER NOT NULL,
@@ -62,6 +71,8 @@ CREATE TABLE frames(
   module TEXT,
   PRIMARY KEY(stack_id, depth)
 ) WITHOUT ROWID;
+CREATE TABLE syscalls(nr INTEGER PRIMARY KEY, name TEXT NOT NULL);
+CREATE TABLE blocking_kinds(id INTEGER PRIMARY KEY, name TEXT NOT NULL);
 
 -- Names for the integer codes, so the stock sqlite3 shell reads well.
 CREATE TABLE event_kinds(id INTEGER PRIMARY KEY, name TEXT NOT NULL);
@@ -84,6 +95,16 @@ CREATE VIEW events_named AS
          e.arg0, e.arg1
   FROM events e JOIN event_kinds k ON k.id = e.kind
   LEFT JOIN tasks t ON t.id = e.task_id;
+
+-- Every sleep whose timer fired: its deadline and how late it fired
+-- (loop clock; meaningless for loops on the virtual clock).
+CREATE VIEW timer_lateness AS
+  SELECT w.loop_id, w.task_id, s.arg0 AS deadline_ns, w.ts_ns AS fired_ns,
+         w.ts_ns - s.arg0 AS late_ns
+  FROM events w JOIN events s ON s.rowid = (
+      SELECT p.rowid FROM events p WHERE p.task_id = w.task_id AND p.kind = 5
+        AND p.ts_ns <= w.ts_ns ORDER BY p.ts_ns DESC, p.rowid DESC LIMIT 1)
+  WHERE w.kind = 6 AND w.reason = 1 AND s.reason = 1;
 
 -- INDEXES (run by the recorder when capture ends):
 -- CREATE INDEX events_task_ts ON events(task_id, ts_ns);

@@ -10,6 +10,9 @@
 #include "store.h"
 #include "evl-probes.h"
 #include "schema_sql.h"
+#include "symbols.h"
+#include "syscalls.h"
+#include "record.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -32,6 +35,7 @@ struct ls_store {
     sqlite3_stmt *ins_many;   /* LS_ROWS_PER_INSERT event rows */
     sqlite3_stmt *ins_one;
     sqlite3_stmt *ins_task, *fin_task, *ins_loop, *stop_loop, *ins_meta;
+    sqlite3_stmt *ins_stack, *ins_frame, *ins_block;
     int64_t rows[LS_ROWS_PER_INSERT][LS_EVENT_COLS];
     int nrows;                /* buffered in rows[] */
     uint64_t nevents;
@@ -82,7 +86,22 @@ static int ls_fill_names(ls_store *s)
         EVL_STATE_LIST(LS_STATE)
 #define LS_LEAK(n, v, name) { "leak_kinds", v, name },
         EVL_LEAK_LIST(LS_LEAK)
+        { "blocking_kinds", LS_BLOCK_OFFCPU, "off-cpu" },
+        { "blocking_kinds", LS_BLOCK_ONCPU, "on-cpu" },
     };
+    for (size_t nr = 0; nr < sizeof(ls_syscall_names) / sizeof(ls_syscall_names[0]); nr++) {
+        if (!ls_syscall_names[nr])
+            continue;
+        if (sqlite3_prepare_v2(s->db, "INSERT INTO syscalls(nr, name) VALUES(?, ?)", -1, &st,
+                               NULL) != SQLITE_OK)
+            return -1;
+        sqlite3_bind_int64(st, 1, (int64_t)nr);
+        sqlite3_bind_text(st, 2, ls_syscall_names[nr], -1, SQLITE_STATIC);
+        int rc = sqlite3_step(st);
+        sqlite3_finalize(st);
+        if (rc != SQLITE_DONE)
+            return -1;
+    }
     for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
         char sql[96];
         snprintf(sql, sizeof(sql), "INSERT INTO %s(id, name) VALUES(?, ?)", rows[i].table);
@@ -160,8 +179,13 @@ ls_store *ls_store_create(const char *path, bool force, char *err, size_t errlen
     s->ins_loop = ls_prepare(s, "INSERT OR IGNORE INTO loops(id,pid,tid,started_ns) VALUES(?,?,?,?)");
     s->stop_loop = ls_prepare(s, "UPDATE loops SET stopped_ns=? WHERE id=?");
     s->ins_meta = ls_prepare(s, "INSERT OR REPLACE INTO meta(key,value) VALUES(?,?)");
+    s->ins_stack = ls_prepare(s, "INSERT INTO stacks(id, depth) VALUES(?,?)");
+    s->ins_frame = ls_prepare(s, "INSERT INTO frames(stack_id,depth,address,function,file,line,module) "
+                                 "VALUES(?,?,?,?,?,?,?)");
+    s->ins_block = ls_prepare(s, "INSERT INTO blocking(loop_id,task_id,start_ns,dur_ns,kind,syscall,"
+                                 "stack_id) VALUES(?,?,?,?,?,?,?)");
     if (!s->ins_many || !s->ins_one || !s->ins_task || !s->fin_task || !s->ins_loop ||
-        !s->stop_loop || !s->ins_meta)
+        !s->stop_loop || !s->ins_meta || !s->ins_stack || !s->ins_frame || !s->ins_block)
         goto fail_db;
     return s;
 fail_db:
@@ -283,6 +307,93 @@ void ls_store_task_finish(ls_store *s, uint64_t task, uint64_t loop, int64_t end
     ls_step(s, st);
 }
 
+static void ls_bind_text_or_null(sqlite3_stmt *st, int i, const char *v)
+{
+    if (v)
+        sqlite3_bind_text(st, i, v, -1, SQLITE_TRANSIENT);
+    else
+        sqlite3_bind_null(st, i);
+}
+
+void ls_store_stack(ls_store *s, int64_t id, int depth, const uint64_t *pcs,
+                    const struct ls_sym *syms)
+{
+    sqlite3_bind_int64(s->ins_stack, 1, id);
+    sqlite3_bind_int(s->ins_stack, 2, depth);
+    ls_step(s, s->ins_stack);
+    for (int i = 0; i < depth; i++) {
+        sqlite3_stmt *st = s->ins_frame;
+        sqlite3_bind_int64(st, 1, id);
+        sqlite3_bind_int(st, 2, i);
+        sqlite3_bind_int64(st, 3, (int64_t)pcs[i]);
+        ls_bind_text_or_null(st, 4, syms[i].function);
+        ls_bind_text_or_null(st, 5, syms[i].file);
+        if (syms[i].line)
+            sqlite3_bind_int(st, 6, syms[i].line);
+        else
+            sqlite3_bind_null(st, 6);
+        ls_bind_text_or_null(st, 7, syms[i].module);
+        ls_step(s, st);
+    }
+}
+
+void ls_store_blocking(ls_store *s, uint64_t loop, uint64_t task, int64_t start, int64_t dur,
+                       int kind, int64_t syscall, int64_t stack_id)
+{
+    sqlite3_stmt *st = s->ins_block;
+    sqlite3_bind_int64(st, 1, (int64_t)loop);
+    if (task)
+        sqlite3_bind_int64(st, 2, (int64_t)task);
+    else
+        sqlite3_bind_null(st, 2);
+    sqlite3_bind_int64(st, 3, start);
+    sqlite3_bind_int64(st, 4, dur);
+    sqlite3_bind_int(st, 5, kind);
+    if (syscall >= 0)
+        sqlite3_bind_int64(st, 6, syscall);
+    else
+        sqlite3_bind_null(st, 6);
+    if (stack_id > 0)
+        sqlite3_bind_int64(st, 7, stack_id);
+    else
+        sqlite3_bind_null(st, 7);
+    ls_step(s, st);
+}
+
+/* After capture, with the indexes built: the duration of on-CPU episodes
+ * (their step's end, minus off-CPU episodes inside it), the tasks each
+ * episode delayed, and their count. */
+static const char ls_post_sql[] =
+    "UPDATE blocking SET dur_ns = coalesce(("
+    "  SELECT min(e.ts_ns) FROM events e WHERE e.ts_ns > blocking.start_ns AND ("
+    "    (blocking.task_id IS NOT NULL AND e.task_id = blocking.task_id AND e.kind IN (5, 7))"
+    "    OR (blocking.task_id IS NULL AND e.loop_id = blocking.loop_id AND e.kind = 13))),"
+    "  (SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'end_ns')) - start_ns"
+    " WHERE kind = 2;"
+    "UPDATE blocking SET dur_ns = dur_ns - coalesce((SELECT sum(o.dur_ns) FROM blocking o"
+    "  WHERE o.kind = 1 AND o.loop_id = blocking.loop_id AND o.start_ns >= blocking.start_ns"
+    "  AND o.start_ns < blocking.start_ns + blocking.dur_ns), 0)"
+    " WHERE kind = 2;"
+    "INSERT OR IGNORE INTO blocking_victims(blocking_id, task_id, ready_ns, ran_ns, delay_ns, cause)"
+    " SELECT bid, task_id, ready_ns, ran_ns, ran_ns - max(ready_ns, s), cause FROM ("
+    "  SELECT b.id AS bid, b.start_ns AS s, b.start_ns + b.dur_ns AS e, b.task_id AS btask,"
+    "   w.task_id, w.ts_ns AS wake_ns, w.reason AS waker,"
+    "   (SELECT min(r.ts_ns) FROM events r WHERE r.task_id = w.task_id AND r.kind = 4"
+    "     AND r.ts_ns >= w.ts_ns) AS ran_ns,"
+    "   (SELECT p.arg0 FROM events p WHERE p.task_id = w.task_id AND p.kind = 5"
+    "     AND p.reason = 1 AND p.ts_ns <= w.ts_ns ORDER BY p.ts_ns DESC LIMIT 1) AS deadline,"
+    "   CASE WHEN w.ts_ns < b.start_ns + b.dur_ns THEN w.ts_ns ELSE"
+    "    (SELECT p.arg0 FROM events p WHERE p.task_id = w.task_id AND p.kind = 5"
+    "     AND p.reason = 1 AND p.ts_ns <= w.ts_ns ORDER BY p.ts_ns DESC LIMIT 1) END AS ready_ns,"
+    "   CASE WHEN w.ts_ns < b.start_ns + b.dur_ns THEN 1 ELSE 2 END AS cause"
+    "  FROM blocking b JOIN events w ON w.ts_ns BETWEEN b.start_ns - 1000000000"
+    "   AND b.start_ns + b.dur_ns + 1000000000 AND w.loop_id = b.loop_id AND w.kind = 6"
+    " ) WHERE task_id IS NOT btask AND ran_ns >= e AND ("
+    "  cause = 1 OR (waker = 1 AND deadline >= s AND deadline < e))"
+    " ORDER BY ready_ns;"
+    "UPDATE blocking SET delayed_tasks = (SELECT count(*) FROM blocking_victims v"
+    "  WHERE v.blocking_id = blocking.id);";
+
 int ls_store_tick(ls_store *s, int64_t now)
 {
     if (now - s->last_commit < LS_COMMIT_NS)
@@ -301,11 +412,12 @@ int ls_store_finish(ls_store *s, char *err, size_t errlen)
     ls_flush_rows(s);
     if (ls_exec(s, "CREATE INDEX events_task_ts ON events(task_id, ts_ns);"
                    "CREATE INDEX events_ts ON events(ts_ns);"
-                   "CREATE INDEX tasks_loop ON tasks(loop_id);"
-                   "COMMIT;") < 0)
+                   "CREATE INDEX tasks_loop ON tasks(loop_id);") < 0 ||
+        ls_exec(s, ls_post_sql) < 0 || ls_exec(s, "COMMIT") < 0)
         rc = -1;
     sqlite3_stmt *sts[] = { s->ins_many, s->ins_one, s->ins_task, s->fin_task,
-                            s->ins_loop, s->stop_loop, s->ins_meta };
+                            s->ins_loop, s->stop_loop, s->ins_meta, s->ins_stack,
+                            s->ins_frame, s->ins_block };
     for (size_t i = 0; i < sizeof(sts) / sizeof(sts[0]); i++)
         sqlite3_finalize(sts[i]);
     /* A plain rollback-journal file: readable from read-only places. */

@@ -11,6 +11,8 @@
 
 #define LS_SCHEMA_VERSION 1
 
+struct ls_sym;
+
 typedef struct ls_store ls_store;
 
 /* Create the trace at path.  Refuses an existing file unless force; with
@@ -31,6 +33,13 @@ void ls_store_task_create(ls_store *s, uint64_t task, uint64_t loop, uint64_t pa
                           int64_t created, bool preexisting);
 void ls_store_task_finish(ls_store *s, uint64_t task, uint64_t loop, int64_t ended, int state,
                           int64_t error);
+
+/* A symbolized stack (pcs innermost first, with their symbols). */
+void ls_store_stack(ls_store *s, int64_t id, int depth, const uint64_t *pcs,
+                    const struct ls_sym *syms);
+/* A blocking episode; on-CPU ones get their duration at ls_store_finish. */
+void ls_store_blocking(ls_store *s, uint64_t loop, uint64_t task, int64_t start, int64_t dur,
+                       int kind, int64_t syscall, int64_t stack_id);
 
 /* Commit if the open transaction is older than the commit interval. */
 int ls_store_tick(ls_store *s, int64_t now_ns);

@@ -7,14 +7,27 @@
 #include "symbols.h"
 
 #include <elfutils/libdwfl.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define LS_SYM_CACHE 4096     /* slots, power of two */
 
 struct ls_syms {
     Dwfl *dwfl;
     pid_t pid;
+    int memfd;                /* /proc/PID/mem, for memory outside the copy */
+    bool attached;            /* dwfl_attach_state done */
+    /* the sample being unwound */
+    pid_t tid;
+    const uint64_t *regs;
+    const uint8_t *stack;
+    size_t stack_len;
+    uint64_t *pcs;
+    int npcs, max;
     struct { uint64_t addr; ls_sym sym; int used; } cache[LS_SYM_CACHE];
 };
 
@@ -37,6 +50,9 @@ ls_syms *ls_syms_new(pid_t pid)
     if (!s)
         return NULL;
     s->pid = pid;
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/mem", (int)pid);
+    s->memfd = open(path, O_RDONLY | O_CLOEXEC);
     s->dwfl = dwfl_begin(&ls_proc_callbacks);
     if (!s->dwfl || ls_syms_report(s) != 0) {
         ls_syms_free(s);
@@ -112,5 +128,97 @@ void ls_syms_free(ls_syms *s)
     }
     if (s->dwfl)
         dwfl_end(s->dwfl);
+    if (s->memfd >= 0)
+        close(s->memfd);
     free(s);
+}
+
+/* ------------------------------------------------------------- unwinding */
+
+static pid_t ls_next_thread(Dwfl *dwfl, void *arg, void **thread_argp)
+{
+    ls_syms *s = arg;
+    if (*thread_argp)
+        return 0;                     /* one thread: the sample's */
+    *thread_argp = s;
+    return s->tid;
+}
+
+static bool ls_get_thread(Dwfl *dwfl, pid_t tid, void *arg, void **thread_argp)
+{
+    ls_syms *s = arg;
+    *thread_argp = s;
+    return tid == s->tid;
+}
+
+/* Stack words come from the copy taken at the blocking point; anything
+ * else (rarely needed: CFI lives in the ELF files) from the live process. */
+static bool ls_memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void *arg)
+{
+    ls_syms *s = arg;
+    uint64_t sp = s->regs[7];
+    if (addr >= sp && addr + sizeof(*result) <= sp + s->stack_len) {
+        memcpy(result, s->stack + (addr - sp), sizeof(*result));
+        return true;
+    }
+    return s->memfd >= 0 && pread(s->memfd, result, sizeof(*result), (off_t)addr) == sizeof(*result);
+}
+
+static bool ls_set_initial_registers(Dwfl_Thread *thread, void *arg)
+{
+    ls_syms *s = arg;
+    Dwarf_Word r[16];
+    for (int i = 0; i < 16; i++)
+        r[i] = s->regs[i];
+    if (!dwfl_thread_state_registers(thread, 0, 16, r))
+        return false;
+    dwfl_thread_state_register_pc(thread, s->regs[16]);
+    return true;
+}
+
+static const Dwfl_Thread_Callbacks ls_thread_callbacks = {
+    .next_thread = ls_next_thread,
+    .get_thread = ls_get_thread,
+    .memory_read = ls_memory_read,
+    .set_initial_registers = ls_set_initial_registers,
+};
+
+static int ls_frame_cb(Dwfl_Frame *frame, void *arg)
+{
+    ls_syms *s = arg;
+    Dwarf_Addr pc;
+    bool activation;
+    if (!dwfl_frame_pc(frame, &pc, &activation))
+        return DWARF_CB_ABORT;
+    if (!activation && pc)
+        pc--;                         /* inside the call instruction */
+    if (pc == 0)
+        return DWARF_CB_ABORT;
+    s->pcs[s->npcs++] = pc;
+    return s->npcs < s->max ? DWARF_CB_OK : DWARF_CB_ABORT;
+}
+
+int ls_syms_unwind(ls_syms *s, pid_t tid, const uint64_t regs[17], const uint8_t *stack,
+                   size_t stack_len, uint64_t *pcs, int max)
+{
+    if (!s || max <= 0)
+        return 0;
+    if (!s->attached) {
+        if (!dwfl_attach_state(s->dwfl, NULL, s->pid, &ls_thread_callbacks, s))
+            return 0;
+        s->attached = true;
+    }
+    s->tid = tid;
+    s->regs = regs;
+    s->stack = stack;
+    s->stack_len = stack_len;
+    s->pcs = pcs;
+    s->npcs = 0;
+    s->max = max;
+    dwfl_getthread_frames(s->dwfl, tid, ls_frame_cb, s);
+    if (s->npcs == 0) {               /* no CFI at all: the pc itself */
+        pcs[0] = regs[16];
+        s->npcs = 1;
+    }
+    return s->npcs;
 }

@@ -21,6 +21,15 @@ ls_syms *ls_syms_new(pid_t pid);
 /* Resolve addr (an address in the process).  Never fails: unknown fields
  * are NULL/0.  The strings live as long as the ls_syms. */
 ls_sym ls_syms_lookup(ls_syms *s, uint64_t addr);
+/* Unwind a user stack captured in BPF: regs in DWARF x86-64 order (rax
+ * rdx rcx rbx rsi rdi rbp rsp r8..r15 rip), stack = a copy of memory from
+ * regs[7] (rsp) upwards.  DWARF CFI (.eh_frame/.debug_frame), so frames of
+ * code without frame pointers (Debian's libc) unwind too.  Fills pcs[]
+ * innermost first (return addresses minus one, ready for lookup) and
+ * returns the depth (0 if nothing could be unwound). */
+int ls_syms_unwind(ls_syms *s, pid_t tid, const uint64_t regs[17], const uint8_t *stack,
+                   size_t stack_len, uint64_t *pcs, int max);
+
 /* Re-read the process's mappings (libraries loaded since). */
 void ls_syms_refresh(ls_syms *s);
 void ls_syms_free(ls_syms *s);

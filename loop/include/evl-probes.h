@@ -44,8 +44,8 @@ enum evl_probe_id {
  * these lists). */
 
 /* task_suspend: why the task stopped.  object is the awaited future's
- * address (the task id when awaiting a task), the fd, or 0; timeout_ns is
- * the sleep delay or 0. */
+ * address (the task id when awaiting a task), the fd, or for a sleep its
+ * deadline (loop clock, ns); timeout_ns is the sleep delay or 0. */
 #define EVL_SUSPEND_LIST(XX)                                                  \
     XX(SLEEP, 1, "sleep")                                                     \
     XX(IO, 2, "io")                                                           \
@@ -136,7 +136,8 @@ struct evl_rec {
  *                 EVL_REC_PREEXISTING); the name (not NUL-terminated)
  *                 follows, padded to 8 bytes
  *   task_run      -
- *   task_suspend  a32 reason, a0 object, a1 timeout_ns
+ *   task_suspend  a32 reason, a0 object (for a sleep: its deadline in loop
+ *                 time, CLOCK_MONOTONIC ns), a1 timeout_ns
  *   task_wake     a32 waker_kind, a0 waker task
  *   task_finish   a32 final state, a0 error (signed)
  *   task_cancel   a0 requesting task
@@ -159,9 +160,11 @@ enum evl_phase {
 
 struct evl_loop_pub {
     __u64 task;     /* id of the running task, 0 if none */
+    __u64 since;    /* CLOCK_MONOTONIC ns when this task step / callback
+                     * began; maintained only while batching is on */
     __u32 phase;    /* enum evl_phase */
-    __u32 pad;
+    __u32 steps;    /* bumped at every step or callback start */
 };
-_Static_assert(sizeof(struct evl_loop_pub) == 16, "evl_loop_pub layout is ABI");
+_Static_assert(sizeof(struct evl_loop_pub) == 24, "evl_loop_pub layout is ABI");
 
 #endif /* EVL_PROBES_H */

@@ -195,8 +195,6 @@ static void evl__task_step(evl__task *t, intptr_t exc)
     t->tstate = EVL_TASK_RUNNING;
     loop->current = t;
     evl__tls_running_task = t;
-    loop->pub.task = t->id;
-    loop->pub.phase = EVL_PHASE_TASK;
     evl__tr_task_run(loop, t->id);
     uint64_t t0 = evl__debug(loop) ? evl__clock_now() : 0;
     evl__switch_to_task(loop, t);
@@ -435,7 +433,7 @@ int evl_sleep(uint64_t ns)
     int rc = evl_timer_start(loop, &tm, ns, evl__sleep_timer_cb, &f);
     if (rc < 0)
         return rc;
-    intptr_t r = evl__task_wait(t, &f, EVL_SUSPEND_SLEEP, 0, ns);
+    intptr_t r = evl__task_wait(t, &f, EVL_SUSPEND_SLEEP, tm.evl__deadline, ns);
     evl_timer_stop(&tm);
     return r < 0 ? (int)r : 0;
 }

@@ -82,10 +82,24 @@ static inline void evl__trace_check_attach(evl_loop *loop)
     }
 }
 
+/* A task step or callback begins: publish it (evl_loop_pub). */
+static inline void evl__pub_begin(evl_loop *loop, uint64_t task, uint32_t phase,
+                                  const struct evl_rec *r)
+{
+    loop->pub.task = task;
+    loop->pub.phase = phase;
+    loop->pub.steps++;
+    if (r)
+        loop->pub.since = r->ts;
+}
+
 static inline void evl__tr_task_run(evl_loop *loop, uint64_t task)
 {
     EVL_PROBE(task_run, loop->id, task);
-    EVL__REC(loop, task_run, task, 0, 0, 0);
+    struct evl_rec *r = NULL;
+    if (EVL_BATCHING())
+        r = evl__trace_rec(loop, EVL_PROBE_ID_task_run, sizeof(*r), task, 0, 0, 0);
+    evl__pub_begin(loop, task, EVL_PHASE_TASK, r);
 }
 
 static inline void evl__tr_task_suspend(evl_loop *loop, uint64_t task, int reason,
@@ -134,9 +148,11 @@ static inline void evl__tr_poll_exit(evl_loop *loop, int n)
 
 static inline void evl__tr_callback_begin(evl_loop *loop, uintptr_t fn)
 {
-    loop->pub.phase = EVL_PHASE_CALLBACK;
     EVL_PROBE(callback_begin, loop->id, fn);
-    EVL__REC(loop, callback_begin, 0, 0, fn, 0);
+    struct evl_rec *r = NULL;
+    if (EVL_BATCHING())
+        r = evl__trace_rec(loop, EVL_PROBE_ID_callback_begin, sizeof(*r), 0, 0, fn, 0);
+    evl__pub_begin(loop, 0, EVL_PHASE_CALLBACK, r);
 }
 
 static inline void evl__tr_callback_end(evl_loop *loop, uintptr_t fn)
