@@ -183,8 +183,10 @@ def attach_mid_run():
         eq(sum(semaphores(t.pid).values()), 0, "semaphores after detach")
         check(t.poll() is None, "target died while traced")
         integrity(db)
-        pre = query(db, "SELECT name FROM tasks WHERE preexisting = 1")
-        eq(pre, [("ticker",)], "tasks existing before attach")
+        pre = [n for (n,) in query(db, "SELECT name FROM tasks WHERE preexisting = 1")]
+        check("ticker" in pre, f"the long-lived task is not among the pre-existing ones: {pre}")
+        check(all(n == "ticker" or n.startswith("worker-") for n in pre),
+              f"unexpected pre-existing tasks: {pre}")
         n = query(db, "SELECT count(*) FROM tasks WHERE name LIKE 'worker-%' AND final_state = 4")[0][0]
         check(n >= 30, f"only {n} finished workers recorded in 1.5 s")
         eq(meta(db)["stop_reason"], "duration reached", "stop reason")
