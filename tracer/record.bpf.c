@@ -59,12 +59,32 @@ struct {
     __type(value, struct loop_thread);
 } loop_threads SEC(".maps");
 
-/* An episode being measured: filled at switch-out, sent at switch-in. */
+/* An open off-CPU episode of a loop thread: opened when it goes to sleep
+ * outside epoll_wait, extended while it sleeps again in the same blocking
+ * call (fsync sleeps several times), closed and sent (if it lasted at least
+ * the threshold) when the loop reaches its next poll, or when the thread
+ * blocks somewhere else.  b.dur_ns is updated at each switch-in. */
 struct block_msg {
     struct ls_msg_hdr h;
     struct ls_block b;
     __u8 stack[LS_STACK_BYTES];
 };
+
+/* Off-CPU time of the current step of each loop thread, so that an on-CPU
+ * sample counts CPU time, not wall time. */
+struct step_off {
+    __u32 steps;              /* evl_loop_pub.steps of the step */
+    __u32 pad;
+    __u64 off_ns;             /* switched-out time within that step */
+    __u64 out_ns;             /* switched out since, 0 if running */
+};
+
+struct {
+    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(max_entries, 1024);
+    __type(key, __u32);
+    __type(value, struct step_off);
+} step_off SEC(".maps");
 
 struct {
     __uint(type, BPF_MAP_TYPE_HASH);
@@ -74,8 +94,12 @@ struct {
     __type(value, struct block_msg);
 } offcpu SEC(".maps");
 
+/* One slot per CPU (a per-CPU array's values are limited to 32 KiB):
+ * sized to the number of CPUs by the loader, indexed by the current CPU.
+ * sched_switch runs with interrupts off and the task-clock sample from a
+ * timer interrupt, so the two never share a slot at once. */
 struct {
-    __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+    __uint(type, BPF_MAP_TYPE_ARRAY);
     __uint(max_entries, 1);
     __type(key, __u32);
     __type(value, struct block_msg);
@@ -95,6 +119,8 @@ static __always_inline void stat_add(__u32 k, __u64 v)
     if (p)
         *p += v;
 }
+
+static __always_inline void episode_close(__u32 tid);
 
 static __always_inline bool from_target(void)
 {
@@ -169,6 +195,8 @@ int BPF_USDT(on_batch, __u64 loop, __u64 addr, __u32 len, __u64 pub, __u32 nrec)
         return 0;
     }
     note_loop_thread(loop, pub);
+    if (detect_blocking)              /* the loop is about to poll */
+        episode_close((__u32)bpf_get_current_pid_tgid());
     fill_hdr(&s->h, LS_MSG_BATCH, loop, pub);
     s->h.len = len;
     s->h.nrec = nrec;
@@ -278,6 +306,8 @@ int BPF_USDT(on_task_leak, __u64 loop, __u64 task, __u32 kind)
 SEC("usdt")
 int BPF_USDT(on_poll_enter, __u64 loop, __s64 timeout)
 {
+    if (detect_blocking && from_target())
+        episode_close((__u32)bpf_get_current_pid_tgid());
     return emit_rec(EVL_PROBE_ID_poll_enter, loop, 0, 0, (__u64)timeout, 0, 0);
 }
 
@@ -361,8 +391,8 @@ static __always_inline struct block_msg *
 block_begin(struct loop_thread *lt, struct evl_loop_pub *pub, __u32 kind, struct pt_regs *regs,
             __s64 syscall, __u64 now)
 {
-    __u32 zero = 0;
-    struct block_msg *m = bpf_map_lookup_elem(&block_scratch, &zero);
+    __u32 cpu = bpf_get_smp_processor_id();
+    struct block_msg *m = bpf_map_lookup_elem(&block_scratch, &cpu);
     if (!m)
         return NULL;
     fill_hdr(&m->h, LS_MSG_BLOCK, lt->loop, lt->pub);
@@ -391,6 +421,17 @@ static __always_inline void block_send(struct block_msg *m)
         stat_add(LS_STAT_BLOCKS, 1);
 }
 
+/* Close tid's open episode: send it if it lasted long enough. */
+static __always_inline void episode_close(__u32 tid)
+{
+    struct block_msg *o = bpf_map_lookup_elem(&offcpu, &tid);
+    if (!o)
+        return;
+    if (o->b.dur_ns >= block_threshold_ns)
+        block_send(o);
+    bpf_map_delete_elem(&offcpu, &tid);
+}
+
 SEC("tp_btf/sched_switch")
 int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
@@ -398,20 +439,20 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
         return 0;
     __u64 now = bpf_ktime_get_ns();
 
-    /* A loop thread comes back: close its episode. */
-    __u32 ntid = next->pid;
+    /* A loop thread comes back: account its time away. */
     if (next->tgid == target_tgid) {
+        __u32 ntid = next->pid;
         struct block_msg *o = bpf_map_lookup_elem(&offcpu, &ntid);
-        if (o) {
+        if (o)
             o->b.dur_ns = now - o->b.start_ns;
-            if (o->b.dur_ns >= block_threshold_ns)
-                block_send(o);
-            bpf_map_delete_elem(&offcpu, &ntid);
+        struct step_off *so = bpf_map_lookup_elem(&step_off, &ntid);
+        if (so && so->out_ns) {
+            so->off_ns += now - so->out_ns;
+            so->out_ns = 0;
         }
     }
 
-    /* A loop thread goes to sleep outside epoll_wait: open an episode. */
-    if (prev->tgid != target_tgid || prev->__state == 0 /* TASK_RUNNING: preempted */)
+    if (prev->tgid != target_tgid)
         return 0;
     __u32 ptid = prev->pid;
     struct loop_thread *lt = bpf_map_lookup_elem(&loop_threads, &ptid);
@@ -420,9 +461,33 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
     struct evl_loop_pub pub;
     if (bpf_probe_read_user(&pub, sizeof(pub), (void *)lt->pub) || pub.phase == EVL_PHASE_POLL)
         return 0;
+
+    struct step_off *so = bpf_map_lookup_elem(&step_off, &ptid);
+    if (!so) {
+        struct step_off init = { .steps = pub.steps };
+        bpf_map_update_elem(&step_off, &ptid, &init, BPF_ANY);
+        so = bpf_map_lookup_elem(&step_off, &ptid);
+        if (!so)
+            return 0;
+    }
+    if (so->steps != pub.steps) {
+        so->steps = pub.steps;
+        so->off_ns = 0;
+    }
+    so->out_ns = now;
+
+    if (prev->__state == 0)           /* TASK_RUNNING: preempted, not blocked */
+        return 0;
     struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(prev);
-    struct block_msg *m = block_begin(lt, &pub, LS_BLOCK_OFFCPU, regs,
-                                      (__s64)BPF_CORE_READ(regs, orig_ax), now);
+    __s64 nr = (__s64)BPF_CORE_READ(regs, orig_ax);
+    __u64 ip = BPF_CORE_READ(regs, ip);
+    struct block_msg *o = bpf_map_lookup_elem(&offcpu, &ptid);
+    if (o) {
+        if (o->b.steps == pub.steps && o->b.syscall == nr && o->b.regs[16] == ip)
+            return 0;                 /* still the same blocking call */
+        episode_close(ptid);
+    }
+    struct block_msg *m = block_begin(lt, &pub, LS_BLOCK_OFFCPU, regs, nr, now);
     if (m)
         bpf_map_update_elem(&offcpu, &ptid, m, BPF_ANY);
     return 0;
@@ -441,8 +506,12 @@ int on_cpu_sample(struct bpf_perf_event_data *ctx)
     if ((pub.phase != EVL_PHASE_TASK && pub.phase != EVL_PHASE_CALLBACK) || !pub.since)
         return 0;
     __u64 now = bpf_ktime_get_ns();
-    if (now - pub.since < block_threshold_ns)
-        return 0;
+    __u64 off = 0;
+    struct step_off *so = bpf_map_lookup_elem(&step_off, &tid);
+    if (so && so->steps == pub.steps)
+        off = so->off_ns;
+    if (now - pub.since < block_threshold_ns + off)
+        return 0;                     /* less CPU time than the threshold */
     __u32 *last = bpf_map_lookup_elem(&oncpu_reported, &tid);
     if (last && *last == pub.steps)
         return 0;

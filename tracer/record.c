@@ -320,11 +320,19 @@ static int64_t ls_stack_id(recorder *r, uint32_t tid, const struct ls_block *b, 
     size_t slot = h % LS_STACK_IDS;
     if (r->stack_ids[slot].id && r->stack_ids[slot].hash == h)
         return r->stack_ids[slot].id;
-    ls_sym syms[LS_MAX_DEPTH];
-    for (int i = 0; i < n; i++)
-        syms[i] = ls_syms_lookup(r->syms, pcs[i]);
+    /* One row per frame, inlined functions expanded (same address). */
+    ls_sym frames[LS_MAX_DEPTH];
+    uint64_t addrs[LS_MAX_DEPTH];
+    int depth = 0;
+    for (int i = 0; i < n && depth < LS_MAX_DEPTH; i++) {
+        ls_sym sym = ls_syms_lookup(r->syms, pcs[i]);
+        for (const ls_sym *f = &sym; f && depth < LS_MAX_DEPTH; f = f->inlined_into) {
+            frames[depth] = *f;
+            addrs[depth++] = pcs[i];
+        }
+    }
     int64_t id = ++r->next_stack_id;
-    ls_store_stack(r->store, id, n, pcs, syms);
+    ls_store_stack(r->store, id, depth, addrs, frames);
     r->stack_ids[slot].hash = h;
     r->stack_ids[slot].id = id;
     return id;
@@ -339,6 +347,32 @@ static void ls_on_block(recorder *r, const struct ls_msg_hdr *h)
     ls_store_blocking(r->store, h->loop, b->task, (int64_t)b->start_ns, (int64_t)b->dur_ns,
                       (int)b->kind, b->syscall, stack);
     r->blocks++;
+}
+
+/* At the end: episodes still open in BPF (the loop has not polled since). */
+static void ls_flush_open_episodes(recorder *r)
+{
+    if (r->no_blocking || !r->skel)
+        return;
+    struct bpf_map *map = r->skel->maps.offcpu;
+    size_t vsize = bpf_map__value_size(map);
+    uint8_t *v = malloc(vsize);
+    uint32_t key, next;
+    int64_t now = ls_now();
+    int rc = bpf_map__get_next_key(map, NULL, &next, sizeof(next));
+    while (v && rc == 0) {
+        key = next;
+        rc = bpf_map__get_next_key(map, &key, &next, sizeof(next));
+        if (bpf_map__lookup_elem(map, &key, sizeof(key), v, vsize, 0) != 0)
+            continue;
+        struct ls_msg_hdr *h = (struct ls_msg_hdr *)(void *)v;
+        struct ls_block *b = (struct ls_block *)(h + 1);
+        if (!b->dur_ns)               /* still asleep right now */
+            b->dur_ns = (uint64_t)(now - (int64_t)b->start_ns);
+        if (b->dur_ns >= (uint64_t)(r->block_threshold_ms * 1e6))
+            ls_on_block(r, h);
+    }
+    free(v);
 }
 
 static int ls_on_msg(void *ctx, void *data, size_t size)
@@ -716,6 +750,8 @@ int cmd_record(int argc, char **argv)
         bpf_program__set_autoload(r->skel->progs.on_cpu_sample, false);
     }
     bpf_map__set_max_entries(r->skel->maps.events, r->ringbuf_kb * 1024u);
+    int ncpu = libbpf_num_possible_cpus();
+    bpf_map__set_max_entries(r->skel->maps.block_scratch, ncpu > 0 ? (uint32_t)ncpu : 1);
     if ((err = record_bpf__load(r->skel))) {
         err = ls_err("cannot load the BPF programs: %s%s", strerror(-err),
                      err == -EPERM || err == -EACCES ? " (needs root or CAP_BPF+CAP_PERFMON)" : "");
@@ -801,6 +837,7 @@ int cmd_record(int argc, char **argv)
     r->nsampled = 0;
     while (ls_consume(r, 200000000) < 0)
         ;                             /* nothing new arrives once detached */
+    ls_flush_open_episodes(r);
     ls_write_end_meta(r, why);
     uint64_t dropped = ls_stat(r, LS_STAT_DROPPED_RECS);
     uint64_t nev = ls_store_nevents(r->store);

@@ -38,7 +38,7 @@ enum ls_block_kind {
     LS_BLOCK_ONCPU = 2,     /* a step ran longer than the threshold on CPU */
 };
 
-#define LS_STACK_BYTES 16384
+#define LS_STACK_BYTES 65536
 #define LS_NREGS 17         /* rax rdx rcx rbx rsi rdi rbp rsp r8-r15 rip */
 
 struct ls_block {

@@ -6,6 +6,8 @@
 #define _GNU_SOURCE
 #include "symbols.h"
 
+#include <dwarf.h>
+#include <elfutils/libdw.h>
 #include <elfutils/libdwfl.h>
 #include <fcntl.h>
 #include <stdbool.h>
@@ -71,6 +73,14 @@ static char *ls_dup(const char *p)
     return p ? strdup(p) : NULL;
 }
 
+static const char *ls_die_name(Dwarf_Die *die)
+{
+    Dwarf_Attribute a;
+    return dwarf_formstring(dwarf_attr_integrate(die, DW_AT_name, &a));
+}
+
+/* The chain of frames inlined at addr, innermost first, ending with the
+ * physical function (named by its ELF symbol). */
 static ls_sym ls_resolve(ls_syms *s, uint64_t addr)
 {
     ls_sym r = { 0 };
@@ -78,18 +88,64 @@ static ls_sym ls_resolve(ls_syms *s, uint64_t addr)
     if (!mod)
         return r;
     const char *mname = dwfl_module_info(mod, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
-    r.module = ls_dup(mname);
     GElf_Off off;
     GElf_Sym sym;
-    r.function = ls_dup(dwfl_module_addrinfo(mod, addr, &off, &sym, NULL, NULL, NULL));
+    const char *symname = dwfl_module_addrinfo(mod, addr, &off, &sym, NULL, NULL, NULL);
+    r.module = ls_dup(mname);
     Dwfl_Line *line = dwfl_module_getsrc(mod, addr);
     if (line) {
         int lineno = 0;
-        const char *file = dwfl_lineinfo(line, NULL, &lineno, NULL, NULL, NULL);
-        r.file = ls_dup(file);
+        r.file = ls_dup(dwfl_lineinfo(line, NULL, &lineno, NULL, NULL, NULL));
         r.line = lineno;
     }
+    ls_sym *cur = &r;
+    Dwarf_Addr bias;
+    Dwarf_Die *cu = dwfl_module_addrdie(mod, addr, &bias);
+    Dwarf_Die *scopes = NULL;
+    Dwarf_Files *files = NULL;
+    size_t nfiles = 0;
+    int n = cu ? dwarf_getscopes(cu, addr - bias, &scopes) : 0;
+    if (cu)
+        dwarf_getsrcfiles(cu, &files, &nfiles);
+    for (int i = 0; i < n; i++) {
+        int tag = dwarf_tag(&scopes[i]);
+        if (tag == DW_TAG_subprogram)
+            break;
+        if (tag != DW_TAG_inlined_subroutine)
+            continue;
+        Dwarf_Attribute a;
+        Dwarf_Word cfile = 0, cline = 0;
+        dwarf_formudata(dwarf_attr(&scopes[i], DW_AT_call_file, &a), &cfile);
+        dwarf_formudata(dwarf_attr(&scopes[i], DW_AT_call_line, &a), &cline);
+        ls_sym *caller = calloc(1, sizeof(*caller));
+        if (!caller)
+            break;
+        cur->function = ls_dup(ls_die_name(&scopes[i]));
+        caller->module = ls_dup(mname);
+        caller->file = files && cfile < nfiles ? ls_dup(dwarf_filesrc(files, cfile, NULL, NULL)) : NULL;
+        caller->line = (int)cline;
+        cur->inlined_into = caller;
+        cur = caller;
+    }
+    free(scopes);
+    cur->function = ls_dup(symname);
     return r;
+}
+
+static void ls_sym_release(ls_sym *r)
+{
+    free((char *)r->function);
+    free((char *)r->file);
+    free((char *)r->module);
+    const ls_sym *c = r->inlined_into;
+    while (c) {
+        const ls_sym *next = c->inlined_into;
+        free((char *)c->function);
+        free((char *)c->file);
+        free((char *)c->module);
+        free((ls_sym *)c);
+        c = next;
+    }
 }
 
 ls_sym ls_syms_lookup(ls_syms *s, uint64_t addr)
@@ -107,9 +163,7 @@ ls_sym ls_syms_lookup(ls_syms *s, uint64_t addr)
         }
     }
     /* Full: evict the home slot. */
-    free((char *)s->cache[h].sym.function);
-    free((char *)s->cache[h].sym.file);
-    free((char *)s->cache[h].sym.module);
+    ls_sym_release(&s->cache[h].sym);
     s->cache[h].addr = addr;
     s->cache[h].sym = ls_resolve(s, addr);
     return s->cache[h].sym;
@@ -120,11 +174,8 @@ void ls_syms_free(ls_syms *s)
     if (!s)
         return;
     for (size_t k = 0; k < LS_SYM_CACHE; k++) {
-        if (!s->cache[k].used)
-            continue;
-        free((char *)s->cache[k].sym.function);
-        free((char *)s->cache[k].sym.file);
-        free((char *)s->cache[k].sym.module);
+        if (s->cache[k].used)
+            ls_sym_release(&s->cache[k].sym);
     }
     if (s->dwfl)
         dwfl_end(s->dwfl);
@@ -161,6 +212,10 @@ static bool ls_memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void
         memcpy(result, s->stack + (addr - sp), sizeof(*result));
         return true;
     }
+    /* The live stack has moved on since the copy: a frame beyond it would
+     * unwind into garbage, so stop there instead. */
+    if (addr >= sp && addr < sp + (8u << 20))
+        return false;
     return s->memfd >= 0 && pread(s->memfd, result, sizeof(*result), (off_t)addr) == sizeof(*result);
 }
 

@@ -15,11 +15,16 @@ typedef struct ls_sym {
     const char *file;       /* source file, NULL if no line info */
     int line;
     const char *module;     /* path of the ELF file holding addr */
+    /* When addr is in code inlined into another function: the frame of that
+     * caller, at the line of the inlined call (DWARF inlined_subroutine
+     * call_file/call_line); NULL for the physical frame's function. */
+    const struct ls_sym *inlined_into;
 } ls_sym;
 
 ls_syms *ls_syms_new(pid_t pid);
-/* Resolve addr (an address in the process).  Never fails: unknown fields
- * are NULL/0.  The strings live as long as the ls_syms. */
+/* Resolve addr (an address in the process) to its innermost frame; follow
+ * inlined_into for the callers it was inlined into.  Never fails: unknown
+ * fields are NULL/0.  Everything lives as long as the ls_syms. */
 ls_sym ls_syms_lookup(ls_syms *s, uint64_t addr);
 /* Unwind a user stack captured in BPF: regs in DWARF x86-64 order (rax
  * rdx rcx rbx rsi rdi rbp rsp r8..r15 rip), stack = a copy of memory from
