@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "evl.h"
 
+#include <limits.h>
 #include <string.h>
 
 const char *evl_strerror(int err)
@@ -13,7 +14,7 @@ const char *evl_strerror(int err)
     case 0:
         return "success";
     }
-    const char *s = err < 0 ? strerrordesc_np(-err) : NULL;
+    const char *s = err < 0 && err != INT_MIN ? strerrordesc_np(-err) : NULL;
     return s ? s : "unknown error";
 }
 
@@ -26,6 +27,6 @@ const char *evl_err_name(int err)
     case 0:
         return "OK";
     }
-    const char *s = err < 0 ? strerrorname_np(-err) : NULL;
+    const char *s = err < 0 && err != INT_MIN ? strerrorname_np(-err) : NULL;
     return s ? s : "EUNKNOWN";
 }

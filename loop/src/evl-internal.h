@@ -200,6 +200,11 @@ typedef struct evl__heap {
 } evl__heap;
 
 void evl__heap_release(evl__heap *h);
+void evl__timers_release(evl_loop *loop);
+bool evl__timer_discard(evl__handle *h);
+/* Release a done-callback or gather handle without running its callback;
+ * false if h is neither. */
+bool evl__future_discard(evl__handle *h);
 /* Move every due timer's handle to the ready queue, in heap order. */
 void evl__timers_run_due(evl_loop *loop);
 /* Deadline of the earliest armed timer; false if none. */
@@ -218,6 +223,8 @@ typedef struct evl__iowait {
 typedef struct evl__fdent {
     evl__iowait *reader, *writer;
     uint32_t armed;           /* epoll interest currently registered */
+    uint32_t grace;           /* directions whose waiter fired and may soon
+                               * wait again: keep their interest once */
     uint32_t internal;        /* loop-internal fd (the wakeup eventfd) */
 } evl__fdent;
 
@@ -285,7 +292,8 @@ struct evl_loop {
     uint32_t tid;             /* thread running it */
     uint8_t running;
     uint8_t stopping;
-    uint8_t closing;
+    uint8_t closing;          /* 1: evl_loop_free running; 2: freed, the
+                               * struct lives on for tasks still referenced */
     /* batch records for the tracer (evl-probes.h), flushed by the batch
      * probe once per iteration and when full */
     _Alignas(8) uint8_t trace_buf[EVL_BATCH_BYTES];

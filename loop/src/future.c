@@ -52,7 +52,7 @@ static void evl__future_schedule_callbacks(evl_future *f)
     while (w) {
         evl__waiter *next = w->next;
         w->next = NULL;
-        if (w->h.run == evl__task_wakeup_run)
+        if (w->h.run == evl__task_wakeup_run && !f->loop->closing)
             evl__task_wake_probe(evl__container_of(w, evl__task, wait), f);
         evl__queue_push(&f->loop->ready, &w->h);
         w = next;
@@ -263,6 +263,24 @@ int evl_future_remove_done(evl_future *f, evl_done_fn cb, void *arg)
 
 /* ----------------------------------------------------------------- gather */
 
+static void evl__gather_child_done(evl__handle *h);
+
+bool evl__future_discard(evl__handle *h)
+{
+    if (h->run == evl__donecb_run) {
+        evl__donecb *d = evl__container_of(h, evl__donecb, w.h);
+        evl_future *f = d->w.fut;
+        free(d);
+        evl__future_unhold(f);
+        return true;
+    }
+    if (h->run == evl__gather_child_done) {
+        h->run(h);                    /* bookkeeping only: no user code */
+        return true;
+    }
+    return false;
+}
+
 typedef struct evl__gather_node {
     evl__waiter w;            /* registered on one child */
     struct evl__gather *g;
@@ -377,9 +395,17 @@ int evl_gather(evl_future *const *futs, size_t n, unsigned flags, intptr_t *resu
     evl__task *t = evl__current_task();
     if (!t)
         return EVL_ENOTTASK;
+    if (n && !futs)
+        return EVL_EINVAL;
+    for (size_t i = 0; i < n; i++) {
+        if (!futs[i])
+            return EVL_EINVAL;
+        if (futs[i]->loop != t->fut.loop)
+            return EVL_EWRONGLOOP;
+    }
     evl_future *g = evl_gather_new(t->fut.loop, futs, n, flags);
     if (!g)
-        return futs || !n ? EVL_ENOMEM : EVL_EINVAL;
+        return EVL_ENOMEM;
     intptr_t r = evl_await(g);
     if (r == 0 && results)
         evl_gather_results(g, results, n);

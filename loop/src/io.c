@@ -48,6 +48,7 @@ int evl_wait_fd(int fd, unsigned events)
     if (rc < 0)
         return rc;
     e = &loop->fds[fd];
+    e->grace &= ~events;
     if (events & EVL_READABLE)
         e->reader = &w;
     if (events & EVL_WRITABLE)

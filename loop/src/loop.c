@@ -224,7 +224,13 @@ static void evl__iteration(evl_loop *loop)
     if (!evl__queue_empty(&loop->ready))
         timeout = 0;
     else if (have_timer)
-        timeout = virt || deadline <= loop->now ? 0 : (int64_t)(deadline - loop->now);
+        timeout = virt || deadline <= loop->now ? 0
+                  : deadline - loop->now > (uint64_t)EVL_SEC(86400) ? (int64_t)EVL_SEC(86400)
+                  : (int64_t)(deadline - loop->now);
+    /* Virtual clock: time does not jump while executor jobs run (their
+     * completion is real time); wait for them instead. */
+    if (virt && timeout == 0 && evl__queue_empty(&loop->ready) && loop->exec_inflight)
+        timeout = -1;
 
     loop->pub.phase = EVL_PHASE_POLL;
     evl__tr_poll_enter(loop, timeout);
@@ -235,7 +241,7 @@ static void evl__iteration(evl_loop *loop)
     if (!virt)
         loop->now = evl__clock_now();
     else if (n == 0 && have_timer && deadline > loop->now && evl__queue_empty(&loop->ready) &&
-             !atomic_load_explicit(&loop->ts_pending, memory_order_acquire))
+             !loop->exec_inflight && !atomic_load_explicit(&loop->ts_pending, memory_order_acquire))
         loop->now = deadline;         /* nothing else to do: jump */
 
     evl__timers_run_due(loop);
@@ -325,15 +331,18 @@ intptr_t evl_run_until_complete(evl_loop *loop, evl_future *fut)
 
 /* ----------------------------------------------------------------- free */
 
-static void evl__cbhandle_free_all(evl_loop *loop)
+/* evl_loop_free: release what is left in the ready queue without running
+ * it; each kind of handle knows how to let go (releasing a gather's child
+ * may complete the gather, which queues more: drain until empty). */
+static void evl__discard_ready(evl_loop *loop)
 {
     evl__handle *h;
-    while ((h = evl__queue_pop(&loop->ready)))
+    while ((h = evl__queue_pop(&loop->ready))) {
         if (h->run == evl__cbhandle_run)
             free(evl__container_of(h, evl__cbhandle, h));
-    while ((h = evl__queue_pop(&loop->ts_queue)))
-        if (h->run == evl__cbhandle_run)
-            free(evl__container_of(h, evl__cbhandle, h));
+        else if (!evl__future_discard(h))
+            evl__timer_discard(h);    /* else: io waits live in dead frames */
+    }
     while (loop->cb_free) {
         evl__cbhandle *c = loop->cb_free;
         loop->cb_free = (evl__cbhandle *)(void *)c->h.next;
@@ -348,17 +357,18 @@ int evl_loop_free(evl_loop *loop)
     if (loop->running)
         return EVL_EBUSY;
     int leaked = (int)loop->ntasks;
+    loop->closing = 1;
     evl__task_destroy_pending(loop);
     evl__trace_flush(loop);           /* the leak verdicts */
-    loop->closing = 1;
-    evl__executor_release(loop);
-    evl__cbhandle_free_all(loop);
+    evl__executor_release(loop);     /* also moves posted handles to ready */
+    evl__drain_posted(loop);
+    evl__timers_release(loop);
+    evl__discard_ready(loop);
     while (loop->task_free) {
         evl__task *t = loop->task_free;
         loop->task_free = t->next;
         free(t);
     }
-    evl__heap_release(&loop->timers);
     evl__stack_pool_release(loop);
     if (loop->wakefd >= 0)
         close(loop->wakefd);
@@ -366,6 +376,7 @@ int evl_loop_free(evl_loop *loop)
     pthread_mutex_destroy(&loop->ts_lock);
     /* Tasks the program still references keep a zombie loop struct alive
      * (evl__task_free frees it with the last of them). */
+    loop->closing = 2;
     if (loop->task_structs == 0)
         free(loop);
     return leaked;

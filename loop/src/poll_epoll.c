@@ -109,6 +109,20 @@ void evl__poll_forget(evl_loop *loop, int fd)
     }
 }
 
+/* Queue w's handle (its task resumes one iteration later); returns the
+ * directions it waited for. */
+static unsigned evl__fire(evl_loop *loop, evl__fdent *e, evl__iowait *w, unsigned ready)
+{
+    w->revents = ready & w->events;
+    if (e->reader == w)
+        e->reader = NULL;
+    if (e->writer == w)
+        e->writer = NULL;
+    e->grace |= w->events;
+    evl__queue_push(&loop->ready, &w->h);
+    return w->events;
+}
+
 static void evl__dispatch(evl_loop *loop, int fd, uint32_t ev)
 {
     evl__fdent *e = &loop->fds[fd];
@@ -118,29 +132,23 @@ static void evl__dispatch(evl_loop *loop, int fd, uint32_t ev)
         (void)r;
         return;
     }
-    uint32_t err = ev & (EPOLLERR | EPOLLHUP);
-    uint32_t unwanted = 0;
+    unsigned ready = (ev & (EPOLLIN | EPOLLRDHUP) ? EVL_READABLE : 0) |
+                     (ev & EPOLLOUT ? EVL_WRITABLE : 0) |
+                     (ev & (EPOLLERR | EPOLLHUP) ? EVL_READABLE | EVL_WRITABLE : 0);
     evl__iowait *rd = e->reader, *wr = e->writer;
-    if (ev & (EPOLLIN | EPOLLRDHUP | err)) {
-        if (rd) {
-            rd->revents |= EVL_READABLE | (err && (rd->events & EVL_WRITABLE) ? EVL_WRITABLE : 0);
-            e->reader = NULL;
-            if (e->writer == rd)
-                e->writer = NULL;
-            evl__queue_push(&loop->ready, &rd->h);
-        } else if (ev & EPOLLIN) {
-            unwanted |= EVL_READABLE;
-        }
-    }
-    if (ev & (EPOLLOUT | err)) {
-        if (wr && wr != rd) {
-            wr->revents |= EVL_WRITABLE | (err && (wr->events & EVL_READABLE) ? EVL_READABLE : 0);
-            e->writer = NULL;
-            evl__queue_push(&loop->ready, &wr->h);
-        } else if (!wr && (ev & EPOLLOUT)) {
-            unwanted |= EVL_WRITABLE;
-        }
-    }
+    unsigned fired = 0;
+    if (rd && (ready & rd->events))
+        fired |= evl__fire(loop, e, rd, ready);
+    if (wr && wr != rd && (ready & wr->events))
+        fired |= evl__fire(loop, e, wr, ready);
+    /* Readiness nobody waits for: the task woken last time by this fd
+     * resumes one iteration after its wake-up and will likely wait again,
+     * so tolerate that once (grace) before dropping the interest. */
+    unsigned waiting = (e->reader ? e->reader->events : 0) | (e->writer ? e->writer->events : 0);
+    unsigned unwanted = ready & e->armed & ~fired & ~waiting;
+    unsigned forgiven = unwanted & e->grace;
+    e->grace &= ~forgiven;
+    unwanted &= ~forgiven;
     if (unwanted)
         evl__poll_arm(loop, fd, e->armed & ~unwanted);
 }

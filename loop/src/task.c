@@ -305,7 +305,7 @@ void evl__task_free(evl__task *t)
         return;
     }
     free(t);
-    if (loop->task_structs == 0)
+    if (loop->closing == 2 && loop->task_structs == 0)
         free(loop);                   /* the last task of a freed loop */
 }
 
@@ -331,12 +331,10 @@ void evl__task_destroy_pending(evl_loop *loop)
             evl__stack_put(loop, t->stack);
             t->stack = NULL;
         }
-        /* Nobody can observe it run again: mark it cancelled without
-         * scheduling callbacks (the loop is going away). */
-        t->fut.state = EVL_FUTURE_CANCELLED;
-        t->fut.result = EVL_ECANCELED;
-        t->fut.cbs_head = t->fut.cbs_tail = NULL;
+        /* It ends cancelled; its done-callbacks are queued and then
+         * released unrun by evl_loop_free. */
         t->tstate = EVL_TASK_CANCELLED;
+        evl__future_complete(&t->fut, EVL_FUTURE_CANCELLED, EVL_ECANCELED);
         evl_future_unref(&t->fut);
     }
 }

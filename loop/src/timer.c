@@ -11,6 +11,8 @@
 #include <stdlib.h>
 
 enum { EVL__TIMER_IDLE = 0, EVL__TIMER_HEAP = 1, EVL__TIMER_QUEUED = 2 };
+
+static void evl__call_later_fire(evl_loop *loop, void *arg);
 #define EVL__NO_INDEX UINT32_MAX
 
 static inline bool evl__before(const evl__heap_entry *a, const evl__heap_entry *b)
@@ -132,6 +134,8 @@ int evl_timer_start(evl_loop *loop, evl_timer *t, uint64_t delay_ns, evl_callbac
     t->evl__cb = cb;
     t->evl__arg = arg;
     t->evl__deadline = loop->now + delay_ns;
+    if (t->evl__deadline < loop->now)
+        t->evl__deadline = UINT64_MAX;    /* saturate: "never" */
     t->evl__seq = loop->timer_seq++;
     int rc = evl__heap_push(&loop->timers, t);
     if (rc < 0)
@@ -164,6 +168,33 @@ void evl__timers_run_due(evl_loop *loop)
         if (!evl__handle_queued(&t->evl__ready))
             evl__queue_push(&loop->ready, &t->evl__ready);
     }
+}
+
+/* evl_loop_free: forget every armed timer (call_later ones are ours to
+ * free; user timers become idle, so stopping them later is harmless). */
+void evl__timers_release(evl_loop *loop)
+{
+    evl__heap *h = &loop->timers;
+    for (uint32_t i = 0; i < h->n; i++) {
+        evl_timer *t = h->a[i].t;
+        t->evl__state = EVL__TIMER_IDLE;
+        t->evl__index = EVL__NO_INDEX;
+        if (t->evl__cb == evl__call_later_fire)
+            free(evl__container_of(t, evl__cbhandle, timer));
+    }
+    evl__heap_release(h);
+}
+
+/* evl_loop_free: a due timer left in the ready queue goes idle. */
+bool evl__timer_discard(evl__handle *hd)
+{
+    if (hd->run != evl__timer_run)
+        return false;
+    evl_timer *t = evl__container_of(hd, evl_timer, evl__ready);
+    t->evl__state = EVL__TIMER_IDLE;
+    if (t->evl__cb == evl__call_later_fire)
+        free(evl__container_of(t, evl__cbhandle, timer));
+    return true;
 }
 
 bool evl__timers_next(const evl_loop *loop, uint64_t *deadline)
