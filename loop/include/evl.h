@@ -102,7 +102,9 @@ typedef intptr_t (*evl_work_fn)(void *arg);
 enum evl_loop_flags {
     /* Time stands still while there is work and jumps to the next timer
      * deadline when the loop would otherwise sleep (tokio's time::pause()).
-     * Time-based tests then run instantly and identically every run. */
+     * Time-based tests then run instantly and identically every run.  Fd
+     * readiness and executor jobs stay real: time does not jump while an
+     * executor job runs, the loop waits for it. */
     EVL_LOOP_VIRTUAL_CLOCK = 1u << 0,
     /* asyncio's debug mode: warn on stderr about steps longer than
      * slow_step_ns and about leaks.  Also enabled by EVL_DEBUG=1. */
@@ -327,14 +329,17 @@ int evl_connect(int fd, const struct sockaddr *addr, socklen_t addrlen);
  * interest armed between waits (it saves two syscalls per wait), so an fd
  * that was awaited must be closed with evl_close, not close(2): a reused fd
  * number would otherwise inherit stale state.  Tasks waiting on fd wake with
- * EVL_EBADF.  Returns 0 or -errno. */
+ * EVL_EBADF.  Call it on the loop's thread while the loop runs (from a task
+ * or a callback): it forgets fd in the running loop.  Returns 0 or -errno. */
 int evl_close(int fd);
 
 /* ------------------------------------------------------------- executor */
 
 /* Task only.  Run fn(arg) on the loop's thread pool and await its return
  * value.  If the task is cancelled the await returns EVL_ECANCELED at once;
- * the function still runs to the end and its result is dropped. */
+ * a job that has not started yet is then skipped (like
+ * concurrent.futures), one already running runs to its end and its result
+ * is dropped. */
 intptr_t evl_run_in_executor(evl_work_fn fn, void *arg);
 
 /* The same as a future (one reference owned by the caller). */
