@@ -56,6 +56,7 @@ typedef struct recorder {
     unsigned ringbuf_kb;
     double block_threshold_ms;
     bool no_blocking;
+    bool syscalls;
     char **cmd;               /* -- CMD ARGS */
     /* state */
     char binary[PATH_MAX];    /* the ELF file holding the evl probes */
@@ -349,6 +350,27 @@ static void ls_on_block(recorder *r, const struct ls_msg_hdr *h)
     r->blocks++;
 }
 
+/* --syscalls: copy the per-thread syscall times into the database. */
+static void ls_store_syscalls(recorder *r)
+{
+    if (!r->syscalls || !r->skel)
+        return;
+    struct bpf_map *map = r->skel->maps.sys_stats;
+    struct ls_sys_key key, next;
+    int rc = bpf_map__get_next_key(map, NULL, &next, sizeof(next));
+    while (rc == 0) {
+        key = next;
+        rc = bpf_map__get_next_key(map, &key, &next, sizeof(next));
+        struct ls_sys_stat v;
+        if (bpf_map__lookup_elem(map, &key, sizeof(key), &v, sizeof(v), 0) != 0)
+            continue;
+        struct { uint64_t pub, loop; } lt = { 0, 0 };
+        bpf_map__lookup_elem(r->skel->maps.loop_threads, &key.tid, sizeof(key.tid), &lt,
+                             sizeof(lt), 0);
+        ls_store_syscall_stat(r->store, lt.loop, key.tid, key.nr, v.count, v.total_ns, v.max_ns);
+    }
+}
+
 /* At the end: episodes still open in BPF (the loop has not polled since). */
 static void ls_flush_open_episodes(recorder *r)
 {
@@ -464,6 +486,16 @@ static int ls_attach_all(recorder *r)
         { s->progs.on_callback_begin, "callback_begin", false },
         { s->progs.on_callback_end, "callback_end", false },
     };
+    if (r->syscalls) {
+        struct bpf_link *e = bpf_program__attach(s->progs.on_sys_enter);
+        struct bpf_link *x = e ? bpf_program__attach(s->progs.on_sys_exit) : NULL;
+        if (!x) {
+            bpf_link__destroy(e);
+            return ls_err("cannot attach to the raw_syscalls tracepoints: %s", strerror(errno));
+        }
+        r->links[r->nlinks++] = e;
+        r->links[r->nlinks++] = x;
+    }
     if (!r->no_blocking) {
         struct bpf_link *l = bpf_program__attach(s->progs.on_switch);
         if (!l)
@@ -567,6 +599,7 @@ static void ls_write_meta(recorder *r, int argc, char **argv)
     ls_store_meta(r->store, "mode", "%s", r->no_batch ? "unbatched" : "batched");
     ls_store_meta(r->store, "ringbuf_kb", "%u", r->ringbuf_kb);
     ls_store_meta(r->store, "blocking_detection", "%s", r->no_blocking ? "off" : "on");
+    ls_store_meta(r->store, "syscalls", "%s", r->syscalls ? "on" : "off");
     ls_store_meta(r->store, "block_threshold_ns", "%lld",
                   (long long)(r->block_threshold_ms * 1e6));
     ls_store_meta(r->store, "start_ns", "%lld", (long long)r->start_ns);
@@ -615,6 +648,8 @@ static void ls_usage(FILE *f)
           "      --ringbuf-kb N   ring buffer size in KiB, a power of two (default 65536)\n"
           "  -t, --block-threshold MS  report loop stalls of at least MS ms (default 10)\n"
           "      --no-blocking    do not detect blocking (no sched_switch program)\n"
+          "      --syscalls       also time every syscall of the loop threads (costs\n"
+          "                       every process on the machine ~0.1-0.2 us per syscall)\n"
           "  -q, --quiet          no live status line\n"
           "\n"
           "example: loopscope record -p $(pidof server) -d 10 -o server.db\n", f);
@@ -632,6 +667,7 @@ static int ls_parse(recorder *r, int argc, char **argv)
         { "ringbuf-kb", required_argument, NULL, 'R' },
         { "block-threshold", required_argument, NULL, 't' },
         { "no-blocking", no_argument, NULL, 'N' },
+        { "syscalls", no_argument, NULL, 'S' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
@@ -678,6 +714,9 @@ static int ls_parse(recorder *r, int argc, char **argv)
             break;
         case 'N':
             r->no_blocking = true;
+            break;
+        case 'S':
+            r->syscalls = true;
             break;
         case 'h':
             ls_usage(stdout);
@@ -745,6 +784,11 @@ int cmd_record(int argc, char **argv)
     r->skel->rodata->target_tgid = (uint32_t)r->pid;
     r->skel->rodata->block_threshold_ns = (uint64_t)(r->block_threshold_ms * 1e6);
     r->skel->rodata->detect_blocking = !r->no_blocking;
+    r->skel->rodata->trace_syscalls = r->syscalls;
+    if (!r->syscalls) {
+        bpf_program__set_autoload(r->skel->progs.on_sys_enter, false);
+        bpf_program__set_autoload(r->skel->progs.on_sys_exit, false);
+    }
     if (r->no_blocking) {
         bpf_program__set_autoload(r->skel->progs.on_switch, false);
         bpf_program__set_autoload(r->skel->progs.on_cpu_sample, false);
@@ -838,6 +882,7 @@ int cmd_record(int argc, char **argv)
     while (ls_consume(r, 200000000) < 0)
         ;                             /* nothing new arrives once detached */
     ls_flush_open_episodes(r);
+    ls_store_syscalls(r);
     ls_write_end_meta(r, why);
     uint64_t dropped = ls_stat(r, LS_STAT_DROPPED_RECS);
     uint64_t nev = ls_store_nevents(r->store);

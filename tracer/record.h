@@ -55,6 +55,18 @@ struct ls_block {
 };
 _Static_assert(sizeof(struct ls_block) == 192, "ls_block layout");
 
+/* --syscalls: time spent in each syscall by each loop thread. */
+struct ls_sys_key {
+    __u32 tid;
+    __u32 nr;
+};
+
+struct ls_sys_stat {
+    __u64 count;
+    __u64 total_ns;
+    __u64 max_ns;
+};
+
 /* Counters, one slot each in the per-CPU array `stats`. */
 enum ls_stat {
     LS_STAT_BATCHES = 0,        /* batches delivered */

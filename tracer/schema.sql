@@ -72,6 +72,16 @@ CREATE TABLE frames(
   PRIMARY KEY(stack_id, depth)
 ) WITHOUT ROWID;
 CREATE TABLE syscalls(nr INTEGER PRIMARY KEY, name TEXT NOT NULL);
+-- With `record --syscalls`: time in each syscall per loop thread.
+CREATE TABLE syscall_stats(
+  loop_id INTEGER,
+  tid INTEGER NOT NULL,
+  nr INTEGER NOT NULL,          -- syscalls.nr
+  count INTEGER NOT NULL,
+  total_ns INTEGER NOT NULL,
+  max_ns INTEGER NOT NULL,
+  PRIMARY KEY(tid, nr)
+) WITHOUT ROWID;
 CREATE TABLE blocking_kinds(id INTEGER PRIMARY KEY, name TEXT NOT NULL);
 
 -- Names for the integer codes, so the stock sqlite3 shell reads well.

@@ -360,6 +360,26 @@ void ls_store_blocking(ls_store *s, uint64_t loop, uint64_t task, int64_t start,
     ls_step(s, st);
 }
 
+void ls_store_syscall_stat(ls_store *s, uint64_t loop, uint32_t tid, uint32_t nr, uint64_t count,
+                           uint64_t total_ns, uint64_t max_ns)
+{
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(s->db, "INSERT OR REPLACE INTO syscall_stats(loop_id,tid,nr,count,"
+                                  "total_ns,max_ns) VALUES(?,?,?,?,?,?)", -1, &st, NULL) != SQLITE_OK)
+        return;
+    if (loop)
+        sqlite3_bind_int64(st, 1, (int64_t)loop);
+    else
+        sqlite3_bind_null(st, 1);
+    sqlite3_bind_int64(st, 2, tid);
+    sqlite3_bind_int64(st, 3, nr);
+    sqlite3_bind_int64(st, 4, (int64_t)count);
+    sqlite3_bind_int64(st, 5, (int64_t)total_ns);
+    sqlite3_bind_int64(st, 6, (int64_t)max_ns);
+    ls_step(s, st);
+    sqlite3_finalize(st);
+}
+
 /* After capture, with the indexes built: the duration of on-CPU episodes
  * (their step's end, minus off-CPU episodes inside it), the tasks each
  * episode delayed, and their count. */

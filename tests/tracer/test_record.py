@@ -326,6 +326,23 @@ def errors():
           f"unprivileged record: {p.returncode} {p.stderr!r}")
 
 
+@case
+def syscalls_mode():
+    """--syscalls: per loop thread syscall counts and times; off by default."""
+    db = tmpdb()
+    record("--syscalls", "-o", db, "--", os.path.join(A.examples, "lifecycle"))
+    rows = query(db, """SELECT s.name, x.count, x.total_ns, x.max_ns, x.loop_id FROM syscall_stats x
+                        JOIN syscalls s ON s.nr = x.nr""")
+    polls = [r for r in rows if r[0].startswith("epoll_")]
+    check(polls and polls[0][1] > 0, f"no epoll calls timed: {rows}")
+    check(all(r[2] >= r[3] > 0 or r[1] == 0 for r in rows), f"inconsistent times: {rows}")
+    check(all(r[4] == 1 for r in polls), f"loop id of the polls: {polls}")
+    eq(meta(db)["syscalls"], "on", "meta syscalls")
+    db2 = tmpdb()
+    record("-o", db2, "--", os.path.join(A.examples, "lifecycle"))
+    eq(query(db2, "SELECT count(*) FROM syscall_stats"), [(0,)], "syscall rows without --syscalls")
+
+
 # ------------------------------------------------------- blocking detection
 
 def bug_line(route):
