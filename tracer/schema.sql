@@ -29,6 +29,19 @@ CREATE TABLE tasks(
   error INTEGER                 -- negative errno-style code, 0 if none
 );
 
+-- Per task, computed from events when capture ends (`loopscope tasks`).
+CREATE TABLE task_stats(
+  task_id INTEGER PRIMARY KEY,
+  busy_ns INTEGER NOT NULL,     -- running: task_run to its next suspend/finish
+  scheduled_ns INTEGER NOT NULL,-- ready but waiting: create/wake to run
+  idle_ns INTEGER NOT NULL,     -- suspended: suspend to wake
+  resumes INTEGER NOT NULL,     -- steps (task_run events)
+  wakes INTEGER NOT NULL,
+  longest_step_ns INTEGER NOT NULL,
+  blocking INTEGER NOT NULL,    -- blocking episodes in its steps
+  blocked_ns INTEGER NOT NULL
+);
+
 CREATE TABLE events(
   ts_ns INTEGER NOT NULL,
   loop_id INTEGER NOT NULL,

@@ -412,7 +412,27 @@ static const char ls_post_sql[] =
     "  cause = 1 OR (waker = 1 AND deadline >= s AND deadline < e))"
     " ORDER BY ready_ns;"
     "UPDATE blocking SET delayed_tasks = (SELECT count(*) FROM blocking_victims v"
-    "  WHERE v.blocking_id = blocking.id);";
+    "  WHERE v.blocking_id = blocking.id);"
+    /* Busy / scheduled / idle time per task: each create, run, suspend or
+     * wake event lasts until the task's next lifecycle event (or the end
+     * of the recording). */
+    "INSERT INTO task_stats SELECT t.id, coalesce(s.busy, 0), coalesce(s.sched, 0),"
+    " coalesce(s.idle, 0), coalesce(s.resumes, 0), coalesce(s.wakes, 0), coalesce(s.longest, 0),"
+    " (SELECT count(*) FROM blocking b WHERE b.task_id = t.id),"
+    " coalesce((SELECT sum(dur_ns) FROM blocking b WHERE b.task_id = t.id), 0)"
+    " FROM tasks t LEFT JOIN ("
+    "  SELECT task_id,"
+    "   sum(CASE WHEN kind = 4 THEN nx - ts_ns END) AS busy,"
+    "   sum(CASE WHEN kind IN (3, 6) THEN nx - ts_ns END) AS sched,"
+    "   sum(CASE WHEN kind = 5 THEN nx - ts_ns END) AS idle,"
+    "   count(CASE WHEN kind = 4 THEN 1 END) AS resumes,"
+    "   count(CASE WHEN kind = 6 THEN 1 END) AS wakes,"
+    "   max(CASE WHEN kind = 4 THEN nx - ts_ns END) AS longest"
+    "  FROM (SELECT task_id, kind, ts_ns, coalesce(LEAD(ts_ns) OVER (PARTITION BY task_id"
+    "         ORDER BY ts_ns, rowid), (SELECT l.stopped_ns FROM loops l WHERE l.id = loop_id),"
+    "         (SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'end_ns')) AS nx"
+    "        FROM events WHERE task_id IS NOT NULL AND kind BETWEEN 3 AND 7)"
+    "  GROUP BY task_id) s ON s.task_id = t.id;";
 
 int ls_store_tick(ls_store *s, int64_t now)
 {

@@ -17,6 +17,10 @@ static const struct command {
     const char *summary;
 } commands[] = {
     { "record", cmd_record, "attach to a libevl process (or start one) and record a trace" },
+    { "info", cmd_info, "what a trace holds: target, duration, tasks, events, drops" },
+    { "tasks", cmd_tasks, "one row per task: state, busy/scheduled/idle time, steps, wakes" },
+    { "blocking", cmd_blocking, "blocking episodes: call site, stack, delayed tasks; totals" },
+    { "sql", cmd_sql, "run SQL on a trace" },
     { "help", cmd_help, "list commands, or show one command's help" },
 };
 

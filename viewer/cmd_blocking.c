@@ -1,0 +1,328 @@
+/*
+ * cmd_blocking.c -- `loopscope blocking TRACE`: the episodes in which the
+ * loop thread was held (a blocking call, or a step hogging the CPU), where
+ * the application made the call, and the tasks each one delayed; then the
+ * totals grouped by call site, task or syscall.
+ */
+#define _GNU_SOURCE
+#include "commands.h"
+#include "output.h"
+#include "trace.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char usage[] =
+    "usage: loopscope blocking TRACE [--by site|task|syscall] [--min DUR] [--limit N] [--json]\n"
+    "\n"
+    "Blocking episodes, longest first: how long the loop was held, off-CPU (a\n"
+    "blocking syscall) or on-CPU (a long step), in which task, the application's\n"
+    "call site (file:line), the stack (application frames first) and the tasks it\n"
+    "delayed; then totals grouped by call site (default), task or syscall.\n"
+    "\n"
+    "  --by KEY     group totals by site, task or syscall\n"
+    "  --min DUR    only episodes at least this long (e.g. 20ms)\n"
+    "  --limit N    list at most N episodes (default 10; totals cover all)\n"
+    "  --json       JSON instead of text\n"
+    "\n"
+    "example: loopscope blocking trace.db --by task --min 5ms\n";
+
+struct opts {
+    const char *by;
+    int64_t min;
+    long limit;
+};
+
+static int on_opt(int c, const char *arg, void *ctx)
+{
+    struct opts *o = ctx;
+    char *end;
+    switch (c) {
+    case 'b':
+        if (strcmp(arg, "site") && strcmp(arg, "task") && strcmp(arg, "syscall"))
+            return ls_error("blocking: --by takes site, task or syscall, not '%s'", arg);
+        o->by = arg;
+        return 0;
+    case 'm':
+        o->min = ls_parse_duration(arg);
+        if (o->min < 0)
+            return ls_error("blocking: invalid duration '%s' (e.g. 10ms, 1.5s)", arg);
+        return 0;
+    case 'l':
+        o->limit = strtol(arg, &end, 10);
+        if (*end || o->limit <= 0)
+            return ls_error("blocking: invalid --limit '%s'", arg);
+        return 0;
+    }
+    return 0;
+}
+
+static const char *col_text(sqlite3_stmt *st, int i)
+{
+    return (const char *)sqlite3_column_text(st, i);
+}
+
+/* "dir/file.c:42 function" */
+static char *site_text(const char *file, int line, const char *fn)
+{
+    char *s = NULL;
+    if (file && asprintf(&s, "%s:%d %s", ls_short_path(file), line, fn ? fn : "?") < 0)
+        s = NULL;
+    else if (!file && asprintf(&s, "%s", fn ? fn : "(no application frame)") < 0)
+        s = NULL;
+    return s;
+}
+
+/* The stack of one episode: application frames first, then the rest. */
+static void print_stack(ls_trace *t, int64_t stack, ls_json *j)
+{
+    sqlite3_stmt *st = ls_prepare(t,
+        "SELECT f.function, f.file, f.line, f.module,"
+        "  EXISTS (SELECT 1 FROM app_frames a WHERE a.stack_id = f.stack_id AND a.depth = f.depth) AS app"
+        " FROM frames f WHERE f.stack_id = ? ORDER BY app DESC, f.depth");
+    if (!st)
+        return;
+    sqlite3_bind_int64(st, 1, stack);
+    if (j) {
+        ls_json_key(j, "stack");
+        ls_json_begin_array(j);
+    }
+    bool in_system = false;
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        const char *fn = col_text(st, 0), *file = col_text(st, 1), *mod = col_text(st, 3);
+        int line = sqlite3_column_int(st, 2), app = sqlite3_column_int(st, 4);
+        if (j) {
+            ls_json_begin_object(j);
+            ls_json_key(j, "function"); ls_json_str(j, fn);
+            ls_json_key(j, "file"); ls_json_str(j, file);
+            ls_json_key(j, "line"); ls_json_int(j, line);
+            ls_json_key(j, "module"); ls_json_str(j, mod);
+            ls_json_key(j, "application"); ls_json_bool(j, app);
+            ls_json_end_object(j);
+            continue;
+        }
+        if (!app && !in_system) {
+            printf("      -- system and libevl frames --\n");
+            in_system = true;
+        }
+        if (file)
+            printf("      %-28s %s:%d\n", fn ? fn : "?", ls_short_path(file), line);
+        else
+            printf("      %-28s %s\n", fn ? fn : "?", mod ? ls_short_path(mod) : "");
+    }
+    sqlite3_finalize(st);
+    if (j)
+        ls_json_end_array(j);
+}
+
+static void print_victims(ls_trace *t, int64_t id, int64_t ndelayed, ls_json *j)
+{
+    sqlite3_stmt *st = ls_prepare(t,
+        "SELECT v.task_id, t.name, v.delay_ns, v.cause FROM blocking_victims v"
+        " LEFT JOIN tasks t ON t.id = v.task_id WHERE v.blocking_id = ?"
+        " ORDER BY v.delay_ns DESC, v.task_id");
+    if (!st)
+        return;
+    sqlite3_bind_int64(st, 1, id);
+    if (j) {
+        ls_json_key(j, "delayed");
+        ls_json_begin_array(j);
+    } else if (ndelayed) {
+        printf("    delayed %lld task%s:", (long long)ndelayed, ndelayed == 1 ? "" : "s");
+    }
+    int shown = 0;
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        const char *name = col_text(st, 1);
+        int64_t delay = sqlite3_column_int64(st, 2);
+        if (j) {
+            ls_json_begin_object(j);
+            ls_json_key(j, "task_id"); ls_json_int(j, sqlite3_column_int64(st, 0));
+            ls_json_key(j, "task"); ls_json_str(j, name);
+            ls_json_key(j, "delay_ns"); ls_json_int(j, delay);
+            ls_json_key(j, "cause");
+            ls_json_str(j, sqlite3_column_int(st, 3) == 2 ? "timer due" : "ready");
+            ls_json_end_object(j);
+        } else if (shown++ < 8) {
+            char d[32];
+            printf(" %s +%s%s", name ? name : "?", ls_fmt_dur(d, sizeof(d), delay),
+                   sqlite3_column_int(st, 3) == 2 ? " (timer)" : "");
+        }
+    }
+    sqlite3_finalize(st);
+    if (j)
+        ls_json_end_array(j);
+    else if (ndelayed)
+        printf("%s\n", shown > 8 ? " ..." : "");
+}
+
+static const char episodes_sql[] =
+    "SELECT b.id, b.task_id, t.name, b.start_ns - ?1, b.dur_ns, k.name, y.name, b.stack_id,"
+    "  s.function, s.file, s.line, b.delayed_tasks"
+    " FROM blocking b LEFT JOIN tasks t ON t.id = b.task_id"
+    " LEFT JOIN blocking_kinds k ON k.id = b.kind LEFT JOIN syscalls y ON y.nr = b.syscall"
+    " LEFT JOIN sites s ON s.stack_id = b.stack_id"
+    " WHERE b.dur_ns >= ?2 ORDER BY b.dur_ns DESC, b.id LIMIT ?3";
+
+/* Group keys: the expression totals are grouped by. */
+static const char *group_expr(const char *by)
+{
+    if (!strcmp(by, "task"))
+        return "coalesce(t.name, '(callback)')";
+    if (!strcmp(by, "syscall"))
+        return "coalesce(y.name, CASE b.kind WHEN 2 THEN '(on-cpu)' ELSE '(none)' END)";
+    return "CASE WHEN s.file IS NULL THEN coalesce(s.function, '(no application frame)')"
+           " ELSE s.file || ':' || s.line || ' ' || coalesce(s.function, '?') END";
+}
+
+int cmd_blocking(int argc, char **argv)
+{
+    struct opts o = { .by = "site", .min = 0, .limit = 10 };
+    static const struct option longopts[] = {
+        { "by", required_argument, NULL, 'b' },
+        { "min", required_argument, NULL, 'm' },
+        { "limit", required_argument, NULL, 'l' },
+        { 0 },
+    };
+    ls_optspec spec = { longopts, "", on_opt, &o };
+    const char *path;
+    bool json = false;
+    int rc = ls_parse_common(argc, argv, usage, &path, &json, &spec, NULL);
+    if (rc)
+        return rc;
+    ls_trace *t = ls_trace_open(path);
+    if (!t)
+        return 1;
+    if (!ls_create_app_frames(t)) {
+        ls_trace_close(t);
+        return 1;
+    }
+    int64_t start = ls_meta_int(t, "start_ns", 0), thr = ls_meta_int(t, "block_threshold_ns", 0);
+    char *detect = ls_meta(t, "blocking_detection");
+    ls_json jj, *j = NULL;
+    char d1[32], d2[32], d3[32];
+
+    sqlite3_stmt *tot = ls_prepare(t, "SELECT count(*), coalesce(sum(dur_ns), 0) FROM blocking"
+                                      " WHERE dur_ns >= ?");
+    if (!tot)
+        goto fail;
+    sqlite3_bind_int64(tot, 1, o.min);
+    sqlite3_step(tot);
+    int64_t n = sqlite3_column_int64(tot, 0), total = sqlite3_column_int64(tot, 1);
+    sqlite3_finalize(tot);
+
+    if (json) {
+        j = &jj;
+        ls_json_init(j, stdout);
+        ls_json_begin_object(j);
+        ls_json_key(j, "threshold_ns"); ls_json_int(j, thr);
+        ls_json_key(j, "episodes_total"); ls_json_int(j, n);
+        ls_json_key(j, "blocked_ns"); ls_json_int(j, total);
+        ls_json_key(j, "episodes");
+        ls_json_begin_array(j);
+    } else if (detect && !strcmp(detect, "off")) {
+        printf("blocking detection was off for this recording (record without --no-blocking)\n");
+    } else {
+        printf("%lld blocking episode%s of at least %s, %s in all\n", (long long)n,
+               n == 1 ? "" : "s", ls_fmt_dur(d1, sizeof(d1), o.min > thr ? o.min : thr),
+               ls_fmt_dur(d2, sizeof(d2), total));
+    }
+
+    sqlite3_stmt *st = ls_prepare(t, episodes_sql);
+    if (!st)
+        goto fail;
+    sqlite3_bind_int64(st, 1, start);
+    sqlite3_bind_int64(st, 2, o.min);
+    sqlite3_bind_int64(st, 3, o.limit);
+    int step, rank = 0;
+    while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+        int64_t id = sqlite3_column_int64(st, 0), dur = sqlite3_column_int64(st, 4);
+        const char *task = col_text(st, 2), *kind = col_text(st, 5), *sys = col_text(st, 6);
+        char *site = site_text(col_text(st, 9), sqlite3_column_int(st, 10), col_text(st, 8));
+        int64_t stack = sqlite3_column_int64(st, 7), ndelayed = sqlite3_column_int64(st, 11);
+        if (j) {
+            ls_json_begin_object(j);
+            ls_json_key(j, "id"); ls_json_int(j, id);
+            ls_json_key(j, "task_id");
+            if (sqlite3_column_type(st, 1) == SQLITE_NULL)
+                ls_json_null(j);
+            else
+                ls_json_int(j, sqlite3_column_int64(st, 1));
+            ls_json_key(j, "task"); ls_json_str(j, task);
+            ls_json_key(j, "start_ns"); ls_json_int(j, sqlite3_column_int64(st, 3));
+            ls_json_key(j, "dur_ns"); ls_json_int(j, dur);
+            ls_json_key(j, "kind"); ls_json_str(j, kind);
+            ls_json_key(j, "syscall"); ls_json_str(j, sys);
+            ls_json_key(j, "site"); ls_json_str(j, site);
+            print_stack(t, stack, j);
+            print_victims(t, id, ndelayed, j);
+            ls_json_end_object(j);
+        } else {
+            printf("\n#%d  %s %s%s%s in %s (task id %lld), at +%s\n", ++rank,
+                   ls_fmt_dur(d1, sizeof(d1), dur), kind ? kind : "?", sys ? " in " : "",
+                   sys ? sys : "", task ? task : "a callback",
+                   (long long)sqlite3_column_int64(st, 1),
+                   ls_fmt_dur(d3, sizeof(d3), sqlite3_column_int64(st, 3)));
+            printf("    called from %s\n", site ? site : "?");
+            print_stack(t, stack, NULL);
+            print_victims(t, id, ndelayed, NULL);
+        }
+        free(site);
+    }
+    bool ok = ls_step_ok(t, st, step);
+    sqlite3_finalize(st);
+    if (!ok)
+        goto fail;
+
+    /* Totals over all episodes (not only the listed ones). */
+    char *sql = NULL;
+    if (asprintf(&sql,
+        "SELECT %s AS k, count(*), sum(b.dur_ns), max(b.dur_ns),"
+        "  group_concat(DISTINCT coalesce(y.name, k.name)), sum(b.delayed_tasks)"
+        " FROM blocking b LEFT JOIN tasks t ON t.id = b.task_id"
+        " LEFT JOIN blocking_kinds k ON k.id = b.kind LEFT JOIN syscalls y ON y.nr = b.syscall"
+        " LEFT JOIN sites s ON s.stack_id = b.stack_id"
+        " WHERE b.dur_ns >= ?1 GROUP BY k ORDER BY sum(b.dur_ns) DESC, k", group_expr(o.by)) < 0)
+        goto fail;
+    st = ls_prepare(t, sql);
+    free(sql);
+    if (!st)
+        goto fail;
+    sqlite3_bind_int64(st, 1, o.min);
+    static const ls_col cols[] = {
+        { "KEY", "key", false }, { "EPISODES", "episodes", true }, { "TOTAL", "total_ns", true },
+        { "MAX", "max_ns", true }, { "DELAYED", "delayed_tasks", true }, { "IN", "calls", false },
+    };
+    ls_table *tab = ls_table_new(cols, sizeof(cols) / sizeof(cols[0]));
+    while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+        const char *key = col_text(st, 0);
+        ls_table_str(tab, !strcmp(o.by, "site") && key && key[0] == '/' ? ls_short_path(key) : key);
+        ls_table_int(tab, sqlite3_column_int64(st, 1));
+        ls_table_dur(tab, sqlite3_column_int64(st, 2));
+        ls_table_dur(tab, sqlite3_column_int64(st, 3));
+        ls_table_int(tab, sqlite3_column_int64(st, 5));
+        ls_table_str(tab, col_text(st, 4));
+    }
+    ok = ls_step_ok(t, st, step);
+    sqlite3_finalize(st);
+    if (j) {
+        ls_json_end_array(j);
+        ls_json_key(j, "by"); ls_json_str(j, o.by);
+        ls_json_key(j, "groups");
+        fflush(stdout);
+        ls_table_print(tab, stdout, true);
+        ls_json_end_object(j);
+    } else if (n) {
+        printf("\nby %s:\n", o.by);
+        ls_table_print(tab, stdout, false);
+    } else {
+        ls_table_free(tab);
+    }
+    free(detect);
+    ls_trace_close(t);
+    return ok ? 0 : 1;
+fail:
+    free(detect);
+    ls_trace_close(t);
+    return 1;
+}

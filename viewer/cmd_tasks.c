@@ -1,0 +1,179 @@
+/*
+ * cmd_tasks.c -- `loopscope tasks TRACE`: one row per task, like
+ * tokio-console's task list.  The per-task numbers come from the
+ * task_stats table the recorder computes when capture ends.
+ */
+#define _GNU_SOURCE
+#include "commands.h"
+#include "output.h"
+#include "trace.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char usage[] =
+    "usage: loopscope tasks TRACE [--sort KEY] [--state STATE] [--name GLOB] [--limit N] [--json]\n"
+    "\n"
+    "One row per task: state, when it was created, lifetime, busy (running),\n"
+    "sched (ready, waiting for the loop), idle (suspended), resumes, wakes,\n"
+    "longest step, blocking episodes.\n"
+    "\n"
+    "  --sort KEY      id (default), name, created, lifetime, busy, sched, idle,\n"
+    "                  resumes, wakes, longest, blocking (largest first)\n"
+    "  --state STATE   finished, failed, cancelled, pending, leaked\n"
+    "  --name GLOB     only tasks whose name matches (e.g. 'handle_conn#*')\n"
+    "  --limit N       at most N rows\n"
+    "  --json          JSON array instead of a table\n"
+    "\n"
+    "example: loopscope tasks trace.db --sort busy --limit 10\n";
+
+struct opts {
+    const char *sort, *state, *name;
+    long limit;
+};
+
+static const struct { const char *key, *expr; } sorts[] = {
+    { "id", "id" },
+    { "name", "name, id" },
+    { "created", "created_ns, id" },
+    { "lifetime", "lifetime DESC, id" },
+    { "busy", "busy_ns DESC, id" },
+    { "sched", "scheduled_ns DESC, id" },
+    { "idle", "idle_ns DESC, id" },
+    { "resumes", "resumes DESC, id" },
+    { "wakes", "wakes DESC, id" },
+    { "longest", "longest_step_ns DESC, id" },
+    { "blocking", "blocked_ns DESC, id" },
+};
+
+static int on_opt(int c, const char *arg, void *ctx)
+{
+    struct opts *o = ctx;
+    char *end;
+    switch (c) {
+    case 's':
+        for (size_t i = 0; i < sizeof(sorts) / sizeof(sorts[0]); i++)
+            if (!strcmp(arg, sorts[i].key)) {
+                o->sort = sorts[i].expr;
+                return 0;
+            }
+        return ls_error("tasks: unknown sort key '%s' (see 'loopscope tasks --help')", arg);
+    case 'S':
+        if (strcmp(arg, "finished") && strcmp(arg, "failed") && strcmp(arg, "cancelled") &&
+            strcmp(arg, "pending") && strcmp(arg, "leaked"))
+            return ls_error("tasks: unknown state '%s' (finished, failed, cancelled, pending, leaked)", arg);
+        o->state = arg;
+        return 0;
+    case 'n':
+        o->name = arg;
+        return 0;
+    case 'l':
+        o->limit = strtol(arg, &end, 10);
+        if (*end || o->limit <= 0)
+            return ls_error("tasks: invalid --limit '%s'", arg);
+        return 0;
+    }
+    return 0;
+}
+
+static const char *err_name(int64_t err, char *buf, size_t n)
+{
+    const char *s = err < 0 && err > -4096 ? strerrorname_np((int)-err) : NULL;
+    if (s)
+        return s;
+    snprintf(buf, n, "%lld", (long long)err);
+    return buf;
+}
+
+int cmd_tasks(int argc, char **argv)
+{
+    struct opts o = { .sort = "id" };
+    static const struct option longopts[] = {
+        { "sort", required_argument, NULL, 's' },
+        { "state", required_argument, NULL, 'S' },
+        { "name", required_argument, NULL, 'n' },
+        { "limit", required_argument, NULL, 'l' },
+        { 0 },
+    };
+    ls_optspec spec = { longopts, "", on_opt, &o };
+    const char *path;
+    bool json = false;
+    int rc = ls_parse_common(argc, argv, usage, &path, &json, &spec, NULL);
+    if (rc)
+        return rc;
+    ls_trace *t = ls_trace_open(path);
+    if (!t)
+        return 1;
+    int64_t start = ls_meta_int(t, "start_ns", 0), end = ls_meta_int(t, "end_ns", 0);
+    char *sql = NULL;
+    if (asprintf(&sql,
+        "SELECT * FROM (SELECT t.id, t.name, t.parent_id,"
+        "  CASE t.final_state WHEN 4 THEN 'finished' WHEN 5 THEN 'failed' WHEN 6 THEN 'cancelled'"
+        "  ELSE CASE WHEN EXISTS (SELECT 1 FROM events e WHERE e.task_id = t.id AND e.kind = 9)"
+        "       THEN 'leaked' ELSE 'pending' END END AS state,"
+        "  t.created_ns - ?1 AS created, coalesce(t.ended_ns, ?2) - t.created_ns AS lifetime,"
+        "  s.busy_ns, s.scheduled_ns, s.idle_ns, s.resumes, s.wakes, s.longest_step_ns,"
+        "  s.blocking, t.error, t.preexisting, t.created_ns, s.blocked_ns"
+        " FROM tasks t JOIN task_stats s ON s.task_id = t.id"
+        " WHERE (?3 IS NULL OR t.name GLOB ?3))"
+        " WHERE (?4 IS NULL OR state = ?4)"
+        " ORDER BY %s LIMIT ?5", o.sort) < 0)
+        return 1;
+    sqlite3_stmt *st = ls_prepare(t, sql);
+    free(sql);
+    if (!st) {
+        ls_trace_close(t);
+        return 1;
+    }
+    sqlite3_bind_int64(st, 1, start);
+    sqlite3_bind_int64(st, 2, end);
+    if (o.name)
+        sqlite3_bind_text(st, 3, o.name, -1, SQLITE_STATIC);
+    if (o.state)
+        sqlite3_bind_text(st, 4, o.state, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 5, o.limit > 0 ? o.limit : -1);
+    static const ls_col cols[] = {
+        { "ID", "id", true }, { "NAME", "name", false }, { "PARENT", "parent", true },
+        { "STATE", "state", false }, { "CREATED", "created_ns", true },
+        { "LIFETIME", "lifetime_ns", true }, { "BUSY", "busy_ns", true },
+        { "SCHED", "scheduled_ns", true }, { "IDLE", "idle_ns", true },
+        { "RESUMES", "resumes", true }, { "WAKES", "wakes", true },
+        { "LONGEST", "longest_step_ns", true }, { "BLOCK", "blocking", true },
+        { "ERROR", "error", false },
+    };
+    ls_table *tab = ls_table_new(cols, sizeof(cols) / sizeof(cols[0]));
+    int step;
+    while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+        ls_table_int(tab, sqlite3_column_int64(st, 0));
+        ls_table_str(tab, (const char *)sqlite3_column_text(st, 1));
+        if (sqlite3_column_type(st, 2) == SQLITE_NULL)
+            ls_table_null(tab);
+        else
+            ls_table_int(tab, sqlite3_column_int64(st, 2));
+        ls_table_str(tab, (const char *)sqlite3_column_text(st, 3));
+        if (sqlite3_column_int(st, 14))     /* pre-existing: created before the trace */
+            ls_table_str(tab, json ? NULL : "<start");
+        else
+            ls_table_dur(tab, sqlite3_column_int64(st, 4));
+        ls_table_dur(tab, sqlite3_column_int64(st, 5));
+        for (int c = 6; c <= 8; c++)
+            ls_table_dur(tab, sqlite3_column_int64(st, c));
+        ls_table_int(tab, sqlite3_column_int64(st, 9));
+        ls_table_int(tab, sqlite3_column_int64(st, 10));
+        ls_table_dur(tab, sqlite3_column_int64(st, 11));
+        ls_table_int(tab, sqlite3_column_int64(st, 12));
+        int64_t err = sqlite3_column_int64(st, 13);
+        char b[32];
+        if (sqlite3_column_type(st, 13) == SQLITE_NULL || err == 0)
+            ls_table_str(tab, json ? NULL : "");
+        else
+            ls_table_str(tab, err_name(err, b, sizeof(b)));
+    }
+    bool ok = ls_step_ok(t, st, step);
+    sqlite3_finalize(st);
+    if (ok)
+        ls_table_print(tab, stdout, json);
+    ls_trace_close(t);
+    return ok ? 0 : 1;
+}

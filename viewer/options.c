@@ -1,0 +1,64 @@
+/*
+ * options.c -- ls_parse_common (commands.h).
+ */
+#include "commands.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define LS_MAX_OPTS 32
+
+int ls_parse_common(int argc, char **argv, const char *usage, const char **path, bool *json,
+                    const ls_optspec *spec, const char **extra_pos)
+{
+    struct option opts[LS_MAX_OPTS];
+    int n = 0;
+    opts[n++] = (struct option){ "help", no_argument, NULL, 'h' };
+    if (json)
+        opts[n++] = (struct option){ "json", no_argument, NULL, 'J' };
+    for (const struct option *o = spec && spec->longopts ? spec->longopts : NULL; o && o->name; o++)
+        if (n < LS_MAX_OPTS - 1)
+            opts[n++] = *o;
+    opts[n] = (struct option){ NULL, 0, NULL, 0 };
+    char shortopts[64];
+    snprintf(shortopts, sizeof(shortopts), "h%s", spec && spec->shortopts ? spec->shortopts : "");
+    const char *cmd = argv[0];
+    int c;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, shortopts, opts, NULL)) != -1) {
+        if (c == 'h') {
+            fputs(usage, stdout);
+            exit(0);
+        } else if (c == 'J' && json) {
+            *json = true;
+        } else if (c == '?' || c == ':') {
+            if (optopt)
+                fprintf(stderr, "error: %s: option -%c %s\n", cmd, optopt,
+                        c == ':' || strchr(shortopts, optopt) ? "needs a value" : "is unknown");
+            else
+                fprintf(stderr, "error: %s: option '%s' is unknown or needs a value\n", cmd,
+                        argv[optind - 1]);
+            fprintf(stderr, "see 'loopscope %s --help'\n", cmd);
+            return 2;
+        } else if (spec && spec->fn) {
+            if (spec->fn(c, optarg, spec->ctx) != 0)
+                return 2;
+        }
+    }
+    int npos = argc - optind;
+    if (npos < 1) {
+        fprintf(stderr, "error: %s: no trace given\nsee 'loopscope %s --help'\n", cmd, cmd);
+        return 2;
+    }
+    if (npos > (extra_pos ? 2 : 1)) {
+        fprintf(stderr, "error: %s: unexpected argument '%s'\nsee 'loopscope %s --help'\n", cmd,
+                argv[optind + (extra_pos ? 2 : 1)], cmd);
+        return 2;
+    }
+    *path = argv[optind];
+    if (extra_pos)
+        *extra_pos = npos > 1 ? argv[optind + 1] : NULL;
+    return 0;
+}

@@ -1,0 +1,60 @@
+/*
+ * output.h -- how the commands print: aligned tables (or the same rows as
+ * JSON with --json), durations, colours only on a terminal.
+ */
+#ifndef LOOPSCOPE_OUTPUT_H
+#define LOOPSCOPE_OUTPUT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* "812ns", "3.4us", "12.3ms", "2.51s"; "-" for a negative value. */
+char *ls_fmt_dur(char *buf, size_t n, int64_t ns);
+
+/* ---------------------------------------------------------------- JSON */
+
+/* A streaming JSON writer with commas and escaping handled. */
+typedef struct ls_json {
+    FILE *f;
+    int depth;
+    bool first[32];           /* no element written yet at this depth */
+    bool after_key;
+} ls_json;
+
+void ls_json_init(ls_json *j, FILE *f);
+void ls_json_begin_object(ls_json *j);
+void ls_json_end_object(ls_json *j);
+void ls_json_begin_array(ls_json *j);
+void ls_json_end_array(ls_json *j);
+void ls_json_key(ls_json *j, const char *key);
+void ls_json_str(ls_json *j, const char *s);     /* NULL -> null */
+void ls_json_int(ls_json *j, int64_t v);
+void ls_json_double(ls_json *j, double v);
+void ls_json_bool(ls_json *j, bool v);
+void ls_json_null(ls_json *j);
+
+/* --------------------------------------------------------------- tables */
+
+/* Columns: a header and an alignment; cells are typed so that --json
+ * prints numbers as numbers and the table prints them formatted. */
+enum ls_cell_kind { LS_CELL_STR, LS_CELL_INT, LS_CELL_DUR, LS_CELL_NULL };
+
+typedef struct ls_col {
+    const char *header;       /* table header, and JSON key when json_key is NULL */
+    const char *json_key;
+    bool right;               /* right-aligned (numbers) */
+} ls_col;
+
+typedef struct ls_table ls_table;
+
+ls_table *ls_table_new(const ls_col *cols, int ncols);
+void ls_table_str(ls_table *t, const char *s);   /* next cell of the current row */
+void ls_table_int(ls_table *t, int64_t v);
+void ls_table_dur(ls_table *t, int64_t ns);      /* JSON: integer ns */
+void ls_table_null(ls_table *t);
+/* Print (aligned text, or a JSON array of objects) and free. */
+void ls_table_print(ls_table *t, FILE *f, bool json);
+void ls_table_free(ls_table *t);
+
+#endif

@@ -1,0 +1,209 @@
+/*
+ * trace.c -- open and validate a trace database (trace.h).
+ */
+#define _GNU_SOURCE
+#include "trace.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+int ls_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("error: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    return 1;
+}
+
+static int64_t ls_pragma_int(sqlite3 *db, const char *pragma, int *rc)
+{
+    sqlite3_stmt *st = NULL;
+    int64_t v = 0;
+    *rc = sqlite3_prepare_v2(db, pragma, -1, &st, NULL);
+    if (*rc == SQLITE_OK) {
+        *rc = sqlite3_step(st);
+        if (*rc == SQLITE_ROW) {
+            v = sqlite3_column_int64(st, 0);
+            *rc = SQLITE_OK;
+        }
+    }
+    sqlite3_finalize(st);
+    return v;
+}
+
+ls_trace *ls_trace_open(const char *path)
+{
+    struct stat sb;
+    if (stat(path, &sb) != 0) {
+        ls_error("cannot open trace '%s': %s", path, strerror(errno));
+        return NULL;
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        ls_error("cannot open trace '%s': not a regular file", path);
+        return NULL;
+    }
+    ls_trace *t = calloc(1, sizeof(*t));
+    if (!t)
+        return NULL;
+    t->path = path;
+    int rc = sqlite3_open_v2(path, &t->db, SQLITE_OPEN_READONLY, NULL);
+    if (rc != SQLITE_OK)
+        goto sqlerr;
+    int64_t app = ls_pragma_int(t->db, "PRAGMA application_id", &rc);
+    if (rc != SQLITE_OK)
+        goto sqlerr;
+    int64_t ver = ls_pragma_int(t->db, "PRAGMA user_version", &rc);
+    if (rc != SQLITE_OK)
+        goto sqlerr;
+    if (app != LS_TRACE_APP_ID) {
+        ls_error("cannot open trace '%s': not a loopscope trace (application_id %lld, "
+                 "user_version %lld)", path, (long long)app, (long long)ver);
+        goto fail;
+    }
+    if (ver != LS_TRACE_SCHEMA) {
+        ls_error("cannot open trace '%s': schema version %lld is %s than this loopscope's (%d)%s",
+                 path, (long long)ver, ver > LS_TRACE_SCHEMA ? "newer" : "older",
+                 LS_TRACE_SCHEMA, ver > LS_TRACE_SCHEMA ? "; upgrade loopscope" : "");
+        goto fail;
+    }
+    /* Touch every table a command may read: a truncated file fails here,
+     * with one clear line, rather than halfway through an output. */
+    static const char *const probes =
+        "SELECT (SELECT count(*) FROM meta), (SELECT count(*) FROM loops),"
+        " (SELECT max(id) FROM tasks), (SELECT max(rowid) FROM events),"
+        " (SELECT count(*) FROM blocking), (SELECT count(*) FROM frames),"
+        " (SELECT count(*) FROM task_stats)";
+    sqlite3_stmt *st = NULL;
+    rc = sqlite3_prepare_v2(t->db, probes, -1, &st, NULL);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_step(st) == SQLITE_ROW ? SQLITE_OK : sqlite3_errcode(t->db);
+    sqlite3_finalize(st);
+    if (rc != SQLITE_OK)
+        goto sqlerr;
+    return t;
+sqlerr:
+    if (rc == SQLITE_NOTADB)
+        ls_error("cannot open trace '%s': not a SQLite database", path);
+    else if (rc == SQLITE_CORRUPT)
+        ls_error("cannot open trace '%s': the file is damaged or truncated (%s)", path,
+                 sqlite3_errmsg(t->db));
+    else
+        ls_error("cannot open trace '%s': %s", path, t->db ? sqlite3_errmsg(t->db) : sqlite3_errstr(rc));
+fail:
+    sqlite3_close(t->db);
+    free(t);
+    return NULL;
+}
+
+void ls_trace_close(ls_trace *t)
+{
+    if (!t)
+        return;
+    sqlite3_close(t->db);
+    free(t);
+}
+
+sqlite3_stmt *ls_prepare(ls_trace *t, const char *sql)
+{
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(t->db, sql, -1, &st, NULL) != SQLITE_OK) {
+        ls_error("reading trace '%s': %s", t->path, sqlite3_errmsg(t->db));
+        return NULL;
+    }
+    return st;
+}
+
+bool ls_step_ok(ls_trace *t, sqlite3_stmt *st, int rc)
+{
+    if (rc == SQLITE_DONE || rc == SQLITE_ROW)
+        return true;
+    ls_error("reading trace '%s': %s", t->path, sqlite3_errmsg(t->db));
+    return false;
+}
+
+char *ls_meta(ls_trace *t, const char *key)
+{
+    sqlite3_stmt *st = NULL;
+    char *v = NULL;
+    if (sqlite3_prepare_v2(t->db, "SELECT value FROM meta WHERE key = ?", -1, &st, NULL) != SQLITE_OK)
+        return NULL;
+    sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+    if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0))
+        v = strdup((const char *)sqlite3_column_text(st, 0));
+    sqlite3_finalize(st);
+    return v;
+}
+
+int64_t ls_meta_int(ls_trace *t, const char *key, int64_t dflt)
+{
+    char *v = ls_meta(t, key), *end;
+    if (!v)
+        return dflt;
+    long long x = strtoll(v, &end, 10);
+    int64_t r = *end || end == v ? dflt : x;
+    free(v);
+    return r;
+}
+
+int64_t ls_parse_duration(const char *s)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (end == s || errno || !(v >= 0) || !isfinite(v))
+        return -1;
+    double mul;
+    if (!*end || !strcmp(end, "s"))
+        mul = 1e9;
+    else if (!strcmp(end, "ms"))
+        mul = 1e6;
+    else if (!strcmp(end, "us"))
+        mul = 1e3;
+    else if (!strcmp(end, "ns"))
+        mul = 1;
+    else
+        return -1;
+    return (int64_t)(v * mul + 0.5);
+}
+
+bool ls_create_app_frames(ls_trace *t)
+{
+    static const char sql[] =
+        "CREATE TEMP VIEW IF NOT EXISTS app_frames AS"
+        " SELECT stack_id, depth, function, file, line, module FROM frames"
+        " WHERE coalesce(module, '') NOT LIKE '/usr/lib/%'"
+        "   AND coalesce(module, '') NOT LIKE '/lib/%'"
+        "   AND coalesce(module, '') NOT LIKE '[%'"
+        "   AND coalesce(function, '') NOT LIKE 'evl\\_\\_%' ESCAPE '\\';"
+        "CREATE TEMP VIEW IF NOT EXISTS sites AS"
+        " SELECT a.stack_id, a.function, a.file, a.line FROM app_frames a"
+        " WHERE a.depth = (SELECT min(b.depth) FROM app_frames b WHERE b.stack_id = a.stack_id);";
+    char *msg = NULL;
+    if (sqlite3_exec(t->db, sql, NULL, NULL, &msg) != SQLITE_OK) {
+        ls_error("reading trace '%s': %s", t->path, msg ? msg : "?");
+        sqlite3_free(msg);
+        return false;
+    }
+    return true;
+}
+
+const char *ls_short_path(const char *path)
+{
+    if (!path)
+        return NULL;
+    const char *last = strrchr(path, '/');
+    if (!last)
+        return path;
+    const char *p = last;
+    while (p > path && p[-1] != '/')
+        p--;
+    return p > path ? p : path;
+}

@@ -1,0 +1,52 @@
+/*
+ * trace.h -- opening a trace database for reading (schema: tracer/SCHEMA.md)
+ * and small helpers every command shares.
+ */
+#ifndef LOOPSCOPE_TRACE_H
+#define LOOPSCOPE_TRACE_H
+
+#include <sqlite3.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#define LS_TRACE_SCHEMA 1            /* the schema version this reader knows */
+#define LS_TRACE_APP_ID 1280266064   /* PRAGMA application_id, 'LSTP' */
+
+typedef struct ls_trace {
+    sqlite3 *db;
+    const char *path;
+} ls_trace;
+
+/* Open path read-only and check it is a loopscope trace of a schema this
+ * reader knows.  On failure prints one "error: ..." line and returns NULL:
+ * missing file, not SQLite, foreign SQLite file, newer/older schema,
+ * truncated or damaged. */
+ls_trace *ls_trace_open(const char *path);
+void ls_trace_close(ls_trace *t);
+
+/* Prepare sql; on error prints "error: ..." and returns NULL. */
+sqlite3_stmt *ls_prepare(ls_trace *t, const char *sql);
+/* Step st to its end; false (after printing an error) if SQLite failed. */
+bool ls_step_ok(ls_trace *t, sqlite3_stmt *st, int rc);
+
+/* A meta value (malloc'd), or NULL. */
+char *ls_meta(ls_trace *t, const char *key);
+int64_t ls_meta_int(ls_trace *t, const char *key, int64_t dflt);
+
+/* Create the temporary view app_frames(stack_id, depth, function, file,
+ * line, module): for each stack, its frames in the application, i.e. not
+ * in a system library, the vDSO, or libevl itself (evl__ functions).  The
+ * frame with the smallest depth is where the application called what
+ * blocked: its "site".  Returns false after printing an error. */
+bool ls_create_app_frames(ls_trace *t);
+/* "dir/file.c" from "/long/path/dir/file.c" (the last two components). */
+const char *ls_short_path(const char *path);
+
+/* Parse a duration like "250ms", "1.5s", "20us", "300ns", "2" (seconds);
+ * -1 if malformed. */
+int64_t ls_parse_duration(const char *s);
+
+/* Prints "error: ..." (one line, lowercase, no final period); returns 1. */
+int ls_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif
