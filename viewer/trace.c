@@ -50,6 +50,10 @@ ls_trace *ls_trace_open(const char *path)
         ls_error("cannot open trace '%s': not a regular file", path);
         return NULL;
     }
+    if (sb.st_size == 0) {
+        ls_error("cannot open trace '%s': empty file, not a trace", path);
+        return NULL;
+    }
     ls_trace *t = calloc(1, sizeof(*t));
     if (!t)
         return NULL;
