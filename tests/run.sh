@@ -42,5 +42,5 @@ echo "== all suites (build/)"
 run_ctest build "$@" || status=1
 echo "== libevl suites under ASan+UBSan (build-asan/)"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
-  run_ctest build-asan -L loop "$@" || status=1
+  run_ctest build-asan -L "loop|fuzz" "$@" || status=1
 exit $status
