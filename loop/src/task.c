@@ -154,7 +154,9 @@ static void evl__task_finalize(evl__task *t, intptr_t r)
         t->stack = NULL;
     }
     int final;
-    if (r == EVL_ECANCELED || t->must_cancel) {
+    /* asyncio: a pending cancellation wins over a normal return, never
+     * over an error (an exception raised while cancelling propagates). */
+    if (r == EVL_ECANCELED || (t->must_cancel && r >= 0)) {
         t->must_cancel = 0;
         final = EVL_TASK_CANCELLED;
         r = EVL_ECANCELED;

@@ -1,0 +1,102 @@
+#!/usr/bin/env python3
+"""run_diff.py -- run one differential scenario in CPython asyncio and in libevl.
+
+    run_diff.py SCENARIO --bin PATH/diff_scenarios [--virtual] [--retries N]
+
+Runs py/SCENARIO.py (the oracle: CPython 3.11 asyncio) and
+`diff_scenarios SCENARIO [--virtual]`, compares the printed lines and exits
+0 when they are equal.  With --virtual both sides run on a virtual clock:
+libevl with EVL_LOOP_VIRTUAL_CLOCK, asyncio with vloop.py (asyncio's own
+loop whose clock jumps to the next timer instead of sleeping), so the
+comparison does not depend on the speed of the machine; --py-real keeps
+the asyncio side on the real clock.  On a mismatch it prints a unified diff (asyncio
+first, libevl second) and exits 1; a side that crashes, exits non-zero
+(libevl: failed main task or leaked tasks) or times out is a failure too.
+
+A mismatch is retried --retries times (default 2) before it counts, because
+real-clock runs depend on a possibly loaded machine (and executor_order on
+real threads in both modes); a mismatch that went away on retry is
+reported in the output, which ctest shows on failure only.
+"""
+import argparse
+import difflib
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def run(cmd, timeout, env=None):
+    """Run cmd; return (lines, error message or None)."""
+    try:
+        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True, timeout=timeout, env=env)
+    except subprocess.TimeoutExpired as exc:
+        out = exc.stdout.decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
+        return out.splitlines(), f"timed out after {timeout} s"
+    except OSError as exc:
+        return [], f"cannot run: {exc}"
+    err = None
+    if p.returncode != 0:
+        err = f"exit status {p.returncode}"
+        if p.stderr.strip():
+            err += ":\n" + p.stderr.rstrip()
+    elif p.stderr.strip():
+        # Not a failure, but worth seeing (leak warnings, Python warnings).
+        sys.stderr.write(f"[{cmd[-1] if cmd else ''}] stderr:\n{p.stderr}")
+    return p.stdout.splitlines(), err
+
+
+def compare(name, py_cmd, py_env, c_cmd, timeout):
+    """One attempt.  Returns a report string, or None when both agree."""
+    py_lines, py_err = run(py_cmd, timeout, py_env)
+    c_lines, c_err = run(c_cmd, timeout)
+    report = []
+    if py_err:
+        report.append(f"asyncio side failed ({' '.join(py_cmd)}): {py_err}")
+    if c_err:
+        report.append(f"libevl side failed ({' '.join(c_cmd)}): {c_err}")
+    if py_lines != c_lines:
+        diff = difflib.unified_diff(py_lines, c_lines, fromfile=f"asyncio py/{name}.py",
+                                    tofile="libevl " + " ".join(c_cmd[1:]), lineterm="")
+        report.append("output differs:\n" + "\n".join(diff))
+    return "\n".join(report) if report else None
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("scenario")
+    ap.add_argument("--bin", required=True, help="path to diff_scenarios")
+    ap.add_argument("--virtual", action="store_true", help="libevl with EVL_LOOP_VIRTUAL_CLOCK")
+    ap.add_argument("--py-real", action="store_true",
+                    help="with --virtual: run the asyncio side on the real clock")
+    ap.add_argument("--retries", type=int, default=2)
+    ap.add_argument("--timeout", type=float, default=30.0)
+    args = ap.parse_args()
+
+    script = os.path.join(HERE, "py", f"{args.scenario}.py")
+    if not os.path.exists(script):
+        print(f"run_diff.py: no such scenario: {script}", file=sys.stderr)
+        return 2
+    py_cmd = [sys.executable, "-u", script]
+    c_cmd = [args.bin, args.scenario] + (["--virtual"] if args.virtual else [])
+    clock = "virtual" if args.virtual else "real"
+    py_env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")  # keep the tree clean
+    py_env.pop("DIFF_CLOCK", None)
+    if args.virtual and not args.py_real:
+        py_env["DIFF_CLOCK"] = "virtual"
+
+    for attempt in range(args.retries + 1):
+        report = compare(args.scenario, py_cmd, py_env, c_cmd, args.timeout)
+        if report is None:
+            if attempt:
+                print(f"{args.scenario} ({clock}): passed on retry {attempt}", file=sys.stderr)
+            print(f"{args.scenario} ({clock}): ok")
+            return 0
+        print(f"{args.scenario} ({clock}): attempt {attempt + 1}: MISMATCH\n{report}")
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
