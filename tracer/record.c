@@ -40,10 +40,16 @@
 #define LS_MAX_DEPTH 64
 #define LS_STACK_IDS 4096         /* distinct stacks remembered for dedup */
 
-typedef struct ls_task_info {
-    uint64_t id;
+/* Per-task time accounting, done as events stream in (task_stats): each
+ * create/run/suspend/wake event lasts until the task's next one. */
+typedef struct ls_task_acc {
+    uint64_t id;              /* 0 = free slot */
     uint64_t loop;
-} ls_task_info;
+    int64_t last_ts;          /* time of the last lifecycle event */
+    int last_kind;            /* its kind; 0 once finished */
+    int64_t busy, sched, idle, longest;
+    uint64_t resumes, wakes;
+} ls_task_acc;
 
 typedef struct recorder {
     /* options */
@@ -82,6 +88,9 @@ typedef struct recorder {
     bool target_gone;
     int64_t consume_until;    /* ls_on_msg yields back to the main loop then */
     unsigned since_check;
+    ls_task_acc *acc;         /* open-addressing table of tasks */
+    size_t acc_cap, acc_n;
+    int64_t loop_stops[64];   /* loops_seen[i] stopped at, 0 if running */
 } recorder;
 
 static volatile sig_atomic_t ls_stop_signal;
@@ -267,6 +276,92 @@ static ls_syms *ls_get_syms(recorder *r)
     return r->syms;
 }
 
+static ls_task_acc *ls_acc(recorder *r, uint64_t task, uint64_t loop)
+{
+    if (r->acc_n * 2 >= r->acc_cap) {       /* grow and rehash at 50% */
+        size_t cap = r->acc_cap ? r->acc_cap * 2 : 4096;
+        ls_task_acc *a = calloc(cap, sizeof(*a));
+        if (!a)
+            return NULL;
+        for (size_t i = 0; i < r->acc_cap; i++) {
+            if (!r->acc[i].id)
+                continue;
+            size_t k = (r->acc[i].id * 0x9E3779B97F4A7C15ull) & (cap - 1);
+            while (a[k].id)
+                k = (k + 1) & (cap - 1);
+            a[k] = r->acc[i];
+        }
+        free(r->acc);
+        r->acc = a;
+        r->acc_cap = cap;
+    }
+    size_t k = (task * 0x9E3779B97F4A7C15ull) & (r->acc_cap - 1);
+    while (r->acc[k].id && r->acc[k].id != task)
+        k = (k + 1) & (r->acc_cap - 1);
+    if (!r->acc[k].id) {
+        r->acc[k].id = task;
+        r->acc[k].loop = loop;
+        r->acc_n++;
+    }
+    return &r->acc[k];
+}
+
+/* Close the span the task was in (its last event's kind) at ts. */
+static void ls_acc_close(ls_task_acc *a, int64_t ts)
+{
+    int64_t d = ts - a->last_ts;
+    if (!a->last_kind || d < 0)
+        return;
+    switch (a->last_kind) {
+    case EVL_PROBE_ID_task_run:
+        a->busy += d;
+        if (d > a->longest)
+            a->longest = d;
+        break;
+    case EVL_PROBE_ID_task_create:
+    case EVL_PROBE_ID_task_wake:
+        a->sched += d;
+        break;
+    case EVL_PROBE_ID_task_suspend:
+        a->idle += d;
+        break;
+    }
+}
+
+static void ls_acc_note(recorder *r, uint64_t loop, const struct evl_rec *e)
+{
+    if (e->kind < EVL_PROBE_ID_task_create || e->kind > EVL_PROBE_ID_task_finish || !e->task)
+        return;
+    ls_task_acc *a = ls_acc(r, e->task, loop);
+    if (!a)
+        return;
+    ls_acc_close(a, (int64_t)e->ts);
+    a->last_ts = (int64_t)e->ts;
+    a->last_kind = e->kind == EVL_PROBE_ID_task_finish ? 0 : e->kind;
+    if (e->kind == EVL_PROBE_ID_task_run)
+        a->resumes++;
+    else if (e->kind == EVL_PROBE_ID_task_wake)
+        a->wakes++;
+}
+
+/* At the end: the open span of each unfinished task lasts until its loop
+ * stopped, or the end of the recording; then store every row. */
+static void ls_store_task_stats(recorder *r, int64_t end)
+{
+    for (size_t i = 0; i < r->acc_cap; i++) {
+        ls_task_acc *a = &r->acc[i];
+        if (!a->id)
+            continue;
+        int64_t stop = end;
+        for (int l = 0; l < r->nloops_seen; l++)
+            if (r->loops_seen[l] == a->loop && r->loop_stops[l])
+                stop = r->loop_stops[l];
+        ls_acc_close(a, stop);
+        ls_store_task_stat(r->store, a->id, a->busy, a->sched, a->idle, a->resumes, a->wakes,
+                           a->longest);
+    }
+}
+
 static void ls_ingest_rec(recorder *r, uint64_t loop, const struct evl_rec *e, size_t avail)
 {
     int64_t reason = e->a32;
@@ -294,6 +389,7 @@ static void ls_ingest_rec(recorder *r, uint64_t loop, const struct evl_rec *e, s
         r->tasks_finished++;
         break;
     }
+    ls_acc_note(r, loop, e);
     ls_store_event(r->store, (int64_t)e->ts, loop, e->task, e->kind, reason,
                    (int64_t)e->a0, (int64_t)e->a1);
 }
@@ -417,6 +513,9 @@ static int ls_on_msg(void *ctx, void *data, size_t size)
         break;
     case LS_MSG_LOOP_STOP:
         ls_loop_seen(r, h->loop, h->pid, h->tid, (int64_t)h->ts);
+        for (int i = 0; i < r->nloops_seen; i++)
+            if (r->loops_seen[i] == h->loop)
+                r->loop_stops[i] = (int64_t)h->ts;
         ls_store_loop_stop(r->store, h->loop, (int64_t)h->ts);
         ls_store_event(r->store, (int64_t)h->ts, h->loop, 0, EVL_PROBE_ID_loop_stop, h->tid, 0, 0);
         break;
@@ -884,6 +983,7 @@ int cmd_record(int argc, char **argv)
     ls_flush_open_episodes(r);
     ls_store_syscalls(r);
     ls_write_end_meta(r, why);
+    ls_store_task_stats(r, ls_now());
     uint64_t dropped = ls_stat(r, LS_STAT_DROPPED_RECS);
     uint64_t nev = ls_store_nevents(r->store);
     double secs = (ls_now() - r->start_ns) / 1e9;
@@ -911,6 +1011,7 @@ cleanup:
     if (r->store)                     /* an error path: keep what was written */
         ls_store_finish(r->store, errbuf, sizeof(errbuf));
     ls_syms_free(r->syms);
+    free(r->acc);
     if (r->go_pipe >= 0)
         close(r->go_pipe);            /* the child exits without running */
     if (r->child) {

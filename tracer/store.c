@@ -35,7 +35,7 @@ struct ls_store {
     sqlite3_stmt *ins_many;   /* LS_ROWS_PER_INSERT event rows */
     sqlite3_stmt *ins_one;
     sqlite3_stmt *ins_task, *fin_task, *ins_loop, *stop_loop, *ins_meta;
-    sqlite3_stmt *ins_stack, *ins_frame, *ins_block;
+    sqlite3_stmt *ins_stack, *ins_frame, *ins_block, *ins_stat;
     int64_t rows[LS_ROWS_PER_INSERT][LS_EVENT_COLS];
     int nrows;                /* buffered in rows[] */
     uint64_t nevents;
@@ -184,8 +184,12 @@ ls_store *ls_store_create(const char *path, bool force, char *err, size_t errlen
                                  "VALUES(?,?,?,?,?,?,?)");
     s->ins_block = ls_prepare(s, "INSERT INTO blocking(loop_id,task_id,start_ns,dur_ns,kind,syscall,"
                                  "stack_id) VALUES(?,?,?,?,?,?,?)");
+    s->ins_stat = ls_prepare(s, "INSERT OR REPLACE INTO task_stats(task_id,busy_ns,scheduled_ns,"
+                                "idle_ns,resumes,wakes,longest_step_ns,blocking,blocked_ns)"
+                                " VALUES(?,?,?,?,?,?,?,0,0)");
     if (!s->ins_many || !s->ins_one || !s->ins_task || !s->fin_task || !s->ins_loop ||
-        !s->stop_loop || !s->ins_meta || !s->ins_stack || !s->ins_frame || !s->ins_block)
+        !s->stop_loop || !s->ins_meta || !s->ins_stack || !s->ins_frame || !s->ins_block ||
+        !s->ins_stat)
         goto fail_db;
     return s;
 fail_db:
@@ -360,6 +364,20 @@ void ls_store_blocking(ls_store *s, uint64_t loop, uint64_t task, int64_t start,
     ls_step(s, st);
 }
 
+void ls_store_task_stat(ls_store *s, uint64_t task, int64_t busy, int64_t sched, int64_t idle,
+                        uint64_t resumes, uint64_t wakes, int64_t longest)
+{
+    sqlite3_stmt *st = s->ins_stat;
+    sqlite3_bind_int64(st, 1, (int64_t)task);
+    sqlite3_bind_int64(st, 2, busy);
+    sqlite3_bind_int64(st, 3, sched);
+    sqlite3_bind_int64(st, 4, idle);
+    sqlite3_bind_int64(st, 5, (int64_t)resumes);
+    sqlite3_bind_int64(st, 6, (int64_t)wakes);
+    sqlite3_bind_int64(st, 7, longest);
+    ls_step(s, st);
+}
+
 void ls_store_syscall_stat(ls_store *s, uint64_t loop, uint32_t tid, uint32_t nr, uint64_t count,
                            uint64_t total_ns, uint64_t max_ns)
 {
@@ -413,26 +431,12 @@ static const char ls_post_sql[] =
     " ORDER BY ready_ns;"
     "UPDATE blocking SET delayed_tasks = (SELECT count(*) FROM blocking_victims v"
     "  WHERE v.blocking_id = blocking.id);"
-    /* Busy / scheduled / idle time per task: each create, run, suspend or
-     * wake event lasts until the task's next lifecycle event (or the end
-     * of the recording). */
-    "INSERT INTO task_stats SELECT t.id, coalesce(s.busy, 0), coalesce(s.sched, 0),"
-    " coalesce(s.idle, 0), coalesce(s.resumes, 0), coalesce(s.wakes, 0), coalesce(s.longest, 0),"
-    " (SELECT count(*) FROM blocking b WHERE b.task_id = t.id),"
-    " coalesce((SELECT sum(dur_ns) FROM blocking b WHERE b.task_id = t.id), 0)"
-    " FROM tasks t LEFT JOIN ("
-    "  SELECT task_id,"
-    "   sum(CASE WHEN kind = 4 THEN nx - ts_ns END) AS busy,"
-    "   sum(CASE WHEN kind IN (3, 6) THEN nx - ts_ns END) AS sched,"
-    "   sum(CASE WHEN kind = 5 THEN nx - ts_ns END) AS idle,"
-    "   count(CASE WHEN kind = 4 THEN 1 END) AS resumes,"
-    "   count(CASE WHEN kind = 6 THEN 1 END) AS wakes,"
-    "   max(CASE WHEN kind = 4 THEN nx - ts_ns END) AS longest"
-    "  FROM (SELECT task_id, kind, ts_ns, coalesce(LEAD(ts_ns) OVER (PARTITION BY task_id"
-    "         ORDER BY ts_ns, rowid), (SELECT l.stopped_ns FROM loops l WHERE l.id = loop_id),"
-    "         (SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'end_ns')) AS nx"
-    "        FROM events WHERE task_id IS NOT NULL AND kind BETWEEN 3 AND 7)"
-    "  GROUP BY task_id) s ON s.task_id = t.id;";
+    /* Blocking per task (the rest of task_stats is filled by the
+     * recorder as events stream in). */
+    "UPDATE task_stats SET blocking = (SELECT count(*) FROM blocking b"
+    "  WHERE b.task_id = task_stats.task_id), blocked_ns = (SELECT coalesce(sum(dur_ns), 0)"
+    "  FROM blocking b WHERE b.task_id = task_stats.task_id)"
+    " WHERE task_id IN (SELECT task_id FROM blocking);";
 
 int ls_store_tick(ls_store *s, int64_t now)
 {
@@ -457,7 +461,7 @@ int ls_store_finish(ls_store *s, char *err, size_t errlen)
         rc = -1;
     sqlite3_stmt *sts[] = { s->ins_many, s->ins_one, s->ins_task, s->fin_task,
                             s->ins_loop, s->stop_loop, s->ins_meta, s->ins_stack,
-                            s->ins_frame, s->ins_block };
+                            s->ins_frame, s->ins_block, s->ins_stat };
     for (size_t i = 0; i < sizeof(sts) / sizeof(sts[0]); i++)
         sqlite3_finalize(sts[i]);
     /* A plain rollback-journal file: readable from read-only places. */

@@ -41,6 +41,8 @@ void ls_store_stack(ls_store *s, int64_t id, int depth, const uint64_t *pcs,
 void ls_store_blocking(ls_store *s, uint64_t loop, uint64_t task, int64_t start, int64_t dur,
                        int kind, int64_t syscall, int64_t stack_id);
 
+void ls_store_task_stat(ls_store *s, uint64_t task, int64_t busy, int64_t sched, int64_t idle,
+                        uint64_t resumes, uint64_t wakes, int64_t longest);
 void ls_store_syscall_stat(ls_store *s, uint64_t loop, uint32_t tid, uint32_t nr, uint64_t count,
                            uint64_t total_ns, uint64_t max_ns);
 
