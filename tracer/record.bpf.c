@@ -40,8 +40,10 @@ struct scratch {
     __u8 data[EVL_BATCH_BYTES];
 };
 
+/* Per-CPU by index (sized to the CPU count by the loader): a per-CPU
+ * array's values are limited to 32 KiB. */
 struct {
-    __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+    __uint(type, BPF_MAP_TYPE_ARRAY);
     __uint(max_entries, 1);
     __type(key, __u32);
     __type(value, struct scratch);
@@ -185,10 +187,10 @@ int BPF_USDT(on_loop_stop, __u64 loop, __u32 tid)
 SEC("usdt")
 int BPF_USDT(on_batch, __u64 loop, __u64 addr, __u32 len, __u64 pub, __u32 nrec)
 {
-    __u32 zero = 0;
+    __u32 cpu = bpf_get_smp_processor_id();
     if (!from_target())
         return 0;
-    struct scratch *s = bpf_map_lookup_elem(&scratch, &zero);
+    struct scratch *s = bpf_map_lookup_elem(&scratch, &cpu);
     if (!s)
         return 0;
     if (len > EVL_BATCH_BYTES) {
@@ -201,7 +203,7 @@ int BPF_USDT(on_batch, __u64 loop, __u64 addr, __u32 len, __u64 pub, __u32 nrec)
     fill_hdr(&s->h, LS_MSG_BATCH, loop, pub);
     s->h.len = len;
     s->h.nrec = nrec;
-    if (bpf_probe_read_user(s->data, len & (EVL_BATCH_BYTES * 2 - 1) & 0x7fff, (void *)addr)) {
+    if (bpf_probe_read_user(s->data, len, (void *)addr)) {
         stat_add(LS_STAT_READ_ERRORS, 1);
         stat_add(LS_STAT_DROPPED_RECS, nrec);
         return 0;

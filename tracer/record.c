@@ -895,6 +895,7 @@ int cmd_record(int argc, char **argv)
     bpf_map__set_max_entries(r->skel->maps.events, r->ringbuf_kb * 1024u);
     int ncpu = libbpf_num_possible_cpus();
     bpf_map__set_max_entries(r->skel->maps.block_scratch, ncpu > 0 ? (uint32_t)ncpu : 1);
+    bpf_map__set_max_entries(r->skel->maps.scratch, ncpu > 0 ? (uint32_t)ncpu : 1);
     if ((err = record_bpf__load(r->skel))) {
         err = ls_err("cannot load the BPF programs: %s%s", strerror(-err),
                      err == -EPERM || err == -EACCES ? " (needs root or CAP_BPF+CAP_PERFMON)" : "");

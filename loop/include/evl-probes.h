@@ -102,8 +102,9 @@ enum evl_leak_kind { EVL_LEAK_LIST(EVL__ENUM_LEAK) };
  * A uprobe hit costs 0.3-1 us.  While a tracer has raised the `batch`
  * probe's semaphore, the loop also appends each lifecycle event (all probes
  * but loop_start, loop_stop and batch) as a record to a per-loop buffer and
- * fires `batch(loop, addr, len, pub, nrec)` once per iteration (before the
- * poll) and whenever the buffer is full: addr/len is the buffer, nrec the
+ * fires `batch(loop, addr, len, pub, nrec)` before a poll that may sleep
+ * (timeout not 0) and whenever the buffer is full: addr/len is the buffer,
+ * nrec the
  * number of records in it, pub the address of the loop's evl_loop_pub (so
  * a tracer that attached mid-run learns it).  Records of one loop are in
  * program order, so order within a loop is exact.
@@ -118,7 +119,7 @@ enum evl_leak_kind { EVL_LEAK_LIST(EVL__ENUM_LEAK) };
 #include <linux/types.h>
 #endif
 
-#define EVL_BATCH_BYTES 16384   /* buffer size; batch len never exceeds it */
+#define EVL_BATCH_BYTES 65536   /* buffer size; batch len never exceeds it */
 #define EVL_NAME_MAX 48         /* task names, NUL included */
 #define EVL_REC_PREEXISTING 0x80000000u /* task_create a32 flag */
 

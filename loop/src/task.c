@@ -419,11 +419,10 @@ int evl_sleep(uint64_t ns)
     if (ns == 0) {
         /* asyncio's bare yield: call_soon(step); a pending cancellation
          * is delivered by that step. */
-        evl__tr_task_suspend(loop, t->id, EVL_SUSPEND_YIELD, 0, 0);
+        evl__tr_task_yield(loop, t->id);
         t->resume = 0;
         t->tstate = EVL_TASK_READY;
         evl__queue_push(&loop->ready, &t->step);
-        evl__tr_task_wake(loop, t->id, EVL_WAKER_YIELD, t->id);
         return (int)evl__task_switch_out(t);
     }
     evl_future f;

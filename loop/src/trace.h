@@ -23,16 +23,16 @@ static inline void evl__trace_flush(evl_loop *loop)
     }
 }
 
-/* Reserve size bytes (multiple of 8) for a record, flushing if full. */
-static inline struct evl_rec *evl__trace_rec(evl_loop *loop, uint16_t kind, uint16_t size,
-                                             uint64_t task, uint32_t a32, uint64_t a0, uint64_t a1)
+/* Reserve size bytes (multiple of 8) for a record stamped ts, flushing if
+ * full. */
+static inline struct evl_rec *evl__trace_rec_at(evl_loop *loop, uint16_t kind, uint16_t size,
+                                                uint64_t task, uint32_t a32, uint64_t a0,
+                                                uint64_t a1, uint64_t ts)
 {
     if (EVL__UNLIKELY(loop->trace_len + size > EVL_BATCH_BYTES))
         evl__trace_flush(loop);
     struct evl_rec *r = (struct evl_rec *)(void *)(loop->trace_buf + loop->trace_len);
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    r->ts = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    r->ts = ts;
     r->task = task;
     r->a0 = a0;
     r->a1 = a1;
@@ -42,6 +42,20 @@ static inline struct evl_rec *evl__trace_rec(evl_loop *loop, uint16_t kind, uint
     loop->trace_len += size;
     loop->trace_nrec++;
     return r;
+}
+
+static inline uint64_t evl__trace_clock(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* The same, stamped now. */
+static inline struct evl_rec *evl__trace_rec(evl_loop *loop, uint16_t kind, uint16_t size,
+                                             uint64_t task, uint32_t a32, uint64_t a0, uint64_t a1)
+{
+    return evl__trace_rec_at(loop, kind, size, task, a32, a0, a1, evl__trace_clock());
 }
 
 #define EVL__REC(loop, name, task, a32, a0, a1)                                \
@@ -109,6 +123,20 @@ static inline void evl__tr_task_suspend(evl_loop *loop, uint64_t task, int reaso
     EVL__REC(loop, task_suspend, task, (uint32_t)reason, obj, timeout);
 }
 
+/* sleep(0): suspended and woken at once, one clock read for both. */
+static inline void evl__tr_task_yield(evl_loop *loop, uint64_t task)
+{
+    EVL_PROBE(task_suspend, loop->id, task, EVL_SUSPEND_YIELD, 0, 0);
+    EVL_PROBE(task_wake, loop->id, task, EVL_WAKER_YIELD, task);
+    if (EVL_BATCHING()) {
+        struct evl_rec *r = evl__trace_rec(loop, EVL_PROBE_ID_task_suspend, sizeof(*r), task,
+                                           EVL_SUSPEND_YIELD, 0, 0);
+        uint64_t ts = r->ts;
+        evl__trace_rec_at(loop, EVL_PROBE_ID_task_wake, sizeof(*r), task, EVL_WAKER_YIELD,
+                              task, 0, ts);
+    }
+}
+
 static inline void evl__tr_task_wake(evl_loop *loop, uint64_t task, int kind, uint64_t waker)
 {
     EVL_PROBE(task_wake, loop->id, task, kind, waker);
@@ -137,7 +165,11 @@ static inline void evl__tr_poll_enter(evl_loop *loop, int64_t timeout)
 {
     EVL_PROBE(poll_enter, loop->id, timeout);
     EVL__REC(loop, poll_enter, 0, 0, (uint64_t)timeout, 0);
-    evl__trace_flush(loop);           /* the thread may sleep now */
+    /* Hand the records over before the thread may sleep; a busy loop
+     * (timeout 0) flushes when the buffer is full: a uprobe hit costs
+     * microseconds, the fewer the better. */
+    if (timeout != 0)
+        evl__trace_flush(loop);
 }
 
 static inline void evl__tr_poll_exit(evl_loop *loop, int n)

@@ -457,7 +457,7 @@ def blocking_fsync():
 @case
 def blocking_spin():
     """50 ms of CPU in a task: on-CPU episode, stack in the spinning code."""
-    check_bug("spin", 2, None, 40, 150)
+    check_bug("spin", 2, None, 40, 500)
 
 
 @case
