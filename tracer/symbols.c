@@ -105,6 +105,16 @@ static ls_sym ls_resolve(ls_syms *s, uint64_t addr)
     Dwarf_Files *files = NULL;
     size_t nfiles = 0;
     int n = cu ? dwarf_getscopes(cu, addr - bias, &scopes) : 0;
+    if (n > 0) {
+        /* As eu-addr2line -i does: re-derive the chain from the innermost
+         * scope's DIE, so that nested inline instances are all visited. */
+        Dwarf_Die inner;
+        if (dwarf_offdie(dwarf_cu_getdwarf(cu->cu), dwarf_dieoffset(&scopes[0]), &inner)) {
+            free(scopes);
+            scopes = NULL;
+            n = dwarf_getscopes_die(&inner, &scopes);
+        }
+    }
     if (cu)
         dwarf_getsrcfiles(cu, &files, &nfiles);
     for (int i = 0; i < n; i++) {
