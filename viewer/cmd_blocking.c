@@ -309,8 +309,7 @@ int cmd_blocking(int argc, char **argv)
         ls_json_end_array(j);
         ls_json_key(j, "by"); ls_json_str(j, o.by);
         ls_json_key(j, "groups");
-        fflush(stdout);
-        ls_table_print(tab, stdout, true);
+        ls_table_print_json(tab, j);
         ls_json_end_object(j);
     } else if (n) {
         printf("\nby %s:\n", o.by);

@@ -19,7 +19,11 @@ static const struct command {
     { "record", cmd_record, "attach to a libevl process (or start one) and record a trace" },
     { "info", cmd_info, "what a trace holds: target, duration, tasks, events, drops" },
     { "tasks", cmd_tasks, "one row per task: state, busy/scheduled/idle time, steps, wakes" },
+    { "timeline", cmd_timeline, "swimlanes per task (running, ready, suspended, blocking); --svg" },
     { "blocking", cmd_blocking, "blocking episodes: call site, stack, delayed tasks; totals" },
+    { "graph", cmd_graph, "Graphviz graphs: blocking call graph, task tree, lifecycle diagram" },
+    { "export", cmd_export, "export to the Chrome/Perfetto trace event format" },
+    { "lint", cmd_lint, "warnings with evidence: blocking, leaks, lost wakeups, late timers" },
     { "sql", cmd_sql, "run SQL on a trace" },
     { "help", cmd_help, "list commands, or show one command's help" },
 };

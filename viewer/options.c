@@ -3,6 +3,7 @@
  */
 #include "commands.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,9 +18,10 @@ int ls_parse_common(int argc, char **argv, const char *usage, const char **path,
     opts[n++] = (struct option){ "help", no_argument, NULL, 'h' };
     if (json)
         opts[n++] = (struct option){ "json", no_argument, NULL, 'J' };
-    for (const struct option *o = spec && spec->longopts ? spec->longopts : NULL; o && o->name; o++)
-        if (n < LS_MAX_OPTS - 1)
-            opts[n++] = *o;
+    for (const struct option *o = spec && spec->longopts ? spec->longopts : NULL; o && o->name; o++) {
+        assert(n < LS_MAX_OPTS - 1 && "raise LS_MAX_OPTS");
+        opts[n++] = *o;
+    }
     opts[n] = (struct option){ NULL, 0, NULL, 0 };
     char shortopts[64];
     snprintf(shortopts, sizeof(shortopts), "h%s", spec && spec->shortopts ? spec->shortopts : "");

@@ -197,22 +197,8 @@ void ls_table_print(ls_table *t, FILE *f, bool json)
     if (json) {
         ls_json j;
         ls_json_init(&j, f);
-        ls_json_begin_array(&j);
-        for (size_t r = 0; r < nrows; r++) {
-            ls_json_begin_object(&j);
-            for (int c = 0; c < t->ncols; c++) {
-                ls_cell *x = &t->cells[r * (size_t)t->ncols + (size_t)c];
-                ls_json_key(&j, t->cols[c].json_key ? t->cols[c].json_key : t->cols[c].header);
-                if (x->kind == LS_CELL_STR)
-                    ls_json_str(&j, x->s);
-                else if (x->kind == LS_CELL_NULL)
-                    ls_json_null(&j);
-                else
-                    ls_json_int(&j, x->v);
-            }
-            ls_json_end_object(&j);
-        }
-        ls_json_end_array(&j);
+        ls_table_print_json(t, &j);
+        return;
     } else {
         size_t w[64] = { 0 };
         for (int c = 0; c < t->ncols && c < 64; c++)
@@ -237,6 +223,28 @@ void ls_table_print(ls_table *t, FILE *f, bool json)
             fputc('\n', f);
         }
     }
+    ls_table_free(t);
+}
+
+void ls_table_print_json(ls_table *t, ls_json *j)
+{
+    size_t nrows = t->ncells / (size_t)t->ncols;
+    ls_json_begin_array(j);
+    for (size_t r = 0; r < nrows; r++) {
+        ls_json_begin_object(j);
+        for (int c = 0; c < t->ncols; c++) {
+            ls_cell *x = &t->cells[r * (size_t)t->ncols + (size_t)c];
+            ls_json_key(j, t->cols[c].json_key ? t->cols[c].json_key : t->cols[c].header);
+            if (x->kind == LS_CELL_STR)
+                ls_json_str(j, x->s);
+            else if (x->kind == LS_CELL_NULL)
+                ls_json_null(j);
+            else
+                ls_json_int(j, x->v);
+        }
+        ls_json_end_object(j);
+    }
+    ls_json_end_array(j);
     ls_table_free(t);
 }
 

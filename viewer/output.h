@@ -56,5 +56,8 @@ void ls_table_null(ls_table *t);
 /* Print (aligned text, or a JSON array of objects) and free. */
 void ls_table_print(ls_table *t, FILE *f, bool json);
 void ls_table_free(ls_table *t);
+/* The rows as a JSON array written through j (e.g. as a value after
+ * ls_json_key), then free. */
+void ls_table_print_json(ls_table *t, ls_json *j);
 
 #endif

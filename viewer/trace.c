@@ -161,6 +161,8 @@ int64_t ls_parse_duration(const char *s)
 {
     char *end;
     errno = 0;
+    if (!s || !(*s >= '0' && *s <= '9') )
+        return -1;                    /* no sign, no leading blanks */
     double v = strtod(s, &end);
     if (end == s || errno || !(v >= 0) || !isfinite(v))
         return -1;
@@ -174,6 +176,8 @@ int64_t ls_parse_duration(const char *s)
     else if (!strcmp(end, "ns"))
         mul = 1;
     else
+        return -1;
+    if (v * mul >= 9.2e18)            /* beyond int64_t nanoseconds */
         return -1;
     return (int64_t)(v * mul + 0.5);
 }

@@ -20,9 +20,10 @@ The expected result is tests/viewer/golden/CMD.NAME.out: the exit status,
 stdout and stderr (with the placeholders' paths written back as
 placeholders).  Files written to {out:FILE} are compared too when their
 golden copy CMD.NAME.FILE exists (text outputs such as .dot and .json), and
-always checked for well-formedness: .svg is parsed as XML, .json as JSON,
-.dot is parsed back by Graphviz (dot -Tcanon), .png must start with the PNG
-signature.  To refresh after an intended change: --update, then review the
+checked for well-formedness when the command succeeded: .svg is parsed as
+XML, .json as JSON, .dot is parsed back by Graphviz (dot -Tcanon), .png and
+.pdf must start with their signatures; when it failed, the file must not
+exist.  To refresh after an intended change: --update, then review the
 diff (git diff tests/viewer/golden) before committing.
 """
 import argparse
@@ -127,6 +128,8 @@ def check_file(path, name):
             json.loads(data)
         elif name.endswith(".png") and not data.startswith(b"\x89PNG\r\n\x1a\n"):
             return f"{name} is not a PNG"
+        elif name.endswith(".pdf") and not data.startswith(b"%PDF-"):
+            return f"{name} is not a PDF"
         elif name.endswith(".dot"):
             p = subprocess.run(["dot", "-Tcanon", path], capture_output=True, text=True)
             if p.returncode != 0:
@@ -147,13 +150,18 @@ def run_case(a, case, args, update):
         errors = []
         files = {}
         for path, ph in subst.items():
-            if ph.startswith("{out:"):
-                name = ph[5:-1]
-                err = check_file(path, name)
-                if err:
-                    errors.append(err)
-                elif not name.endswith((".png", ".svg")):
-                    files[name] = normalize(open(path, errors="replace").read(), subst)
+            if not ph.startswith("{out:"):
+                continue
+            name = ph[5:-1]
+            if p.returncode != 0:         # a failing command must not leave it behind
+                if os.path.exists(path):
+                    errors.append(f"{name} was written although the command failed")
+                continue
+            err = check_file(path, name)
+            if err:
+                errors.append(err)
+            elif not name.endswith((".png", ".svg", ".pdf")):
+                files[name] = normalize(open(path, errors="replace").read(), subst)
         golden = os.path.join(HERE, "golden", f"{case}.out")
         if update:
             open(golden, "w").write(got)

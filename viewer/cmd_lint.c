@@ -1,0 +1,653 @@
+/*
+ * cmd_lint.c -- `loopscope lint TRACE`: warnings with evidence, one per
+ * line, for the mistakes event-loop code makes: blocking steps, tasks that
+ * never yield, leaked tasks, lost wakeups, unretrieved errors, self-waking
+ * tasks, late timers, lossy traces.  The rules and their exact definitions
+ * are in the usage text (`loopscope lint --help`); each has a stable id.
+ *
+ * SQL-driven: each rule is one query, ordered so the output is stable
+ * (rules in table order, then by time or id).  The events table is scanned
+ * once, into a small temporary table of the rare events the rules look at
+ * (cancels, leaks, awaits on tasks, self-wakes); late timers use the
+ * timer_lateness view (one more pass); everything else is index lookups on
+ * tasks, task_stats, blocking and events(task_id, ts_ns).  Schema:
+ * tracer/SCHEMA.md.
+ */
+#define _GNU_SOURCE
+#include "commands.h"
+#include "output.h"
+#include "trace.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char usage[] =
+    "usage: loopscope lint TRACE [--strict] [--late DUR] [--json]\n"
+    "\n"
+    "Warnings with evidence, one per line: warning[RULE] WHAT (+TIME), where\n"
+    "TIME is from the recording start; then a summary line.  THRESHOLD is the\n"
+    "recording's blocking threshold (meta block_threshold_ns; 10ms if unset).\n"
+    "\n"
+    "rules:\n"
+    "  blocking-step      a blocking episode (the blocking table): the loop was\n"
+    "                     held at least THRESHOLD by a blocking call (off-cpu) or\n"
+    "                     a long computation (on-cpu); one warning per episode,\n"
+    "                     with the application's call site\n"
+    "  never-yields       a task whose longest step (task_run to its next suspend\n"
+    "                     or finish) lasted at least THRESHOLD, or at least\n"
+    "                     max(1ms, THRESHOLD/10) and half of its lifetime; one per\n"
+    "                     task, at its longest step\n"
+    "  leaked-task        a leak verdict of libevl (task_leak events):\n"
+    "                     pending_at_close (still pending when its loop closed)\n"
+    "                     or abandoned (awaits a future nothing can complete)\n"
+    "  lost-wakeup        an unfinished task whose last lifecycle event shows a\n"
+    "                     wakeup that never took effect, while its loop went on\n"
+    "                     for at least THRESHOLD (until it stopped or the\n"
+    "                     recording ended): (a) it was woken (task_wake) but never\n"
+    "                     ran again; (b) it awaits a task that finished, but was\n"
+    "                     never woken; (c) it was cancelled while suspended, but\n"
+    "                     never woken\n"
+    "  unretrieved-error  a task whose error nobody read: libevl's unretrieved\n"
+    "                     leak verdict, or a failed task that no task awaited (no\n"
+    "                     task_suspend with reason task on it, and no gather of\n"
+    "                     its parent while it was alive).  An await on a task that\n"
+    "                     had already finished does not suspend, so the second\n"
+    "                     case may be a false alarm: check the code\n"
+    "  self-wake          a task woken with itself as the waker (task_wake arg0 =\n"
+    "                     its own id), other than by a yield; one per task\n"
+    "  late-timer         a sleep whose timer fired more than DUR after its\n"
+    "                     deadline (the timer_lateness view); one per task,\n"
+    "                     with the count and the worst\n"
+    "  lossy-trace        the recording dropped events or could not read\n"
+    "                     batches: other rules may miss or misreport\n"
+    "\n"
+    "  --late DUR   late-timer threshold (default: THRESHOLD, or 5ms if unset)\n"
+    "  --strict     exit 1 when any warning fires (for CI)\n"
+    "  --json       a JSON array of {rule, task_id, task, message, evidence}\n"
+    "\n"
+    "example: loopscope lint trace.db --strict --late 2ms\n";
+
+struct opts {
+    bool strict;
+    int64_t late;              /* -1: default */
+};
+
+static int on_opt(int c, const char *arg, void *ctx)
+{
+    struct opts *o = ctx;
+    switch (c) {
+    case 's':
+        o->strict = true;
+        return 0;
+    case 'l':
+        o->late = ls_parse_duration(arg);
+        if (o->late < 0)
+            return ls_error("lint: invalid --late '%s' (e.g. 5ms, 1.5s)", arg);
+        return 0;
+    }
+    return 0;
+}
+
+/* The rules, in output order; the index is the counter slot. */
+enum { R_BLOCKING, R_NEVER_YIELDS, R_LEAKED, R_LOST_WAKEUP, R_UNRETRIEVED, R_SELF_WAKE,
+       R_LATE_TIMER, R_LOSSY, R_COUNT };
+static const char *const rule_ids[R_COUNT] = {
+    "blocking-step", "never-yields", "leaked-task", "lost-wakeup", "unretrieved-error",
+    "self-wake", "late-timer", "lossy-trace",
+};
+
+typedef struct lint {
+    ls_trace *t;
+    ls_json *j;                /* NULL: text */
+    int64_t start, end, thr, late;
+    long counts[R_COUNT];
+    long total;
+} lint;
+
+/* -------------------------------------------------------------- output */
+
+/* Start a warning: text line, or a JSON object with its "evidence" object
+ * left open for ev_* (warn_end closes it).  task_id < 0: no task. */
+static void warn_begin(lint *L, int rule, int64_t task_id, const char *task, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+static void warn_begin(lint *L, int rule, int64_t task_id, const char *task, const char *fmt, ...)
+{
+    char *msg = NULL;
+    va_list ap;
+    va_start(ap, fmt);
+    if (vasprintf(&msg, fmt, ap) < 0)
+        msg = NULL;
+    va_end(ap);
+    L->counts[rule]++;
+    L->total++;
+    if (!L->j) {
+        printf("warning[%s] %s\n", rule_ids[rule], msg ? msg : "?");
+    } else {
+        ls_json_begin_object(L->j);
+        ls_json_key(L->j, "rule"); ls_json_str(L->j, rule_ids[rule]);
+        ls_json_key(L->j, "task_id");
+        if (task_id < 0)
+            ls_json_null(L->j);
+        else
+            ls_json_int(L->j, task_id);
+        ls_json_key(L->j, "task"); ls_json_str(L->j, task_id < 0 ? NULL : task);
+        ls_json_key(L->j, "message"); ls_json_str(L->j, msg);
+        ls_json_key(L->j, "evidence");
+        ls_json_begin_object(L->j);
+    }
+    free(msg);
+}
+
+static void ev_int(lint *L, const char *k, int64_t v)
+{
+    if (L->j) {
+        ls_json_key(L->j, k);
+        ls_json_int(L->j, v);
+    }
+}
+
+static void ev_str(lint *L, const char *k, const char *v)
+{
+    if (L->j) {
+        ls_json_key(L->j, k);
+        ls_json_str(L->j, v);
+    }
+}
+
+static void warn_end(lint *L)
+{
+    if (L->j) {
+        ls_json_end_object(L->j);
+        ls_json_end_object(L->j);
+    }
+}
+
+/* ------------------------------------------------------------- helpers */
+
+static const char *col_text(sqlite3_stmt *st, int i)
+{
+    return (const char *)sqlite3_column_text(st, i);
+}
+
+static bool col_null(sqlite3_stmt *st, int i) { return sqlite3_column_type(st, i) == SQLITE_NULL; }
+
+/* Durations for messages; a few buffers so one printf can use several. */
+static const char *dur(int64_t ns)
+{
+    static char bufs[8][32];
+    static int n;
+    char *b = bufs[n++ % 8];
+    return ls_fmt_dur(b, sizeof(bufs[0]), ns);
+}
+
+/* "+1.23s": a time from the recording start. */
+static const char *at(lint *L, int64_t ns)
+{
+    static char bufs[8][40];
+    static int n;
+    char *b = bufs[n++ % 8];
+    char d[32];
+    snprintf(b, sizeof(bufs[0]), "+%s", ls_fmt_dur(d, sizeof(d), ns - L->start < 0 ? 0 : ns - L->start));
+    return b;
+}
+
+/* "file.c:42 fn" with GCC's clone suffixes (.constprop.0, .isra.0, .part.1,
+ * .cold) dropped from fn: the user wrote spin_ms, not spin_ms.constprop.0. */
+static char *site_text(const char *file, int line, const char *fn)
+{
+    char *clean = fn ? strdup(fn) : NULL, *s = NULL;
+    if (clean && clean[0] != '.') {
+        char *dot = strchr(clean, '.');
+        if (dot)
+            *dot = 0;
+    }
+    if (file) {
+        if (asprintf(&s, "%s:%d %s", ls_short_path(file), line, clean ? clean : "?") < 0)
+            s = NULL;
+    } else if (clean) {
+        s = strdup(clean);
+    }
+    free(clean);
+    return s;
+}
+
+static bool run_rows(lint *L, sqlite3_stmt *st, void (*row)(lint *L, sqlite3_stmt *st))
+{
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+        row(L, st);
+    bool ok = ls_step_ok(L->t, st, rc);
+    sqlite3_finalize(st);
+    return ok;
+}
+
+/* Prepare sql and bind ?1 start, ?2 end, ?3 threshold, ?4 late. */
+static sqlite3_stmt *prep(lint *L, const char *sql)
+{
+    sqlite3_stmt *st = ls_prepare(L->t, sql);
+    if (!st)
+        return NULL;
+    int n = sqlite3_bind_parameter_count(st);
+    int64_t v[] = { L->start, L->end, L->thr, L->late };
+    for (int i = 1; i <= n && i <= 4; i++)
+        sqlite3_bind_int64(st, i, v[i - 1]);
+    return st;
+}
+
+static const char *task_or(const char *name) { return name ? name : "?"; }
+
+/* -------------------------------------------------------- blocking-step */
+
+static const char blocking_sql[] =
+    "SELECT b.id, b.task_id, t.name, b.start_ns, b.dur_ns, b.kind, y.name, s.file, s.line,"
+    "  s.function, b.delayed_tasks"
+    " FROM blocking b LEFT JOIN tasks t ON t.id = b.task_id"
+    " LEFT JOIN syscalls y ON y.nr = b.syscall LEFT JOIN sites s ON s.stack_id = b.stack_id"
+    " ORDER BY b.start_ns, b.id";
+
+static void blocking_row(lint *L, sqlite3_stmt *st)
+{
+    int64_t id = sqlite3_column_int64(st, 0), task = col_null(st, 1) ? -1 : sqlite3_column_int64(st, 1);
+    int64_t ts = sqlite3_column_int64(st, 3), d = sqlite3_column_int64(st, 4);
+    int64_t delayed = sqlite3_column_int64(st, 10);
+    const char *name = col_text(st, 2), *sys = col_text(st, 6);
+    bool oncpu = sqlite3_column_int(st, 5) == 2;
+    char *site = site_text(col_text(st, 7), sqlite3_column_int(st, 8), col_text(st, 9));
+    char who[300], delay[64] = "";
+    if (task >= 0)
+        snprintf(who, sizeof(who), "task '%s' (id %lld)", task_or(name), (long long)task);
+    else
+        snprintf(who, sizeof(who), "a callback");
+    if (delayed)
+        snprintf(delay, sizeof(delay), ", delaying %lld task%s", (long long)delayed,
+                 delayed == 1 ? "" : "s");
+    warn_begin(L, R_BLOCKING, task, name, "%s held the loop %s %s%s%s at %s (%s)%s", who, dur(d),
+               oncpu ? "on-cpu" : "off-cpu", sys ? " in " : "", sys ? sys : "",
+               site ? site : "(no application frame)", at(L, ts), delay);
+    ev_int(L, "episode", id);
+    ev_str(L, "kind", oncpu ? "on-cpu" : "off-cpu");
+    ev_str(L, "syscall", sys);
+    ev_str(L, "site", site);
+    ev_int(L, "start_ns", ts - L->start);
+    ev_int(L, "dur_ns", d);
+    ev_int(L, "delayed_tasks", delayed);
+    warn_end(L);
+    free(site);
+}
+
+/* --------------------------------------------------------- never-yields */
+
+/* Candidates from task_stats, then each one's longest step from its
+ * task_run events (index range of that task only). */
+static const char never_sql[] =
+    "WITH c AS (SELECT t.id, t.name, t.function, s.longest_step_ns AS step, s.resumes,"
+    "    coalesce(t.ended_ns, ?2) - t.created_ns AS life"
+    "  FROM tasks t JOIN task_stats s ON s.task_id = t.id"
+    "  WHERE s.longest_step_ns >= ?3 OR (s.longest_step_ns >= max(1000000, ?3 / 10)"
+    "    AND 2 * s.longest_step_ns >= coalesce(t.ended_ns, ?2) - t.created_ns)),"
+    " steps AS (SELECT c.id, e.ts_ns AS ts, coalesce((SELECT min(n.ts_ns) FROM events n"
+    "    WHERE n.task_id = e.task_id AND n.kind IN (5, 7) AND n.ts_ns >= e.ts_ns), ?2) - e.ts_ns"
+    "    AS len FROM c JOIN events e ON e.task_id = c.id AND e.kind = 4),"
+    " best AS (SELECT id, ts, max(len) AS len FROM steps GROUP BY id)" /* ts: of the max row */
+    " SELECT c.id, c.name, c.function, c.step, c.resumes, c.life, b.ts, b.len,"
+    "  (SELECT coalesce(sum(k.dur_ns), 0) FROM blocking k WHERE k.task_id = c.id AND k.kind = 1"
+    "     AND k.start_ns >= b.ts AND k.start_ns < b.ts + b.len)"
+    " FROM c JOIN best b ON b.id = c.id ORDER BY c.id";
+
+static void never_row(lint *L, sqlite3_stmt *st)
+{
+    int64_t id = sqlite3_column_int64(st, 0), step = sqlite3_column_int64(st, 3);
+    int64_t resumes = sqlite3_column_int64(st, 4), life = sqlite3_column_int64(st, 5);
+    int64_t ts = sqlite3_column_int64(st, 6), blocked = sqlite3_column_int64(st, 8);
+    const char *name = col_text(st, 1), *fn = col_text(st, 2);
+    char *clean = site_text(NULL, 0, fn);
+    char extra[96] = "";
+    if (blocked > 0)
+        snprintf(extra, sizeof(extra), "; %s of it blocked off-cpu, see blocking-step", dur(blocked));
+    int pct = life > 0 ? (int)(100 * step / life) : 100;
+    if (pct > 100)
+        pct = 100;
+    if (resumes <= 1)
+        warn_begin(L, R_NEVER_YIELDS, id, name,
+                   "task '%s' (id %lld) never yielded: its only step ran %s (%d%% of its "
+                   "lifetime) in %s (%s)%s", task_or(name), (long long)id, dur(step), pct,
+                   clean ? clean : "?", at(L, ts), extra);
+    else
+        warn_begin(L, R_NEVER_YIELDS, id, name,
+                   "task '%s' (id %lld) ran %s without yielding (the longest of its %lld steps, "
+                   "%d%% of its lifetime) in %s (%s)%s", task_or(name), (long long)id, dur(step),
+                   (long long)resumes, pct, clean ? clean : "?", at(L, ts), extra);
+    ev_int(L, "step_start_ns", ts - L->start);
+    ev_int(L, "step_ns", step);
+    ev_int(L, "steps", resumes);
+    ev_int(L, "lifetime_ns", life);
+    ev_int(L, "blocked_off_cpu_ns", blocked);
+    ev_str(L, "function", fn);
+    warn_end(L);
+    free(clean);
+}
+
+/* ---------------------------------------------------------- leaked-task */
+
+/* What the task was doing when the verdict came: its last suspend. */
+static const char leak_sql[] =
+    "SELECT l.task_id, t.name, l.reason, k.name, l.ts_ns, s.ts_ns, r.name, s.arg0"
+    " FROM lint_ev l LEFT JOIN tasks t ON t.id = l.task_id"
+    " LEFT JOIN leak_kinds k ON k.id = l.reason"
+    " LEFT JOIN events s ON s.rowid = (SELECT p.rowid FROM events p WHERE p.task_id = l.task_id"
+    "   AND p.kind = 5 AND p.ts_ns <= l.ts_ns ORDER BY p.ts_ns DESC, p.rowid DESC LIMIT 1)"
+    " LEFT JOIN suspend_reasons r ON r.id = s.reason"
+    " WHERE l.kind = 9 AND l.reason IN (1, 2) ORDER BY l.ts_ns, l.rid";
+
+static void awaits_text(char *buf, size_t n, const char *reason, int64_t obj)
+{
+    if (!reason)
+        snprintf(buf, n, "?");
+    else if (!strcmp(reason, "task"))
+        snprintf(buf, n, "task (id %lld)", (long long)obj);
+    else if (!strcmp(reason, "io"))
+        snprintf(buf, n, "io (fd %lld)", (long long)obj);
+    else if (!strcmp(reason, "sleep") || !strcmp(reason, "yield"))
+        snprintf(buf, n, "%s", reason);
+    else
+        snprintf(buf, n, "%s 0x%llx", reason, (unsigned long long)obj);
+}
+
+static void leak_row(lint *L, sqlite3_stmt *st)
+{
+    int64_t id = sqlite3_column_int64(st, 0), kind = sqlite3_column_int64(st, 2);
+    int64_t ts = sqlite3_column_int64(st, 4);
+    const char *name = col_text(st, 1), *kname = col_text(st, 3), *reason = col_text(st, 6);
+    char what[160] = "", aw[80];
+    if (!col_null(st, 5)) {
+        awaits_text(aw, sizeof(aw), reason, sqlite3_column_int64(st, 7));
+        snprintf(what, sizeof(what), " (suspended on %s since %s)", aw,
+                 at(L, sqlite3_column_int64(st, 5)));
+    }
+    warn_begin(L, R_LEAKED, id, name, "task '%s' (id %lld) leaked at %s: %s%s", task_or(name),
+               (long long)id, at(L, ts), kind == 1 ? "still pending when its loop closed"
+                                                   : "awaits a future that nothing can complete",
+               what);
+    ev_str(L, "verdict", kname);
+    ev_int(L, "leak_ns", ts - L->start);
+    if (!col_null(st, 5)) {
+        ev_int(L, "suspended_ns", sqlite3_column_int64(st, 5) - L->start);
+        ev_str(L, "suspend_reason", reason);
+        ev_int(L, "awaited", sqlite3_column_int64(st, 7));
+    }
+    warn_end(L);
+}
+
+/* ---------------------------------------------------------- lost-wakeup */
+
+/* Every unfinished task with its last lifecycle event (create..finish). */
+static const char lost_sql[] =
+    "SELECT t.id, t.name, coalesce(l.stopped_ns, ?2) AS stop, l.stopped_ns IS NOT NULL,"
+    "  e.kind, e.ts_ns, e.reason, e.arg0, a.name, a.ended_ns, wk.name, sr.name,"
+    "  (SELECT min(c.ts_ns) FROM lint_ev c WHERE c.task_id = t.id AND c.kind = 8"
+    "     AND c.ts_ns >= e.ts_ns)"
+    " FROM tasks t LEFT JOIN loops l ON l.id = t.loop_id"
+    " JOIN events e ON e.rowid = (SELECT p.rowid FROM events p WHERE p.task_id = t.id"
+    "   AND p.kind BETWEEN 3 AND 7 ORDER BY p.ts_ns DESC, p.rowid DESC LIMIT 1)"
+    " LEFT JOIN tasks a ON e.kind = 5 AND e.reason = 4 AND a.id = e.arg0"
+    " LEFT JOIN waker_kinds wk ON e.kind = 6 AND wk.id = e.reason"
+    " LEFT JOIN suspend_reasons sr ON e.kind = 5 AND sr.id = e.reason"
+    " WHERE t.ended_ns IS NULL ORDER BY t.id";
+
+static void lost_row(lint *L, sqlite3_stmt *st)
+{
+    int64_t id = sqlite3_column_int64(st, 0), stop = sqlite3_column_int64(st, 2);
+    bool stopped = sqlite3_column_int(st, 3) != 0;
+    int kind = sqlite3_column_int(st, 4);
+    int64_t ts = sqlite3_column_int64(st, 5), reason = sqlite3_column_int64(st, 6);
+    int64_t arg0 = sqlite3_column_int64(st, 7);
+    const char *name = col_text(st, 1), *awaited = col_text(st, 8);
+    const char *waker = col_text(st, 10), *sreason = col_text(st, 11);
+    const char *until = stopped ? "its loop stopped" : "the recording ended";
+    if (kind == 6 && stop - ts >= L->thr) {                          /* (a) */
+        warn_begin(L, R_LOST_WAKEUP, id, name,
+                   "task '%s' (id %lld) was woken (%s) at %s but never ran again; %s %s later",
+                   task_or(name), (long long)id, waker ? waker : "?", at(L, ts), until,
+                   dur(stop - ts));
+        ev_str(L, "case", "woken, never ran");
+        ev_int(L, "wake_ns", ts - L->start);
+        ev_str(L, "waker_kind", waker);
+        if (arg0 > 0)
+            ev_int(L, "waker_task", arg0);
+    } else if (kind == 5 && reason == 4 && !col_null(st, 9) &&
+               stop - (sqlite3_column_int64(st, 9) > ts ? sqlite3_column_int64(st, 9) : ts) >= L->thr) {
+        int64_t done = sqlite3_column_int64(st, 9);                  /* (b) */
+        warn_begin(L, R_LOST_WAKEUP, id, name,
+                   "task '%s' (id %lld) awaits task '%s' (id %lld), which finished at %s, but "
+                   "was never woken; %s %s later", task_or(name), (long long)id,
+                   task_or(awaited), (long long)arg0, at(L, done), until,
+                   dur(stop - (done > ts ? done : ts)));
+        ev_str(L, "case", "awaited task finished, never woken");
+        ev_int(L, "suspend_ns", ts - L->start);
+        ev_int(L, "awaited_task", arg0);
+        ev_int(L, "awaited_end_ns", done - L->start);
+    } else if (kind == 5 && !col_null(st, 12) && stop - sqlite3_column_int64(st, 12) >= L->thr) {
+        int64_t c = sqlite3_column_int64(st, 12);                    /* (c) */
+        warn_begin(L, R_LOST_WAKEUP, id, name,
+                   "task '%s' (id %lld) was cancelled at %s while suspended on %s, but was "
+                   "never woken; %s %s later", task_or(name), (long long)id, at(L, c),
+                   sreason ? sreason : "?", until, dur(stop - c));
+        ev_str(L, "case", "cancelled, never woken");
+        ev_int(L, "suspend_ns", ts - L->start);
+        ev_str(L, "suspend_reason", sreason);
+        ev_int(L, "cancel_ns", c - L->start);
+    } else {
+        return;
+    }
+    ev_int(L, "stop_ns", stop - L->start);
+    warn_end(L);
+}
+
+/* ---------------------------------------------------- unretrieved-error */
+
+/* libevl's verdicts, then failed tasks without one that nobody awaited.
+ * The awaited set is computed from lint_ev (suspends on a task). */
+static const char unretrieved_sql[] =
+    "SELECT t.id, t.name, t.final_state, t.error, t.ended_ns, v.ts_ns, t.parent_id, p.name"
+    " FROM tasks t LEFT JOIN (SELECT task_id, min(ts_ns) AS ts_ns FROM lint_ev"
+    "   WHERE kind = 9 AND reason = 3 GROUP BY task_id) v ON v.task_id = t.id"
+    " LEFT JOIN tasks p ON p.id = t.parent_id"
+    " WHERE v.ts_ns IS NOT NULL OR (t.final_state = 5"
+    "   AND NOT EXISTS (SELECT 1 FROM lint_ev w WHERE w.kind = 5 AND w.arg0 = t.id)"
+    "   AND NOT EXISTS (SELECT 1 FROM events g WHERE g.task_id = t.parent_id AND g.kind = 5"
+    "     AND g.reason = 7 AND g.ts_ns BETWEEN t.created_ns AND t.ended_ns))"
+    " ORDER BY coalesce(v.ts_ns, t.ended_ns), t.id";
+
+static const char *err_name(int64_t err, char *buf, size_t n)
+{
+    const char *s = err < 0 && err > -4096 ? strerrorname_np((int)-err) : NULL;
+    if (s)
+        snprintf(buf, n, "%s", s);
+    else
+        snprintf(buf, n, "%lld", (long long)err);
+    return buf;
+}
+
+static void unretrieved_row(lint *L, sqlite3_stmt *st)
+{
+    int64_t id = sqlite3_column_int64(st, 0), err = sqlite3_column_int64(st, 3);
+    const char *name = col_text(st, 1);
+    char e[32];
+    err_name(err, e, sizeof(e));
+    bool verdict = !col_null(st, 5);
+    int state = sqlite3_column_int(st, 2);
+    const char *how = state == 5 ? "failed" : state == 6 ? "was cancelled" : "ended";
+    if (verdict)
+        warn_begin(L, R_UNRETRIEVED, id, name,
+                   "task '%s' (id %lld) %s with %s and nobody retrieved the error "
+                   "(unretrieved verdict at %s)", task_or(name), (long long)id, how, e,
+                   at(L, sqlite3_column_int64(st, 5)));
+    else
+        warn_begin(L, R_UNRETRIEVED, id, name,
+                   "task '%s' (id %lld) failed with %s at %s and no task awaited it",
+                   task_or(name), (long long)id, e, at(L, sqlite3_column_int64(st, 4)));
+    ev_str(L, "case", verdict ? "unretrieved verdict" : "failed, no awaiter");
+    ev_int(L, "error", err);
+    ev_str(L, "error_name", e);
+    if (!col_null(st, 4))
+        ev_int(L, "ended_ns", sqlite3_column_int64(st, 4) - L->start);
+    if (verdict)
+        ev_int(L, "verdict_ns", sqlite3_column_int64(st, 5) - L->start);
+    if (!col_null(st, 6)) {
+        ev_int(L, "parent_id", sqlite3_column_int64(st, 6));
+        ev_str(L, "parent", col_text(st, 7));
+    }
+    warn_end(L);
+}
+
+/* ------------------------------------------------------------ self-wake */
+
+static const char self_sql[] =
+    "SELECT w.task_id, t.name, count(*), min(w.ts_ns), group_concat(DISTINCT k.name)"
+    " FROM lint_ev w LEFT JOIN tasks t ON t.id = w.task_id"
+    " LEFT JOIN waker_kinds k ON k.id = w.reason"
+    " WHERE w.kind = 6 GROUP BY w.task_id ORDER BY min(w.ts_ns), w.task_id";
+
+static void self_row(lint *L, sqlite3_stmt *st)
+{
+    int64_t id = sqlite3_column_int64(st, 0), n = sqlite3_column_int64(st, 2);
+    const char *name = col_text(st, 1), *kinds = col_text(st, 4);
+    warn_begin(L, R_SELF_WAKE, id, name, "task '%s' (id %lld) woke itself %lld time%s (%s), "
+               "first at %s", task_or(name), (long long)id, (long long)n, n == 1 ? "" : "s",
+               kinds ? kinds : "?", at(L, sqlite3_column_int64(st, 3)));
+    ev_int(L, "count", n);
+    ev_int(L, "first_ns", sqlite3_column_int64(st, 3) - L->start);
+    ev_str(L, "waker_kinds", kinds);
+    warn_end(L);
+}
+
+/* ----------------------------------------------------------- late-timer */
+
+static const char late_sql[] =
+    "SELECT x.task_id, t.name, x.n, x.worst, x.worst_at, x.deadline"
+    " FROM (SELECT task_id, count(*) AS n, max(late_ns) AS worst,"
+    "         fired_ns AS worst_at, deadline_ns AS deadline"   /* bare columns: of the max row */
+    "       FROM timer_lateness WHERE late_ns > ?4 GROUP BY task_id) x"
+    " LEFT JOIN tasks t ON t.id = x.task_id ORDER BY x.worst_at, x.task_id";
+
+static void late_row(lint *L, sqlite3_stmt *st)
+{
+    int64_t id = sqlite3_column_int64(st, 0), n = sqlite3_column_int64(st, 2);
+    int64_t worst = sqlite3_column_int64(st, 3), when = sqlite3_column_int64(st, 4);
+    const char *name = col_text(st, 1);
+    if (n == 1)
+        warn_begin(L, R_LATE_TIMER, id, name, "task '%s' (id %lld): a timer fired %s late "
+                   "(deadline %s, fired %s)", task_or(name), (long long)id, dur(worst),
+                   at(L, sqlite3_column_int64(st, 5)), at(L, when));
+    else
+        warn_begin(L, R_LATE_TIMER, id, name, "task '%s' (id %lld): %lld timers fired more "
+                   "than %s late, the worst %s late (fired %s)", task_or(name), (long long)id,
+                   (long long)n, dur(L->late), dur(worst), at(L, when));
+    ev_int(L, "count", n);
+    ev_int(L, "threshold_ns", L->late);
+    ev_int(L, "worst_late_ns", worst);
+    ev_int(L, "worst_deadline_ns", sqlite3_column_int64(st, 5) - L->start);
+    ev_int(L, "worst_fired_ns", when - L->start);
+    warn_end(L);
+}
+
+/* ---------------------------------------------------------- lossy-trace */
+
+static void lossy(lint *L)
+{
+    int64_t drop = ls_meta_int(L->t, "dropped_events", 0);
+    int64_t msgs = ls_meta_int(L->t, "dropped_messages", 0);
+    int64_t rerr = ls_meta_int(L->t, "read_errors", 0);
+    if (drop <= 0 && msgs <= 0 && rerr <= 0)
+        return;
+    warn_begin(L, R_LOSSY, -1, NULL, "the recording lost data: %lld dropped events, %lld dropped "
+               "messages, %lld unreadable batches; other warnings may be missing or wrong "
+               "(record with a larger --ringbuf)", (long long)drop, (long long)msgs,
+               (long long)rerr);
+    ev_int(L, "dropped_events", drop);
+    ev_int(L, "dropped_messages", msgs);
+    ev_int(L, "read_errors", rerr);
+    warn_end(L);
+}
+
+/* -------------------------------------------------------------- command */
+
+/* The one pass over events: the rare ones the rules need. */
+static const char lint_ev_sql[] =
+    "CREATE TEMP TABLE lint_ev AS SELECT rowid AS rid, ts_ns, task_id, kind, reason, arg0"
+    " FROM events WHERE kind IN (8, 9) OR (kind = 5 AND reason = 4)"
+    "   OR (kind = 6 AND arg0 = task_id AND reason <> 6)";
+
+int cmd_lint(int argc, char **argv)
+{
+    struct opts o = { .late = -1 };
+    static const struct option longopts[] = {
+        { "strict", no_argument, NULL, 's' },
+        { "late", required_argument, NULL, 'l' },
+        { 0 },
+    };
+    ls_optspec spec = { longopts, "", on_opt, &o };
+    const char *path;
+    bool json = false;
+    int rc = ls_parse_common(argc, argv, usage, &path, &json, &spec, NULL);
+    if (rc)
+        return rc;
+    ls_trace *t = ls_trace_open(path);
+    if (!t)
+        return 1;
+    sqlite3_exec(t->db, "PRAGMA mmap_size = 4294967296; PRAGMA cache_size = -262144;"
+                        " PRAGMA temp_store = MEMORY", NULL, NULL, NULL);
+    lint L = { .t = t };
+    L.start = ls_meta_int(t, "start_ns", 0);
+    L.end = ls_meta_int(t, "end_ns", L.start);
+    L.thr = ls_meta_int(t, "block_threshold_ns", 0);
+    if (L.thr <= 0)
+        L.thr = 10000000;
+    L.late = o.late >= 0 ? o.late : ls_meta_int(t, "block_threshold_ns", 0) > 0 ? L.thr : 5000000;
+    bool ok = ls_create_app_frames(t);
+    char *msg = NULL;
+    if (ok && sqlite3_exec(t->db, lint_ev_sql, NULL, NULL, &msg) != SQLITE_OK) {
+        ls_error("reading trace '%s': %s", path, msg ? msg : "?");
+        sqlite3_free(msg);
+        ok = false;
+    }
+    ls_json jj;
+    if (ok && json) {
+        L.j = &jj;
+        ls_json_init(L.j, stdout);
+        ls_json_begin_array(L.j);
+    }
+    static const struct { const char *sql; void (*row)(lint *, sqlite3_stmt *); } rules[] = {
+        { blocking_sql, blocking_row }, { never_sql, never_row }, { leak_sql, leak_row },
+        { lost_sql, lost_row }, { unretrieved_sql, unretrieved_row }, { self_sql, self_row },
+        { late_sql, late_row },
+    };
+    for (size_t i = 0; ok && i < sizeof(rules) / sizeof(rules[0]); i++) {
+        sqlite3_stmt *st = prep(&L, rules[i].sql);
+        ok = st && run_rows(&L, st, rules[i].row);
+    }
+    if (ok)
+        lossy(&L);
+    if (L.j) {
+        ls_json_end_array(L.j);
+    } else if (ok) {
+        if (!L.total) {
+            printf("no warnings\n");
+        } else {
+            printf("%ld warning%s (", L.total, L.total == 1 ? "" : "s");
+            const char *sep = "";
+            for (int r = 0; r < R_COUNT; r++)
+                if (L.counts[r]) {
+                    printf("%s%s %ld", sep, rule_ids[r], L.counts[r]);
+                    sep = ", ";
+                }
+            printf(")\n");
+        }
+    }
+    ls_trace_close(t);
+    if (!ok)
+        return 1;
+    return o.strict && L.total ? 1 : 0;
+}
