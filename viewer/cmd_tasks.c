@@ -174,6 +174,8 @@ int cmd_tasks(int argc, char **argv)
     sqlite3_finalize(st);
     if (ok)
         ls_table_print(tab, stdout, json);
+    else
+        ls_table_free(tab);
     ls_trace_close(t);
     return ok ? 0 : 1;
 }

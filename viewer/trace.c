@@ -14,12 +14,17 @@
 
 int ls_error(const char *fmt, ...)
 {
+    char buf[1024];
     va_list ap;
     va_start(ap, fmt);
-    fputs("error: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    vsnprintf(buf, sizeof(buf), fmt, ap);
     va_end(ap);
+    /* One line whatever the message quotes (SQLite repeats bytes of a
+     * damaged schema): control characters become '?'. */
+    for (char *p = buf; *p; p++)
+        if ((unsigned char)*p < 0x20 || *p == 0x7f)
+            *p = '?';
+    fprintf(stderr, "error: %s\n", buf);
     return 1;
 }
 

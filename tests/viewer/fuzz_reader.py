@@ -19,12 +19,17 @@ import tempfile
 
 COMMANDS = [
     ["info"],
+    ["info", "--json"],
     ["tasks"],
     ["tasks", "--sort", "busy"],
     ["blocking"],
     ["blocking", "--by", "task"],
     ["timeline"],
     ["lint"],
+    ["graph", "--kind", "tasks", "-o", "{out}.dot"],
+    ["graph", "--kind", "lifecycle", "-o", "{out}.dot"],
+    ["graph", "--kind", "blocking", "-o", "{out}.dot"],
+    ["export", "-o", "{out}.json"],
     ["sql", "SELECT count(*) FROM events"],
 ]
 
@@ -66,7 +71,8 @@ def main():
             path = os.path.join(tmp, f"m{i}.db")
             open(path, "wb").write(data)
             for cmd in COMMANDS:
-                argv = [a.loopscope, cmd[0], path, *cmd[1:]]
+                argv = [a.loopscope, cmd[0], path,
+                        *(c.replace("{out}", os.path.join(tmp, "out")) for c in cmd[1:])]
                 try:
                     p = subprocess.run(argv, capture_output=True, text=True, timeout=60,
                                        errors="replace")
