@@ -190,7 +190,8 @@ void *evl__ctx_make(void *stack_hi, void (*entry)(void *), void *arg);
 /* -------------------------------------------------------------- timers */
 
 typedef struct evl__heap_entry {
-    uint64_t deadline;        /* copy of t->evl__deadline: compare in place */
+    uint64_t deadline;        /* copies of t->evl__deadline and evl__seq:  */
+    uint64_t seq;             /* sifting compares in place, no pointer chase */
     evl_timer *t;
 } evl__heap_entry;
 
@@ -267,6 +268,8 @@ struct evl_loop {
     size_t asan_size;
     evl__task *tasks;         /* pending tasks (doubly linked) */
     uint64_t ntasks;          /* pending task count */
+    uint64_t next_task_id;    /* ids of this loop's block, [next, end) */
+    uint64_t task_id_end;
     uint64_t task_structs;    /* live task structs (not on task_free); a
                                * closed loop stays allocated until 0 */
     evl__stack *stack_pool;   /* free stacks */

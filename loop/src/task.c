@@ -25,6 +25,7 @@
 #endif
 
 static atomic_uint_fast64_t evl__next_task_id;
+#define EVL__TASK_ID_BLOCK 1024
 
 evl__task *evl__current_task(void)
 {
@@ -109,7 +110,14 @@ evl_task *evl_spawn(evl_loop *loop, const char *name, evl_task_fn fn, void *arg)
     t->sp = NULL;
     t->stack = NULL;
     t->asan_fake = NULL;
-    t->id = atomic_fetch_add_explicit(&evl__next_task_id, 1, memory_order_relaxed) + 1;
+    /* Process-unique ids, handed to each loop in blocks: no atomic
+     * operation per spawn. */
+    if (EVL__UNLIKELY(loop->next_task_id == loop->task_id_end)) {
+        loop->next_task_id = atomic_fetch_add_explicit(&evl__next_task_id, EVL__TASK_ID_BLOCK,
+                                                       memory_order_relaxed) + 1;
+        loop->task_id_end = loop->next_task_id + EVL__TASK_ID_BLOCK;
+    }
+    t->id = loop->next_task_id++;
     t->parent_id = loop->current ? loop->current->id : 0;
     t->resume = 0;
     t->ret = 0;

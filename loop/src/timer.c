@@ -1,9 +1,9 @@
 /*
  * timer.c -- timers: a 4-ary min-heap stored in an array, keyed on
  * (deadline, sequence number).  Like libev's, each entry carries a copy of
- * its deadline so sifting compares in place; the sequence number (read
- * through the pointer only on equal deadlines) makes equal deadlines fire in
- * scheduling order.  Removal is eager (the index lives in the timer), so a
+ * its key so sifting compares in place (equal deadlines are common: sleeps
+ * started in one iteration share the cached time); the sequence number
+ * makes equal deadlines fire in scheduling order.  Removal is eager (the index lives in the timer), so a
  * timer may sit in a task's stack frame.
  */
 #include "evl-internal.h"
@@ -17,9 +17,7 @@ static void evl__call_later_fire(evl_loop *loop, void *arg);
 
 static inline bool evl__before(const evl__heap_entry *a, const evl__heap_entry *b)
 {
-    if (a->deadline != b->deadline)
-        return a->deadline < b->deadline;
-    return a->t->evl__seq < b->t->evl__seq;
+    return a->deadline < b->deadline || (a->deadline == b->deadline && a->seq < b->seq);
 }
 
 static inline void evl__heap_place(evl__heap *h, uint32_t k, evl__heap_entry e)
@@ -72,7 +70,7 @@ static int evl__heap_push(evl__heap *h, evl_timer *t)
         h->cap = cap;
     }
     uint32_t k = h->n++;
-    h->a[k] = (evl__heap_entry){ t->evl__deadline, t };
+    h->a[k] = (evl__heap_entry){ t->evl__deadline, t->evl__seq, t };
     evl__upheap(h, k);
     return 0;
 }

@@ -58,30 +58,32 @@ static inline struct evl_rec *evl__trace_rec(evl_loop *loop, uint16_t kind, uint
     return evl__trace_rec_at(loop, kind, size, task, a32, a0, a1, evl__trace_clock());
 }
 
-#define EVL__REC(loop, name, task, a32, a0, a1)                                \
-    do {                                                                      \
-        if (EVL_BATCHING())                                                   \
-            evl__trace_rec(loop, EVL_PROBE_ID_##name, sizeof(struct evl_rec), \
-                           task, a32, a0, a1);                                \
-    } while (0)
+/* The hot path of every event is one test: is its own probe or the batch
+ * probe enabled?  Everything else lives in trace.c, out of line and cold,
+ * so that a detached tracer costs two loads and a branch per event. */
+#ifdef EVL_PROBES
+#define EVL__TRACING(name)                                                    \
+    EVL__UNLIKELY((evl_##name##_semaphore | evl_batch_semaphore) != 0)
+#else
+#define EVL__TRACING(name) 0
+#endif
 
-static inline void evl__rec_task_create(evl_loop *loop, uint64_t task, uint64_t parent,
-                                        const char *name, uintptr_t fn, uint32_t flags)
-{
-    size_t n = strlen(name);
-    uint16_t size = (uint16_t)(sizeof(struct evl_rec) + ((n + 7) & ~(size_t)7));
-    struct evl_rec *r = evl__trace_rec(loop, EVL_PROBE_ID_task_create, size, task,
-                                       (uint32_t)n | flags, parent, fn);
-    memcpy(r + 1, name, n);
-}
-
-static inline void evl__tr_task_create(evl_loop *loop, uint64_t task, uint64_t parent,
-                                       const char *name, uintptr_t fn)
-{
-    EVL_PROBE(task_create, loop->id, task, parent, name, fn);
-    if (EVL_BATCHING())
-        evl__rec_task_create(loop, task, parent, name, fn, 0);
-}
+void evl__tr_task_create_slow(evl_loop *loop, uint64_t task, uint64_t parent,
+                              const char *name, uintptr_t fn);
+void evl__tr_task_run_slow(evl_loop *loop, uint64_t task);
+void evl__tr_task_suspend_slow(evl_loop *loop, uint64_t task, int reason, uint64_t obj,
+                               uint64_t timeout);
+void evl__tr_task_yield_slow(evl_loop *loop, uint64_t task);
+void evl__tr_task_wake_slow(evl_loop *loop, uint64_t task, int kind, uint64_t waker);
+void evl__tr_task_finish_slow(evl_loop *loop, uint64_t task, int state, intptr_t err);
+void evl__tr_task_cancel_slow(evl_loop *loop, uint64_t task, uint64_t requester);
+void evl__tr_task_leak_slow(evl_loop *loop, uint64_t task, int kind);
+void evl__tr_poll_enter_slow(evl_loop *loop, int64_t timeout);
+void evl__tr_poll_exit_slow(evl_loop *loop, int n);
+void evl__tr_callback_begin_slow(evl_loop *loop, uintptr_t fn);
+void evl__tr_callback_end_slow(evl_loop *loop, uintptr_t fn);
+void evl__rec_task_create(evl_loop *loop, uint64_t task, uint64_t parent, const char *name,
+                          uintptr_t fn, uint32_t flags);
 
 /* Once per iteration: a tracer that just attached first learns the tasks
  * that already exist. */
@@ -96,101 +98,90 @@ static inline void evl__trace_check_attach(evl_loop *loop)
     }
 }
 
-/* A task step or callback begins: publish it (evl_loop_pub). */
-static inline void evl__pub_begin(evl_loop *loop, uint64_t task, uint32_t phase,
-                                  const struct evl_rec *r)
+/* A task step or callback begins: publish it (evl_loop_pub; `since` is
+ * stamped by the slow path, only while tracing). */
+static inline void evl__pub_begin(evl_loop *loop, uint64_t task, uint32_t phase)
 {
     loop->pub.task = task;
     loop->pub.phase = phase;
     loop->pub.steps++;
-    if (r)
-        loop->pub.since = r->ts;
+}
+
+static inline void evl__tr_task_create(evl_loop *loop, uint64_t task, uint64_t parent,
+                                       const char *name, uintptr_t fn)
+{
+    if (EVL__TRACING(task_create))
+        evl__tr_task_create_slow(loop, task, parent, name, fn);
 }
 
 static inline void evl__tr_task_run(evl_loop *loop, uint64_t task)
 {
-    EVL_PROBE(task_run, loop->id, task);
-    struct evl_rec *r = NULL;
-    if (EVL_BATCHING())
-        r = evl__trace_rec(loop, EVL_PROBE_ID_task_run, sizeof(*r), task, 0, 0, 0);
-    evl__pub_begin(loop, task, EVL_PHASE_TASK, r);
+    evl__pub_begin(loop, task, EVL_PHASE_TASK);
+    if (EVL__TRACING(task_run))
+        evl__tr_task_run_slow(loop, task);
 }
 
 static inline void evl__tr_task_suspend(evl_loop *loop, uint64_t task, int reason,
                                         uint64_t obj, uint64_t timeout)
 {
-    EVL_PROBE(task_suspend, loop->id, task, reason, obj, timeout);
-    EVL__REC(loop, task_suspend, task, (uint32_t)reason, obj, timeout);
+    if (EVL__TRACING(task_suspend))
+        evl__tr_task_suspend_slow(loop, task, reason, obj, timeout);
 }
 
-/* sleep(0): suspended and woken at once, one clock read for both. */
+/* sleep(0): suspended and woken at once. */
 static inline void evl__tr_task_yield(evl_loop *loop, uint64_t task)
 {
-    EVL_PROBE(task_suspend, loop->id, task, EVL_SUSPEND_YIELD, 0, 0);
-    EVL_PROBE(task_wake, loop->id, task, EVL_WAKER_YIELD, task);
-    if (EVL_BATCHING()) {
-        struct evl_rec *r = evl__trace_rec(loop, EVL_PROBE_ID_task_suspend, sizeof(*r), task,
-                                           EVL_SUSPEND_YIELD, 0, 0);
-        uint64_t ts = r->ts;
-        evl__trace_rec_at(loop, EVL_PROBE_ID_task_wake, sizeof(*r), task, EVL_WAKER_YIELD,
-                              task, 0, ts);
-    }
+    if (EVL__TRACING(task_suspend) || EVL__TRACING(task_wake))
+        evl__tr_task_yield_slow(loop, task);
 }
 
 static inline void evl__tr_task_wake(evl_loop *loop, uint64_t task, int kind, uint64_t waker)
 {
-    EVL_PROBE(task_wake, loop->id, task, kind, waker);
-    EVL__REC(loop, task_wake, task, (uint32_t)kind, waker, 0);
+    if (EVL__TRACING(task_wake))
+        evl__tr_task_wake_slow(loop, task, kind, waker);
 }
 
 static inline void evl__tr_task_finish(evl_loop *loop, uint64_t task, int state, intptr_t err)
 {
-    EVL_PROBE(task_finish, loop->id, task, state, err);
-    EVL__REC(loop, task_finish, task, (uint32_t)state, (uint64_t)err, 0);
+    if (EVL__TRACING(task_finish))
+        evl__tr_task_finish_slow(loop, task, state, err);
 }
 
 static inline void evl__tr_task_cancel(evl_loop *loop, uint64_t task, uint64_t requester)
 {
-    EVL_PROBE(task_cancel, loop->id, task, requester);
-    EVL__REC(loop, task_cancel, task, 0, requester, 0);
+    if (EVL__TRACING(task_cancel))
+        evl__tr_task_cancel_slow(loop, task, requester);
 }
 
 static inline void evl__tr_task_leak(evl_loop *loop, uint64_t task, int kind)
 {
-    EVL_PROBE(task_leak, loop->id, task, kind);
-    EVL__REC(loop, task_leak, task, (uint32_t)kind, 0, 0);
+    if (EVL__TRACING(task_leak))
+        evl__tr_task_leak_slow(loop, task, kind);
 }
 
 static inline void evl__tr_poll_enter(evl_loop *loop, int64_t timeout)
 {
-    EVL_PROBE(poll_enter, loop->id, timeout);
-    EVL__REC(loop, poll_enter, 0, 0, (uint64_t)timeout, 0);
-    /* Hand the records over before the thread may sleep; a busy loop
-     * (timeout 0) flushes when the buffer is full: a uprobe hit costs
-     * microseconds, the fewer the better. */
-    if (timeout != 0)
-        evl__trace_flush(loop);
+    if (EVL__TRACING(poll_enter))
+        evl__tr_poll_enter_slow(loop, timeout);
 }
 
 static inline void evl__tr_poll_exit(evl_loop *loop, int n)
 {
-    EVL_PROBE(poll_exit, loop->id, n);
-    EVL__REC(loop, poll_exit, 0, (uint32_t)n, 0, 0);
+    if (EVL__TRACING(poll_exit))
+        evl__tr_poll_exit_slow(loop, n);
 }
 
 static inline void evl__tr_callback_begin(evl_loop *loop, uintptr_t fn)
 {
-    EVL_PROBE(callback_begin, loop->id, fn);
-    struct evl_rec *r = NULL;
-    if (EVL_BATCHING())
-        r = evl__trace_rec(loop, EVL_PROBE_ID_callback_begin, sizeof(*r), 0, 0, fn, 0);
-    evl__pub_begin(loop, 0, EVL_PHASE_CALLBACK, r);
+    evl__pub_begin(loop, 0, EVL_PHASE_CALLBACK);
+    if (EVL__TRACING(callback_begin))
+        evl__tr_callback_begin_slow(loop, fn);
 }
 
 static inline void evl__tr_callback_end(evl_loop *loop, uintptr_t fn)
 {
-    EVL_PROBE(callback_end, loop->id, fn);
-    EVL__REC(loop, callback_end, 0, 0, fn, 0);
+    if (EVL__TRACING(callback_end))
+        evl__tr_callback_end_slow(loop, fn);
     loop->pub.phase = EVL_PHASE_OTHER;
 }
 
