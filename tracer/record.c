@@ -306,13 +306,23 @@ static ls_task_acc *ls_acc(recorder *r, uint64_t task, uint64_t loop)
     return &r->acc[k];
 }
 
-/* Close the span the task was in (its last event's kind) at ts. */
-static void ls_acc_close(ls_task_acc *a, int64_t ts)
+/* last_kind of a task that existed before the recording: until its first
+ * event we do not know what it was doing; that event tells (woken: it was
+ * suspended; run: it was ready). */
+#define LS_ACC_PREEXISTING (-1)
+
+/* Close the span the task was in (its last event's kind) at ts; next_kind
+ * is the event that ends it (0 at the end of the recording). */
+static void ls_acc_close(ls_task_acc *a, int64_t ts, int next_kind)
 {
     int64_t d = ts - a->last_ts;
     if (!a->last_kind || d < 0)
         return;
-    switch (a->last_kind) {
+    int kind = a->last_kind;
+    if (kind == LS_ACC_PREEXISTING)
+        kind = next_kind == EVL_PROBE_ID_task_run ? EVL_PROBE_ID_task_wake
+                                                  : EVL_PROBE_ID_task_suspend;
+    switch (kind) {
     case EVL_PROBE_ID_task_run:
         a->busy += d;
         if (d > a->longest)
@@ -335,9 +345,11 @@ static void ls_acc_note(recorder *r, uint64_t loop, const struct evl_rec *e)
     ls_task_acc *a = ls_acc(r, e->task, loop);
     if (!a)
         return;
-    ls_acc_close(a, (int64_t)e->ts);
+    ls_acc_close(a, (int64_t)e->ts, e->kind);
     a->last_ts = (int64_t)e->ts;
     a->last_kind = e->kind == EVL_PROBE_ID_task_finish ? 0 : e->kind;
+    if (e->kind == EVL_PROBE_ID_task_create && (e->a32 & EVL_REC_PREEXISTING))
+        a->last_kind = LS_ACC_PREEXISTING;
     if (e->kind == EVL_PROBE_ID_task_run)
         a->resumes++;
     else if (e->kind == EVL_PROBE_ID_task_wake)
@@ -356,7 +368,7 @@ static void ls_store_task_stats(recorder *r, int64_t end)
         for (int l = 0; l < r->nloops_seen; l++)
             if (r->loops_seen[l] == a->loop && r->loop_stops[l])
                 stop = r->loop_stops[l];
-        ls_acc_close(a, stop);
+        ls_acc_close(a, stop, 0);
         ls_store_task_stat(r->store, a->id, a->busy, a->sched, a->idle, a->resumes, a->wakes,
                            a->longest);
     }

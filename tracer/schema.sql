@@ -70,7 +70,8 @@ CREATE TABLE blocking_victims(
   ready_ns INTEGER NOT NULL,    -- when it became ready (woken, or its timer came due)
   ran_ns INTEGER NOT NULL,      -- when it ran
   delay_ns INTEGER NOT NULL,    -- ran_ns - max(ready_ns, episode start)
-  cause INTEGER NOT NULL,       -- 1 was ready, 2 its timer came due
+  cause INTEGER NOT NULL,       -- 1 was ready, 2 its timer came due, 3 its fd
+                                -- was ready for the first poll after it
   PRIMARY KEY(blocking_id, task_id)
 ) WITHOUT ROWID;
 CREATE TABLE stacks(id INTEGER PRIMARY KEY, depth INTEGER NOT NULL);

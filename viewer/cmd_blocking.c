@@ -116,6 +116,9 @@ static void print_stack(ls_trace *t, int64_t stack, ls_json *j)
         ls_json_end_array(j);
 }
 
+/* blocking_victims.cause (SCHEMA.md) */
+static const char *const cause_names[4] = { "?", "ready", "timer due", "io ready" };
+
 static void print_victims(ls_trace *t, int64_t id, int64_t ndelayed, ls_json *j)
 {
     sqlite3_stmt *st = ls_prepare(t,
@@ -141,12 +144,14 @@ static void print_victims(ls_trace *t, int64_t id, int64_t ndelayed, ls_json *j)
             ls_json_key(j, "task"); ls_json_str(j, name);
             ls_json_key(j, "delay_ns"); ls_json_int(j, delay);
             ls_json_key(j, "cause");
-            ls_json_str(j, sqlite3_column_int(st, 3) == 2 ? "timer due" : "ready");
+            ls_json_str(j, cause_names[sqlite3_column_int(st, 3) & 3]);
             ls_json_end_object(j);
         } else if (shown++ < 8) {
             char d[32];
-            printf(" %s +%s%s", name ? name : "?", ls_fmt_dur(d, sizeof(d), delay),
-                   sqlite3_column_int(st, 3) == 2 ? " (timer)" : "");
+            int cause = sqlite3_column_int(st, 3);
+            printf(" %s +%s%s%s", name ? name : "?", cause == 3 ? "<=" : "",
+                   ls_fmt_dur(d, sizeof(d), delay),
+                   cause == 2 ? " (timer)" : cause == 3 ? " (io)" : "");
         }
     }
     sqlite3_finalize(st);

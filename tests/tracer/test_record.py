@@ -443,6 +443,42 @@ def blocking_sleep():
 
 
 @case
+def blocking_io_victim():
+    """A connection whose request arrives while the loop is blocked is a
+    victim too (cause 3: its fd was ready for the first poll after)."""
+    import socket
+    s = Server()
+    try:
+        db = tmpdb()
+        rec = subprocess.Popen([A.loopscope, "record", "-q", "-p", str(s.pid), "-o", db],
+                               stderr=subprocess.PIPE, text=True)
+        wait_for(lambda: semaphores(s.pid).get("batch", 0) > 0, 10, "attach")
+        time.sleep(0.3)
+        b = socket.create_connection(("127.0.0.1", s.port), timeout=10)
+        time.sleep(0.3)                 # B's task now waits in recv
+        a = socket.create_connection(("127.0.0.1", s.port), timeout=10)
+        a.sendall(b"sleep\n")          # A's handler blocks the loop 50 ms
+        time.sleep(0.015)
+        b.sendall(b"sleep?\n")         # arrives during the stall
+        eq(b.recv(100).decode(), "done unknown route\n", "answer to B")
+        eq(a.recv(100).decode(), "done sleep\n", "answer to A")
+        a.close()
+        b.close()
+        time.sleep(0.3)
+        rec.send_signal(signal.SIGINT)
+        rec.communicate(timeout=60)
+    finally:
+        s.stop()
+    rows = query(db, """SELECT t.name, v.cause, v.delay_ns / 1e6 FROM blocking_victims v
+                        JOIN tasks t ON t.id = v.task_id JOIN blocking b ON b.id = v.blocking_id
+                        JOIN tasks bt ON bt.id = b.task_id WHERE b.dur_ns > 40e6""")
+    io = [r for r in rows if r[1] == 3]
+    check(io, f"no io victim of the stall: {rows}")
+    check(io[0][0].startswith("handle_conn#"), f"io victim {io}")
+    check(30 <= io[0][2] <= 500, f"io victim's delay bound {io[0][2]:.1f} ms")
+
+
+@case
 def blocking_pipe():
     """read() on a blocking pipe: off-CPU in read, ~50 ms."""
     check_bug("pipe", 1, {"read"}, 40, 200)
