@@ -396,6 +396,9 @@ static void ls_ingest_rec(recorder *r, uint64_t loop, const struct evl_rec *e, s
         reason = pre;
         break;
     }
+    case EVL_PROBE_ID_task_leak:
+        ls_store_task_leak(r->store, e->task, (int)e->a32);
+        break;
     case EVL_PROBE_ID_task_finish:
         ls_store_task_finish(r->store, e->task, loop, (int64_t)e->ts, (int)e->a32, (int64_t)e->a0);
         r->tasks_finished++;

@@ -26,7 +26,8 @@ CREATE TABLE tasks(
   preexisting INTEGER NOT NULL DEFAULT 0, -- created before the recording began
   ended_ns INTEGER,             -- task_finish; NULL if still pending
   final_state INTEGER,          -- states.id: 4 finished, 5 failed, 6 cancelled
-  error INTEGER                 -- negative errno-style code, 0 if none
+  error INTEGER,                -- negative errno-style code, 0 if none
+  leak INTEGER                  -- leak_kinds.id of its task_leak verdict, if any
 );
 
 -- Per task, computed from events when capture ends (`loopscope tasks`).

@@ -35,7 +35,7 @@ struct ls_store {
     sqlite3_stmt *ins_many;   /* LS_ROWS_PER_INSERT event rows */
     sqlite3_stmt *ins_one;
     sqlite3_stmt *ins_task, *fin_task, *ins_loop, *stop_loop, *ins_meta;
-    sqlite3_stmt *ins_stack, *ins_frame, *ins_block, *ins_stat;
+    sqlite3_stmt *ins_stack, *ins_frame, *ins_block, *ins_stat, *leak_task;
     int64_t rows[LS_ROWS_PER_INSERT][LS_EVENT_COLS];
     int nrows;                /* buffered in rows[] */
     uint64_t nevents;
@@ -187,9 +187,10 @@ ls_store *ls_store_create(const char *path, bool force, char *err, size_t errlen
     s->ins_stat = ls_prepare(s, "INSERT OR REPLACE INTO task_stats(task_id,busy_ns,scheduled_ns,"
                                 "idle_ns,resumes,wakes,longest_step_ns,blocking,blocked_ns)"
                                 " VALUES(?,?,?,?,?,?,?,0,0)");
+    s->leak_task = ls_prepare(s, "UPDATE tasks SET leak = ? WHERE id = ?");
     if (!s->ins_many || !s->ins_one || !s->ins_task || !s->fin_task || !s->ins_loop ||
         !s->stop_loop || !s->ins_meta || !s->ins_stack || !s->ins_frame || !s->ins_block ||
-        !s->ins_stat)
+        !s->ins_stat || !s->leak_task)
         goto fail_db;
     return s;
 fail_db:
@@ -297,6 +298,13 @@ void ls_store_task_create(ls_store *s, uint64_t task, uint64_t loop, uint64_t pa
     sqlite3_bind_int64(st, 7, created);
     sqlite3_bind_int(st, 8, preexisting);
     ls_step(s, st);
+}
+
+void ls_store_task_leak(ls_store *s, uint64_t task, int kind)
+{
+    sqlite3_bind_int(s->leak_task, 1, kind);
+    sqlite3_bind_int64(s->leak_task, 2, (int64_t)task);
+    ls_step(s, s->leak_task);
 }
 
 void ls_store_task_finish(ls_store *s, uint64_t task, uint64_t loop, int64_t ended, int state,
@@ -472,7 +480,7 @@ int ls_store_finish(ls_store *s, char *err, size_t errlen)
         rc = -1;
     sqlite3_stmt *sts[] = { s->ins_many, s->ins_one, s->ins_task, s->fin_task,
                             s->ins_loop, s->stop_loop, s->ins_meta, s->ins_stack,
-                            s->ins_frame, s->ins_block, s->ins_stat };
+                            s->ins_frame, s->ins_block, s->ins_stat, s->leak_task };
     for (size_t i = 0; i < sizeof(sts) / sizeof(sts[0]); i++)
         sqlite3_finalize(sts[i]);
     /* A plain rollback-journal file: readable from read-only places. */

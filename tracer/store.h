@@ -31,6 +31,7 @@ void ls_store_loop_stop(ls_store *s, uint64_t loop, int64_t stopped);
 void ls_store_task_create(ls_store *s, uint64_t task, uint64_t loop, uint64_t parent,
                           const char *name, const char *function, uint64_t fn_addr,
                           int64_t created, bool preexisting);
+void ls_store_task_leak(ls_store *s, uint64_t task, int kind);
 void ls_store_task_finish(ls_store *s, uint64_t task, uint64_t loop, int64_t ended, int state,
                           int64_t error);
 

@@ -53,7 +53,7 @@ int cmd_info(int argc, char **argv)
             ncanc = q_int(t, "SELECT count(*) FROM tasks WHERE final_state = 6"),
             npend = q_int(t, "SELECT count(*) FROM tasks WHERE final_state IS NULL"),
             npre = q_int(t, "SELECT count(*) FROM tasks WHERE preexisting"),
-            nleak = q_int(t, "SELECT count(DISTINCT task_id) FROM events WHERE kind = 9"),
+            nleak = q_int(t, "SELECT count(*) FROM tasks WHERE leak IS NOT NULL"),
             nev = q_int(t, "SELECT max(rowid) FROM events"),
             nblk = q_int(t, "SELECT count(*) FROM blocking"),
             blkns = q_int(t, "SELECT coalesce(sum(dur_ns), 0) FROM blocking"),

@@ -110,7 +110,7 @@ int cmd_tasks(int argc, char **argv)
     if (asprintf(&sql,
         "SELECT * FROM (SELECT t.id, t.name, t.parent_id,"
         "  CASE t.final_state WHEN 4 THEN 'finished' WHEN 5 THEN 'failed' WHEN 6 THEN 'cancelled'"
-        "  ELSE CASE WHEN EXISTS (SELECT 1 FROM events e WHERE e.task_id = t.id AND e.kind = 9)"
+        "  ELSE CASE WHEN t.leak IS NOT NULL"
         "       THEN 'leaked' ELSE 'pending' END END AS state,"
         "  t.created_ns - ?1 AS created, coalesce(t.ended_ns, ?2) - t.created_ns AS lifetime,"
         "  s.busy_ns, s.scheduled_ns, s.idle_ns, s.resumes, s.wakes, s.longest_step_ns,"
