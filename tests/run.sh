@@ -4,8 +4,9 @@
 # On a fresh Debian 12 machine (as root) it installs what is missing, then
 # configures and builds build/ (RelWithDebInfo) and build-asan/
 # (ASan+UBSan), runs every ctest suite in build/ and the libevl suites and
-# the reader fuzz pass (labels "loop", "fuzz") in build-asan/.  Exits non-zero on any failure.  Under
-# CI=true a skipped test (exit 77, e.g. missing privileges) is a failure.
+# the reader fuzz pass (labels "loop", "fuzz") in build-asan/.  Exits
+# non-zero on any failure.  Under CI=true a skipped test (exit 77, e.g.
+# missing privileges) is a failure.
 #
 #   tests/run.sh            everything
 #   tests/run.sh -R NAME    pass extra arguments to both ctest runs
