@@ -1009,13 +1009,15 @@ int cmd_record(int argc, char **argv)
         err = ls_err("%s", errbuf);
         goto cleanup;
     }
-    if (!r->quiet || dropped)
+    if (!r->quiet || dropped) {
         fprintf(stderr, "recorded %llu events, %llu tasks, %llu loop%s from pid %d in %.1f s "
-                        "into '%s' (%s)%s%s\n",
-                (unsigned long long)nev, (unsigned long long)r->tasks_created,
-                (unsigned long long)r->nloops, r->nloops == 1 ? "" : "s", r->pid, secs, r->out,
-                why, dropped ? "; LOSSY: dropped events: " : "",
-                dropped ? (snprintf(errbuf, sizeof(errbuf), "%llu", (unsigned long long)dropped), errbuf) : "");
+                        "into '%s' (%s)", (unsigned long long)nev,
+                (unsigned long long)r->tasks_created, (unsigned long long)r->nloops,
+                r->nloops == 1 ? "" : "s", r->pid, secs, r->out, why);
+        if (dropped)
+            fprintf(stderr, "; LOSSY: dropped events: %llu", (unsigned long long)dropped);
+        fputc('\n', stderr);
+    }
 
 cleanup:
     for (int i = 0; i < r->nlinks; i++)
