@@ -75,9 +75,12 @@ typedef struct recorder {
     int pidfd;
     pid_t child;              /* started by us (-- CMD) */
     int go_pipe;              /* write end: releases the child to exec */
-    uint64_t tasks_created, tasks_finished, nloops;
-    uint64_t loops_seen[64];  /* loop ids with a row already */
-    int nloops_seen;
+    uint64_t tasks_created, tasks_finished;
+    struct ls_loop_info {
+        uint64_t id;          /* a loop with a row already */
+        int64_t stopped;      /* loop_stop time, 0 while running */
+    } *loops;
+    size_t nloops, loops_cap;
     uint32_t sampled_tids[LS_MAX_LOOP_THREADS]; /* loop threads with a cpu sampler */
     struct bpf_link *samplers[LS_MAX_LOOP_THREADS];
     int nsampled;
@@ -90,7 +93,6 @@ typedef struct recorder {
     unsigned since_check;
     ls_task_acc *acc;         /* open-addressing table of tasks */
     size_t acc_cap, acc_n;
-    int64_t loop_stops[64];   /* loops_seen[i] stopped at, 0 if running */
 } recorder;
 
 static volatile sig_atomic_t ls_stop_signal;
@@ -254,16 +256,26 @@ static void ls_sample_thread(recorder *r, uint32_t tid)
     r->samplers[r->nsampled++] = l;
 }
 
-static void ls_loop_seen(recorder *r, uint64_t loop, uint32_t pid, uint32_t tid, int64_t ts)
+/* The loop's entry, made (with its loops row and CPU sampler) the first
+ * time a message names it. */
+static struct ls_loop_info *ls_loop_seen(recorder *r, uint64_t loop, uint32_t pid, uint32_t tid,
+                                         int64_t ts)
 {
-    for (int i = 0; i < r->nloops_seen; i++)
-        if (r->loops_seen[i] == loop)
-            return;
+    for (size_t i = 0; i < r->nloops; i++)
+        if (r->loops[i].id == loop)
+            return &r->loops[i];
+    if (r->nloops == r->loops_cap) {
+        size_t cap = r->loops_cap ? 2 * r->loops_cap : 8;
+        struct ls_loop_info *a = realloc(r->loops, cap * sizeof(*a));
+        if (!a)
+            return NULL;
+        r->loops = a;
+        r->loops_cap = cap;
+    }
     ls_sample_thread(r, tid);
-    if (r->nloops_seen < (int)(sizeof(r->loops_seen) / sizeof(r->loops_seen[0])))
-        r->loops_seen[r->nloops_seen++] = loop;
-    r->nloops++;
     ls_store_loop(r->store, loop, pid, tid, ts);
+    r->loops[r->nloops] = (struct ls_loop_info){ loop, 0 };
+    return &r->loops[r->nloops++];
 }
 
 /* Symbols need the process's mappings as they are once it runs (for a
@@ -365,9 +377,9 @@ static void ls_store_task_stats(recorder *r, int64_t end)
         if (!a->id)
             continue;
         int64_t stop = end;
-        for (int l = 0; l < r->nloops_seen; l++)
-            if (r->loops_seen[l] == a->loop && r->loop_stops[l])
-                stop = r->loop_stops[l];
+        for (size_t l = 0; l < r->nloops; l++)
+            if (r->loops[l].id == a->loop && r->loops[l].stopped)
+                stop = r->loops[l].stopped;
         ls_acc_close(a, stop, 0);
         ls_store_task_stat(r->store, a->id, a->busy, a->sched, a->idle, a->resumes, a->wakes,
                            a->longest);
@@ -526,14 +538,14 @@ static int ls_on_msg(void *ctx, void *data, size_t size)
         ls_store_event(r->store, (int64_t)h->ts, h->loop, 0, EVL_PROBE_ID_loop_start, h->tid,
                        (int64_t)h->arg, 0);
         break;
-    case LS_MSG_LOOP_STOP:
-        ls_loop_seen(r, h->loop, h->pid, h->tid, (int64_t)h->ts);
-        for (int i = 0; i < r->nloops_seen; i++)
-            if (r->loops_seen[i] == h->loop)
-                r->loop_stops[i] = (int64_t)h->ts;
+    case LS_MSG_LOOP_STOP: {
+        struct ls_loop_info *li = ls_loop_seen(r, h->loop, h->pid, h->tid, (int64_t)h->ts);
+        if (li)
+            li->stopped = (int64_t)h->ts;
         ls_store_loop_stop(r->store, h->loop, (int64_t)h->ts);
         ls_store_event(r->store, (int64_t)h->ts, h->loop, 0, EVL_PROBE_ID_loop_stop, h->tid, 0, 0);
         break;
+    }
     case LS_MSG_BLOCK:
         ls_on_block(r, h);
         break;
@@ -1030,6 +1042,7 @@ cleanup:
         ls_store_finish(r->store, errbuf, sizeof(errbuf));
     ls_syms_free(r->syms);
     free(r->acc);
+    free(r->loops);
     if (r->go_pipe >= 0)
         close(r->go_pipe);            /* the child exits without running */
     if (r->child) {
