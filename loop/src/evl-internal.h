@@ -239,8 +239,6 @@ int evl__poll_arm(evl_loop *loop, int fd, uint32_t events);
 
 typedef struct evl__executor evl__executor;
 void evl__executor_release(evl_loop *loop);
-/* Called on the loop thread when the wakeup fd fired. */
-void evl__executor_collect(evl_loop *loop);
 
 /* ---------------------------------------------------------------- loop */
 
