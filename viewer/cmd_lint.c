@@ -460,22 +460,12 @@ static const char unretrieved_sql[] =
     "     AND g.reason = 7 AND g.ts_ns BETWEEN t.created_ns AND t.ended_ns))"
     " ORDER BY coalesce(v.ts_ns, t.ended_ns), t.id";
 
-static const char *err_name(int64_t err, char *buf, size_t n)
-{
-    const char *s = err < 0 && err > -4096 ? strerrorname_np((int)-err) : NULL;
-    if (s)
-        snprintf(buf, n, "%s", s);
-    else
-        snprintf(buf, n, "%lld", (long long)err);
-    return buf;
-}
-
 static void unretrieved_row(lint *L, sqlite3_stmt *st)
 {
     int64_t id = sqlite3_column_int64(st, 0), err = sqlite3_column_int64(st, 3);
     const char *name = col_text(st, 1);
     char e[32];
-    err_name(err, e, sizeof(e));
+    ls_fmt_err(e, sizeof(e), err);
     bool verdict = !col_null(st, 5);
     int state = sqlite3_column_int(st, 2);
     const char *how = state == 5 ? "failed" : state == 6 ? "was cancelled" : "ended";

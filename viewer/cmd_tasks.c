@@ -77,15 +77,6 @@ static int on_opt(int c, const char *arg, void *ctx)
     return 0;
 }
 
-static const char *err_name(int64_t err, char *buf, size_t n)
-{
-    const char *s = err < 0 && err > -4096 ? strerrorname_np((int)-err) : NULL;
-    if (s)
-        return s;
-    snprintf(buf, n, "%lld", (long long)err);
-    return buf;
-}
-
 int cmd_tasks(int argc, char **argv)
 {
     struct opts o = { .sort = "id" };
@@ -168,7 +159,7 @@ int cmd_tasks(int argc, char **argv)
         if (sqlite3_column_type(st, 13) == SQLITE_NULL || err == 0)
             ls_table_str(tab, json ? NULL : "");
         else
-            ls_table_str(tab, err_name(err, b, sizeof(b)));
+            ls_table_str(tab, ls_fmt_err(b, sizeof(b), err));
     }
     bool ok = ls_step_ok(t, st, step);
     sqlite3_finalize(st);

@@ -23,6 +23,16 @@ char *ls_fmt_dur(char *buf, size_t n, int64_t ns)
     return buf;
 }
 
+char *ls_fmt_err(char *buf, size_t n, int64_t err)
+{
+    const char *s = err < 0 && err > -4096 ? strerrorname_np((int)-err) : NULL;
+    if (s)
+        snprintf(buf, n, "%s", s);
+    else
+        snprintf(buf, n, "%lld", (long long)err);
+    return buf;
+}
+
 /* ------------------------------------------------------------------ JSON */
 
 void ls_json_init(ls_json *j, FILE *f)

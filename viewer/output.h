@@ -11,6 +11,8 @@
 
 /* "812ns", "3.4us", "12.3ms", "2.51s"; "-" for a negative value. */
 char *ls_fmt_dur(char *buf, size_t n, int64_t ns);
+/* An errno-style error code by name ("EIO" for -5), else its number. */
+char *ls_fmt_err(char *buf, size_t n, int64_t err);
 
 /* ---------------------------------------------------------------- JSON */
 

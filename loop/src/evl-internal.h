@@ -310,6 +310,8 @@ void evl__post(evl_loop *loop, evl__handle *h);
 /* Loop thread: move posted handles to the ready queue. */
 void evl__drain_posted(evl_loop *loop);
 evl__cbhandle *evl__cbhandle_get(evl_loop *loop);
+/* Back to the loop's free list (no user code may touch c afterwards). */
+void evl__cbhandle_put(evl_loop *loop, evl__cbhandle *c);
 evl__fdent *evl__fd_get(evl_loop *loop, int fd);
 void evl__poll_forget(evl_loop *loop, int fd);
 void evl__task_wakeup_run(evl__handle *h);

@@ -112,11 +112,16 @@ static void evl__cbhandle_run(evl__handle *h)
     evl_loop *loop = c->loop;
     evl_callback cb = c->cb;
     void *arg = c->arg;
-    c->h.next = (evl__handle *)loop->cb_free;   /* recycle first: cb may call_soon */
-    loop->cb_free = c;
+    evl__cbhandle_put(loop, c);       /* recycle first: cb may call_soon */
     evl__tr_callback_begin(loop, (uintptr_t)cb);
     cb(loop, arg);
     evl__tr_callback_end(loop, (uintptr_t)cb);
+}
+
+void evl__cbhandle_put(evl_loop *loop, evl__cbhandle *c)
+{
+    c->h.next = (evl__handle *)loop->cb_free;
+    loop->cb_free = c;
 }
 
 evl__cbhandle *evl__cbhandle_get(evl_loop *loop)

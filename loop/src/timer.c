@@ -210,8 +210,7 @@ static void evl__call_later_fire(evl_loop *loop, void *arg)
     evl__cbhandle *c = arg;
     evl_callback cb = c->cb;
     void *cbarg = c->arg;
-    c->h.next = (evl__handle *)loop->cb_free;   /* recycle before running cb */
-    loop->cb_free = c;
+    evl__cbhandle_put(loop, c);       /* recycle before running cb */
     cb(loop, cbarg);
 }
 
@@ -228,8 +227,7 @@ int evl_call_later(evl_loop *loop, uint64_t delay_ns, evl_callback cb, void *arg
     evl_timer_init(&c->timer);
     int rc = evl_timer_start(loop, &c->timer, delay_ns, evl__call_later_fire, c);
     if (rc < 0) {
-        c->h.next = (evl__handle *)loop->cb_free;
-        loop->cb_free = c;
+        evl__cbhandle_put(loop, c);
     }
     return rc;
 }
