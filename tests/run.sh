@@ -4,9 +4,13 @@
 # On a fresh Debian 12 machine (as root) it installs what is missing, then
 # configures and builds build/ (RelWithDebInfo) and build-asan/
 # (ASan+UBSan), runs every ctest suite in build/ and the libevl suites and
-# the reader fuzz pass (labels "loop", "fuzz") in build-asan/.  Exits
-# non-zero on any failure.  Under CI=true a skipped test (exit 77, e.g.
-# missing privileges) is a failure.
+# the reader fuzz pass (labels "loop", "fuzz") in build-asan/.  A third
+# configuration, build-min/, is libevl alone (EVL_PROBES, LOOPSCOPE_TRACER,
+# LOOPSCOPE_VIEWER and LOOPSCOPE_BENCH off): it must configure without
+# pkg-config and compile without the headers of systemtap-sdt, libbpf,
+# elfutils, SQLite and Graphviz (see build_min), and runs the "loop" suites.
+# Exits non-zero on any failure.  Under CI=true a skipped test (exit 77,
+# e.g. missing privileges) is a failure.
 #
 #   tests/run.sh            everything
 #   tests/run.sh -R NAME    pass extra arguments to both ctest runs
@@ -35,8 +39,34 @@ run_ctest() { # dir, ctest args...
   fi
 }
 
+# libevl alone.  Proves that it needs none of the tracer's or viewer's
+# packages even though they are installed here: pkg-config finds nothing
+# (PKG_CONFIG_LIBDIR) and may not even be looked for, and an include
+# directory searched first holds a header with #error for each of their
+# headers, so any #include of one fails the build.  The cache must not name
+# any of their lookups either.
+build_min() { # dir
+  local dir=$1 poison h
+  poison=$(realpath -m "$dir")/poison-include
+  rm -rf "$dir"
+  for h in sys/sdt.h bpf/libbpf.h bpf/bpf.h elfutils/libdw.h elfutils/libdwfl.h \
+           libelf.h gelf.h sqlite3.h graphviz/gvc.h graphviz/cgraph.h; do
+    mkdir -p "$(dirname "$poison/$h")"
+    echo "#error \"the libevl-only build must not include <$h>\"" >"$poison/$h"
+  done
+  PKG_CONFIG_LIBDIR=/nonexistent build "$dir" -DEVL_PROBES=OFF -DLOOPSCOPE_TRACER=OFF \
+    -DLOOPSCOPE_VIEWER=OFF -DLOOPSCOPE_BENCH=OFF -DCMAKE_DISABLE_FIND_PACKAGE_PkgConfig=ON \
+    --no-warn-unused-cli "-DCMAKE_C_FLAGS=-I$poison"
+  if grep -E '^(BPF_CLANG|BPFTOOL|LIBBPF|LIBDW|LIBELF|SQLITE|GVC|HAVE_SYS_SDT_H|PKG_CONFIG)[_:A-Z]*[:=]' \
+       "$dir/CMakeCache.txt" >&2; then
+    echo "tests/run.sh: the libevl-only configure looked for the packages above" >&2
+    return 1
+  fi
+}
+
 build build
 build build-asan -DEVL_SANITIZE=ON -DLOOPSCOPE_BENCH=OFF
+build_min build-min
 
 status=0
 echo "== all suites (build/)"
@@ -44,4 +74,6 @@ run_ctest build "$@" || status=1
 echo "== libevl suites under ASan+UBSan (build-asan/)"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
   run_ctest build-asan -L "loop|fuzz" "$@" || status=1
+echo "== libevl suites, libevl built alone (build-min/)"
+run_ctest build-min -L loop "$@" || status=1
 exit $status
