@@ -205,7 +205,6 @@ int BPF_USDT(on_batch, __u64 loop, __u64 addr, __u32 len, __u64 pub, __u32 nrec)
     s->h.nrec = nrec;
     if (bpf_probe_read_user(s->data, len, (void *)addr)) {
         stat_add(LS_STAT_READ_ERRORS, 1);
-        stat_add(LS_STAT_DROPPED_RECS, nrec);
         return 0;
     }
     __u64 size = sizeof(s->h) + len;
@@ -215,11 +214,12 @@ int BPF_USDT(on_batch, __u64 loop, __u64 addr, __u32 len, __u64 pub, __u32 nrec)
      * irq_work interrupt per batch. */
     if (bpf_ringbuf_output(&events, s, size, BPF_RB_NO_WAKEUP)) {
         stat_add(LS_STAT_DROPPED_MSGS, 1);
-        stat_add(LS_STAT_DROPPED_RECS, nrec);
+        stat_add(LS_STAT_DROPPED_BYTES, len);
+        stat_add(LS_STAT_CLAIMED_DROPPED, nrec);
         return 0;
     }
     stat_add(LS_STAT_BATCHES, 1);
-    stat_add(LS_STAT_RECS, nrec);
+    stat_add(LS_STAT_CLAIMED_RECS, nrec);
     return 0;
 }
 
@@ -239,7 +239,7 @@ static __always_inline int emit_rec(__u16 kind, __u64 loop, __u64 task, __u32 a3
     struct one_rec *m = bpf_ringbuf_reserve(&events, sizeof(*m), 0);
     if (!m) {
         stat_add(LS_STAT_DROPPED_MSGS, 1);
-        stat_add(LS_STAT_DROPPED_RECS, 1);
+        stat_add(LS_STAT_DROPPED_BYTES, sizeof(*m) - sizeof(m->h));
         return 0;
     }
     fill_hdr(&m->h, LS_MSG_REC, loop, 0);
@@ -260,7 +260,6 @@ static __always_inline int emit_rec(__u16 kind, __u64 loop, __u64 task, __u32 a3
     }
     m->h.len = m->r.size;
     bpf_ringbuf_submit(m, BPF_RB_NO_WAKEUP);
-    stat_add(LS_STAT_RECS, 1);
     return 0;
 }
 
@@ -418,9 +417,10 @@ static __always_inline void block_send(struct block_msg *m)
     __u64 size = sizeof(m->h) + sizeof(m->b) + (m->b.stack_len & (LS_STACK_BYTES * 2 - 1));
     if (size > sizeof(*m))
         size = sizeof(*m);
-    if (bpf_ringbuf_output(&events, m, size, 0))
+    if (bpf_ringbuf_output(&events, m, size, 0)) {
         stat_add(LS_STAT_DROPPED_MSGS, 1);
-    else
+        stat_add(LS_STAT_DROPPED_BYTES, size - sizeof(m->h));
+    } else
         stat_add(LS_STAT_BLOCKS, 1);
 }
 

@@ -11,6 +11,7 @@
 #include "record.skel.h"
 #include "store.h"
 #include "symbols.h"
+#include "tasks.h"
 #include "tracer.h"
 
 #include <bpf/libbpf.h>
@@ -30,6 +31,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
+#include <stddef.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -39,17 +42,8 @@
 #define LS_MAX_LOOP_THREADS 64
 #define LS_MAX_DEPTH 64
 #define LS_STACK_IDS 4096         /* distinct stacks remembered for dedup */
-
-/* Per-task time accounting, done as events stream in (task_stats): each
- * create/run/suspend/wake event lasts until the task's next one. */
-typedef struct ls_task_acc {
-    uint64_t id;              /* 0 = free slot */
-    uint64_t loop;
-    int64_t last_ts;          /* time of the last lifecycle event */
-    int last_kind;            /* its kind; 0 once finished */
-    int64_t busy, sched, idle, longest;
-    uint64_t resumes, wakes;
-} ls_task_acc;
+#define LS_MAX_LOOPS 1024         /* loop ids accepted per recording */
+#define LS_MIN_RINGBUF_KB 256     /* room for a few full batches (64 KiB each) */
 
 typedef struct recorder {
     /* options */
@@ -79,6 +73,9 @@ typedef struct recorder {
     struct ls_loop_info {
         uint64_t id;          /* a loop with a row already */
         int64_t stopped;      /* loop_stop time, 0 while running */
+        int64_t last_ts;      /* its newest accepted record: records of a
+                               * loop never go back in time */
+        bool snapshot_asked;  /* a snapshot was requested (or not needed) */
     } *loops;
     size_t nloops, loops_cap;
     uint32_t sampled_tids[LS_MAX_LOOP_THREADS]; /* loop threads with a cpu sampler */
@@ -87,12 +84,19 @@ typedef struct recorder {
     struct { uint64_t hash; int64_t id; } stack_ids[LS_STACK_IDS];
     int64_t next_stack_id;
     uint64_t blocks;
+    int64_t attach_ns;        /* before the first probe was attached */
     int64_t start_ns;
     bool target_gone;
     int64_t consume_until;    /* ls_on_msg yields back to the main loop then */
     unsigned since_check;
-    ls_task_acc *acc;         /* open-addressing table of tasks */
-    size_t acc_cap, acc_n;
+    ls_tasks *tasks;          /* live tasks and their accounting */
+    /* What the recorder itself counted (meta): */
+    uint64_t records;         /* records accepted */
+    uint64_t rejected;        /* records refused as malformed (bad size,
+                               * kind, state, task id, time) */
+    uint64_t rejected_msgs;   /* messages refused (loops over LS_MAX_LOOPS) */
+    uint64_t untracked;       /* tasks beyond LS_TASKS_MAX: no task_stats */
+    uint64_t snapshot_fail;   /* snapshot requests that could not be written */
 } recorder;
 
 static volatile sig_atomic_t ls_stop_signal;
@@ -204,11 +208,9 @@ static int ls_find_probes(recorder *r)
                   r->pid, target, exe);
 }
 
-/* Which capabilities recording needs and this process lacks. */
-static int ls_check_privileges(void)
+/* Effective capabilities of this process (a bit per CAP_ number). */
+static unsigned long long ls_cap_eff(void)
 {
-    if (geteuid() == 0)
-        return 0;
     unsigned long long eff = 0;
     FILE *f = fopen("/proc/self/status", "re");
     char line[256];
@@ -217,14 +219,46 @@ static int ls_check_privileges(void)
             break;
     if (f)
         fclose(f);
-    const int CAP_SYS_ADMIN_ = 21, CAP_PERFMON_ = 38, CAP_BPF_ = 39;
-    if (eff & (1ull << CAP_SYS_ADMIN_))
+    return eff;
+}
+
+enum { LS_CAP_DAC_READ_SEARCH = 2, LS_CAP_SYS_PTRACE = 19, LS_CAP_SYS_ADMIN = 21 };
+
+/* Which capabilities recording needs and this process lacks (measured on
+ * this project's kernel, tracer/README.md "Privileges"): creating uprobes
+ * needs CAP_SYS_ADMIN (CAP_BPF + CAP_PERFMON load the programs but the
+ * uprobe perf events fail with EACCES).  Checked on the capabilities, not
+ * the uid: root in a container may lack them. */
+static int ls_check_privileges(void)
+{
+    if (!(ls_cap_eff() & (1ull << LS_CAP_SYS_ADMIN)))
+        return ls_err("recording needs CAP_SYS_ADMIN (uprobes; CAP_BPF and CAP_PERFMON "
+                      "are not enough on this kernel); missing: CAP_SYS_ADMIN");
+    return 0;
+}
+
+/* A target of another user: reading its maps, memory and files (probes,
+ * stacks, symbols, the snapshot request) needs CAP_SYS_PTRACE and
+ * CAP_DAC_READ_SEARCH. */
+static int ls_check_target_access(pid_t pid)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "re");
+    long uid = -1;
+    while (f && fgets(line, sizeof(line), f))
+        if (sscanf(line, "Uid: %*d %ld", &uid) == 1)
+            break;
+    if (f)
+        fclose(f);
+    unsigned long long eff = ls_cap_eff();
+    bool ptrace = eff & (1ull << LS_CAP_SYS_PTRACE), dac = eff & (1ull << LS_CAP_DAC_READ_SEARCH);
+    if (uid < 0 || (uid == (long)geteuid() && uid == (long)getuid()) || (ptrace && dac))
         return 0;
-    bool bpf = eff & (1ull << CAP_BPF_), perfmon = eff & (1ull << CAP_PERFMON_);
-    if (bpf && perfmon)
-        return 0;
-    return ls_err("recording needs root or CAP_BPF and CAP_PERFMON; missing: %s%s%s",
-                  bpf ? "" : "CAP_BPF", !bpf && !perfmon ? ", " : "", perfmon ? "" : "CAP_PERFMON");
+    return ls_err("pid %d runs as uid %ld: reading its memory and files needs CAP_SYS_PTRACE "
+                  "and CAP_DAC_READ_SEARCH; missing: %s%s%s", (int)pid, uid,
+                  ptrace ? "" : "CAP_SYS_PTRACE", !ptrace && !dac ? ", " : "",
+                  dac ? "" : "CAP_DAC_READ_SEARCH");
 }
 
 /* ---------------------------------------------------------- ingestion */
@@ -264,6 +298,8 @@ static struct ls_loop_info *ls_loop_seen(recorder *r, uint64_t loop, uint32_t pi
     for (size_t i = 0; i < r->nloops; i++)
         if (r->loops[i].id == loop)
             return &r->loops[i];
+    if (r->nloops == LS_MAX_LOOPS)     /* loop ids are the target's choice */
+        return NULL;
     if (r->nloops == r->loops_cap) {
         size_t cap = r->loops_cap ? 2 * r->loops_cap : 8;
         struct ls_loop_info *a = realloc(r->loops, cap * sizeof(*a));
@@ -274,7 +310,7 @@ static struct ls_loop_info *ls_loop_seen(recorder *r, uint64_t loop, uint32_t pi
     }
     ls_sample_thread(r, tid);
     ls_store_loop(r->store, loop, pid, tid, ts);
-    r->loops[r->nloops] = (struct ls_loop_info){ loop, 0 };
+    r->loops[r->nloops] = (struct ls_loop_info){ .id = loop, .last_ts = r->attach_ns };
     return &r->loops[r->nloops++];
 }
 
@@ -288,137 +324,175 @@ static ls_syms *ls_get_syms(recorder *r)
     return r->syms;
 }
 
-static ls_task_acc *ls_acc(recorder *r, uint64_t task, uint64_t loop)
+static void ls_store_stat_row(ls_task *a, void *arg)
 {
-    if (r->acc_n * 2 >= r->acc_cap) {       /* grow and rehash at 50% */
-        size_t cap = r->acc_cap ? r->acc_cap * 2 : 4096;
-        ls_task_acc *a = calloc(cap, sizeof(*a));
-        if (!a)
-            return NULL;
-        for (size_t i = 0; i < r->acc_cap; i++) {
-            if (!r->acc[i].id)
-                continue;
-            size_t k = (r->acc[i].id * 0x9E3779B97F4A7C15ull) & (cap - 1);
-            while (a[k].id)
-                k = (k + 1) & (cap - 1);
-            a[k] = r->acc[i];
-        }
-        free(r->acc);
-        r->acc = a;
-        r->acc_cap = cap;
-    }
-    size_t k = (task * 0x9E3779B97F4A7C15ull) & (r->acc_cap - 1);
-    while (r->acc[k].id && r->acc[k].id != task)
-        k = (k + 1) & (r->acc_cap - 1);
-    if (!r->acc[k].id) {
-        r->acc[k].id = task;
-        r->acc[k].loop = loop;
-        r->acc_n++;
-    }
-    return &r->acc[k];
+    recorder *r = arg;
+    ls_store_task_stat(r->store, a->id, a->busy, a->sched, a->idle, a->resumes, a->wakes,
+                       a->longest);
 }
 
-/* last_kind of a task that existed before the recording: until its first
- * event we do not know what it was doing; that event tells (woken: it was
- * suspended; run: it was ready). */
-#define LS_ACC_PREEXISTING (-1)
-
-/* Close the span the task was in (its last event's kind) at ts; next_kind
- * is the event that ends it (0 at the end of the recording). */
-static void ls_acc_close(ls_task_acc *a, int64_t ts, int next_kind)
+/* The task an accepted record names: its table entry (NULL when the table
+ * is full), and a tasks row in any case, so events never name a task
+ * missing from tasks. */
+static ls_task *ls_task_seen(recorder *r, uint64_t loop, uint64_t id)
 {
-    int64_t d = ts - a->last_ts;
-    if (!a->last_kind || d < 0)
-        return;
-    int kind = a->last_kind;
-    if (kind == LS_ACC_PREEXISTING)
-        kind = next_kind == EVL_PROBE_ID_task_run ? EVL_PROBE_ID_task_wake
-                                                  : EVL_PROBE_ID_task_suspend;
-    switch (kind) {
-    case EVL_PROBE_ID_task_run:
-        a->busy += d;
-        if (d > a->longest)
-            a->longest = d;
-        break;
-    case EVL_PROBE_ID_task_create:
-    case EVL_PROBE_ID_task_wake:
-        a->sched += d;
-        break;
-    case EVL_PROBE_ID_task_suspend:
-        a->idle += d;
-        break;
+    bool made;
+    ls_task *a = ls_tasks_get(r->tasks, id, loop, &made);
+    if (!a) {                         /* not tracked: make sure of the row */
+        ls_store_task_unknown(r->store, id, loop);
+        return NULL;
     }
+    return a;
 }
 
-static void ls_acc_note(recorder *r, uint64_t loop, const struct evl_rec *e)
+static void ls_task_row(recorder *r, ls_task *a, uint64_t loop, uint64_t id)
 {
-    if (e->kind < EVL_PROBE_ID_task_create || e->kind > EVL_PROBE_ID_task_finish || !e->task)
+    if (!a || a->has_row)
         return;
-    ls_task_acc *a = ls_acc(r, e->task, loop);
+    ls_store_task_unknown(r->store, id, loop);
+    a->has_row = 1;
+}
+
+/* Per-task accounting (task_stats): each create/run/suspend/wake lasts
+ * until the task's next event; at its finish the row is written and the
+ * task leaves memory. */
+static void ls_account(recorder *r, ls_task *a, const struct evl_rec *e, bool pre)
+{
     if (!a)
         return;
-    ls_acc_close(a, (int64_t)e->ts, e->kind);
+    ls_task_close_span(a, (int64_t)e->ts, e->kind);
     a->last_ts = (int64_t)e->ts;
-    a->last_kind = e->kind == EVL_PROBE_ID_task_finish ? 0 : e->kind;
-    if (e->kind == EVL_PROBE_ID_task_create && (e->a32 & EVL_REC_PREEXISTING))
-        a->last_kind = LS_ACC_PREEXISTING;
+    a->last_kind = pre ? LS_TASK_PREEXISTING : e->kind;
     if (e->kind == EVL_PROBE_ID_task_run)
         a->resumes++;
     else if (e->kind == EVL_PROBE_ID_task_wake)
         a->wakes++;
+    else if (e->kind == EVL_PROBE_ID_task_finish) {
+        a->last_kind = 0;
+        ls_store_stat_row(a, r);
+        ls_tasks_remove(r->tasks, a);
+    }
 }
 
 /* At the end: the open span of each unfinished task lasts until its loop
  * stopped, or the end of the recording; then store every row. */
-static void ls_store_task_stats(recorder *r, int64_t end)
+static void ls_close_open(ls_task *a, void *arg)
 {
-    for (size_t i = 0; i < r->acc_cap; i++) {
-        ls_task_acc *a = &r->acc[i];
-        if (!a->id)
-            continue;
-        int64_t stop = end;
-        for (size_t l = 0; l < r->nloops; l++)
-            if (r->loops[l].id == a->loop && r->loops[l].stopped)
-                stop = r->loops[l].stopped;
-        ls_acc_close(a, stop, 0);
-        ls_store_task_stat(r->store, a->id, a->busy, a->sched, a->idle, a->resumes, a->wakes,
-                           a->longest);
-    }
+    recorder *r = arg;
+    int64_t stop = r->start_ns ? ls_now() : 0;
+    for (size_t l = 0; l < r->nloops; l++)
+        if (r->loops[l].id == a->loop && r->loops[l].stopped)
+            stop = r->loops[l].stopped;
+    ls_task_close_span(a, stop, 0);
+    ls_store_stat_row(a, r);
 }
 
-static void ls_ingest_rec(recorder *r, uint64_t loop, const struct evl_rec *e, size_t avail)
+static bool ls_in_list(int v, const int *list, size_t n)
 {
+    for (size_t i = 0; i < n; i++)
+        if (list[i] == v)
+            return true;
+    return false;
+}
+
+/* The trust boundary for lifecycle records: a record is accepted only if
+ * its kind is a lifecycle probe, its task id is set where one is needed,
+ * its enum argument is in its list, and its time lies between the last
+ * record of its loop and the kernel's time of the message carrying it.
+ * Everything after this function may trust those fields. */
+static bool ls_rec_valid(const struct evl_rec *e, int64_t not_before, int64_t not_after)
+{
+#define LS_V(n, v, s) v,
+    static const int reasons[] = { EVL_SUSPEND_LIST(LS_V) };
+    static const int wakers[] = { EVL_WAKER_LIST(LS_V) };
+    static const int leaks[] = { EVL_LEAK_LIST(LS_V) };
+#undef LS_V
+    static const int finals[] = { EVL_FINAL_FINISHED, EVL_FINAL_FAILED, EVL_FINAL_CANCELLED };
+#define LS_N(a) (sizeof(a) / sizeof(a[0]))
+    if ((int64_t)e->ts < not_before || (int64_t)e->ts > not_after || e->ts > INT64_MAX)
+        return false;
+    switch (e->kind) {
+    case EVL_PROBE_ID_task_create:
+    case EVL_PROBE_ID_task_run:
+    case EVL_PROBE_ID_task_cancel:
+        return e->task != 0;
+    case EVL_PROBE_ID_task_suspend:
+        return e->task && ls_in_list((int)e->a32, reasons, LS_N(reasons)) && e->a32 < 256;
+    case EVL_PROBE_ID_task_wake:
+        return e->task && ls_in_list((int)e->a32, wakers, LS_N(wakers)) && e->a32 < 256;
+    case EVL_PROBE_ID_task_finish:
+        return e->task && ls_in_list((int)e->a32, finals, LS_N(finals)) && e->a32 < 256;
+    case EVL_PROBE_ID_task_leak:
+        return e->task && ls_in_list((int)e->a32, leaks, LS_N(leaks)) && e->a32 < 256;
+    case EVL_PROBE_ID_poll_enter:
+    case EVL_PROBE_ID_poll_exit:
+    case EVL_PROBE_ID_callback_begin:
+    case EVL_PROBE_ID_callback_end:
+        return true;
+    default:                          /* loop_start/stop/batch are not records */
+        return false;
+    }
+#undef LS_N
+}
+
+/* One record of a batch: e points at `avail` readable bytes (>= sizeof *e,
+ * e->size checked by the caller). */
+static void ls_ingest_rec(recorder *r, struct ls_loop_info *li, const struct evl_rec *e,
+                          size_t avail, int64_t msg_ts)
+{
+    uint64_t loop = li->id;
+    if (!ls_rec_valid(e, li->last_ts, msg_ts)) {
+        if ((int64_t)e->ts < r->attach_ns && (int64_t)e->ts >= 0 && e->kind <= EVL_PROBE_ID_callback_end)
+            return;                   /* made before this recording began */
+        r->rejected++;
+        return;
+    }
+    li->last_ts = (int64_t)e->ts;
+    r->records++;
     int64_t reason = e->a32;
+    ls_task *a = e->task ? ls_task_seen(r, loop, e->task) : NULL;
+    bool pre = false;
     switch (e->kind) {
     case EVL_PROBE_ID_task_create: {
-        char name[EVL_NAME_MAX];
         size_t n = e->a32 & ~EVL_REC_PREEXISTING;
         if (n > avail - sizeof(*e))
             n = avail - sizeof(*e);
-        if (n >= sizeof(name))
-            n = sizeof(name) - 1;
-        memcpy(name, e + 1, n);
-        name[n] = 0;
-        bool pre = e->a32 & EVL_REC_PREEXISTING;
+        if (n > EVL_NAME_MAX - 1)
+            n = EVL_NAME_MAX - 1;
+        pre = e->a32 & EVL_REC_PREEXISTING;
+        if (pre && a && a->has_row && a->last_kind != LS_TASK_PREEXISTING)
+            return;                   /* a snapshot repeated for a task we know */
         ls_syms *syms = ls_get_syms(r);
-        ls_sym sym = syms ? ls_syms_lookup(syms, e->a1) : (ls_sym){ 0 };
-        ls_store_task_create(r->store, e->task, loop, e->a0, name, sym.function, e->a1,
-                             (int64_t)e->ts, pre);
+        const ls_sym *sym = syms ? ls_syms_lookup(syms, e->a1) : NULL;
+        ls_store_task_create(r->store, e->task, loop, e->a0, (const char *)(e + 1), n,
+                             sym ? sym->function : NULL, e->a1, (int64_t)e->ts, pre);
+        if (a)
+            a->has_row = 1;
+        else if (!pre)
+            r->untracked++;
         r->tasks_created++;
         reason = pre;
         break;
     }
     case EVL_PROBE_ID_task_leak:
+        ls_task_row(r, a, loop, e->task);
         ls_store_task_leak(r->store, e->task, (int)e->a32);
         break;
     case EVL_PROBE_ID_task_finish:
         ls_store_task_finish(r->store, e->task, loop, (int64_t)e->ts, (int)e->a32, (int64_t)e->a0);
+        if (a)
+            a->has_row = 1;
         r->tasks_finished++;
         break;
+    default:
+        if (e->task)
+            ls_task_row(r, a, loop, e->task);
+        break;
     }
-    ls_acc_note(r, loop, e);
     ls_store_event(r->store, (int64_t)e->ts, loop, e->task, e->kind, reason,
                    (int64_t)e->a0, (int64_t)e->a1);
+    if (e->kind >= EVL_PROBE_ID_task_create && e->kind <= EVL_PROBE_ID_task_finish)
+        ls_account(r, a, e, pre);
 }
 
 /* Drain the ring buffer for at most `budget_ns`, so that a producer
@@ -444,32 +518,48 @@ static int64_t ls_stack_id(recorder *r, uint32_t tid, const struct ls_block *b, 
     size_t slot = h % LS_STACK_IDS;
     if (r->stack_ids[slot].id && r->stack_ids[slot].hash == h)
         return r->stack_ids[slot].id;
-    /* One row per frame, inlined functions expanded (same address). */
-    ls_sym frames[LS_MAX_DEPTH];
-    uint64_t addrs[LS_MAX_DEPTH];
+    /* One row per frame, inlined functions expanded (same address); each
+     * stored right after its lookup (symbols.h: valid until the next). */
+    int64_t id = ++r->next_stack_id;
     int depth = 0;
     for (int i = 0; i < n && depth < LS_MAX_DEPTH; i++) {
-        ls_sym sym = ls_syms_lookup(r->syms, pcs[i]);
-        for (const ls_sym *f = &sym; f && depth < LS_MAX_DEPTH; f = f->inlined_into) {
-            frames[depth] = *f;
-            addrs[depth++] = pcs[i];
-        }
+        for (const ls_sym *f = ls_syms_lookup(r->syms, pcs[i]); f && depth < LS_MAX_DEPTH;
+             f = f->inlined_into)
+            ls_store_frame(r->store, id, depth++, pcs[i], f);
     }
-    int64_t id = ++r->next_stack_id;
-    ls_store_stack(r->store, id, depth, addrs, frames);
+    ls_store_stack(r->store, id, depth);
     r->stack_ids[slot].hash = h;
     r->stack_ids[slot].id = id;
     return id;
 }
 
+/* A blocking episode.  The BPF side wrote it, but from what the target
+ * published: the task id and, for on-CPU episodes, the step's start
+ * (pub.since) are the target's word, so the start is kept inside
+ * [recording start, sample] and the task gets a row if it has none. */
 static void ls_on_block(recorder *r, const struct ls_msg_hdr *h)
 {
     const struct ls_block *b = (const void *)(h + 1);
-    if (h->len < sizeof(*b) || b->stack_len > h->len - sizeof(*b))
+    if (h->len < sizeof(*b) || b->stack_len > h->len - sizeof(*b) ||
+        (b->kind != LS_BLOCK_OFFCPU && b->kind != LS_BLOCK_ONCPU))
         return;
+    struct ls_loop_info *li = ls_loop_seen(r, h->loop, h->pid, h->tid, (int64_t)h->ts);
+    if (!li) {
+        r->rejected_msgs++;
+        return;
+    }
+    int64_t start = (int64_t)b->start_ns, dur = (int64_t)b->dur_ns;
+    if (b->kind == LS_BLOCK_ONCPU) {
+        int64_t sample = (int64_t)b->sample_ns;
+        if (start > sample || start < r->attach_ns || b->start_ns > INT64_MAX)
+            start = sample > r->attach_ns ? r->attach_ns : sample;
+    }
+    if (dur < 0)
+        dur = 0;
+    if (b->task)
+        ls_task_row(r, ls_task_seen(r, h->loop, b->task), h->loop, b->task);
     int64_t stack = ls_stack_id(r, h->tid, b, (const uint8_t *)(b + 1));
-    ls_store_blocking(r->store, h->loop, b->task, (int64_t)b->start_ns, (int64_t)b->dur_ns,
-                      (int)b->kind, b->syscall, stack);
+    ls_store_blocking(r->store, h->loop, b->task, start, dur, (int)b->kind, b->syscall, stack);
     r->blocks++;
 }
 
@@ -520,6 +610,33 @@ static void ls_flush_open_episodes(recorder *r)
     free(v);
 }
 
+/* Ask a loop for its task snapshot again (evl-probes.h: snapshot_req).
+ * Needed when the loop did not see our attach as a rise of the semaphore:
+ * another tracer is attached, or the previous one left while the loop
+ * slept.  A repeated snapshot is harmless (known tasks are skipped).  pub
+ * is the target's word: it must look like an aligned user address, and
+ * the write goes through the kernel's checks on the target's own memory. */
+static void ls_request_snapshot(recorder *r, uint64_t pub)
+{
+    if (!pub || pub % 8 || pub >= (1ull << 47) - sizeof(struct evl_loop_pub)) {
+        r->snapshot_fail++;
+        return;
+    }
+    struct evl_loop_pub cur;
+    struct iovec local = { &cur, sizeof(cur) };
+    struct iovec remote = { (void *)(uintptr_t)pub, sizeof(cur) };
+    if (process_vm_readv(r->pid, &local, 1, &remote, 1, 0) != (ssize_t)sizeof(cur)) {
+        r->snapshot_fail++;
+        return;
+    }
+    uint32_t req = cur.snapshot_done + 1;
+    local = (struct iovec){ &req, sizeof(req) };
+    remote = (struct iovec){ (void *)(uintptr_t)(pub + offsetof(struct evl_loop_pub, snapshot_req)),
+                             sizeof(req) };
+    if (process_vm_writev(r->pid, &local, 1, &remote, 1, 0) != (ssize_t)sizeof(req))
+        r->snapshot_fail++;
+}
+
 static int ls_on_msg(void *ctx, void *data, size_t size)
 {
     recorder *r = ctx;
@@ -532,31 +649,39 @@ static int ls_on_msg(void *ctx, void *data, size_t size)
     if (size < sizeof(*h) || h->len > size - sizeof(*h))
         return 0;
     const uint8_t *p = (const uint8_t *)(h + 1);
+    struct ls_loop_info *li = NULL;
+    if (h->type != LS_MSG_BLOCK &&
+        !(li = ls_loop_seen(r, h->loop, h->pid, h->tid, (int64_t)h->ts))) {
+        r->rejected_msgs++;           /* more loop ids than any real program */
+        return 0;
+    }
     switch (h->type) {
     case LS_MSG_LOOP_START:
-        ls_loop_seen(r, h->loop, h->pid, h->tid, (int64_t)h->ts);
+        li->snapshot_asked = true;    /* it starts under our eyes: no tasks yet */
         ls_store_event(r->store, (int64_t)h->ts, h->loop, 0, EVL_PROBE_ID_loop_start, h->tid,
                        (int64_t)h->arg, 0);
         break;
-    case LS_MSG_LOOP_STOP: {
-        struct ls_loop_info *li = ls_loop_seen(r, h->loop, h->pid, h->tid, (int64_t)h->ts);
-        if (li)
-            li->stopped = (int64_t)h->ts;
+    case LS_MSG_LOOP_STOP:
+        li->stopped = (int64_t)h->ts;
         ls_store_loop_stop(r->store, h->loop, (int64_t)h->ts);
         ls_store_event(r->store, (int64_t)h->ts, h->loop, 0, EVL_PROBE_ID_loop_stop, h->tid, 0, 0);
         break;
-    }
     case LS_MSG_BLOCK:
         ls_on_block(r, h);
         break;
     case LS_MSG_BATCH:
     case LS_MSG_REC:
-        ls_loop_seen(r, h->loop, h->pid, h->tid, (int64_t)h->ts);
+        if (!li->snapshot_asked) {
+            li->snapshot_asked = true;
+            ls_request_snapshot(r, h->arg);
+        }
         for (size_t off = 0; off + sizeof(struct evl_rec) <= h->len;) {
             const struct evl_rec *e = (const struct evl_rec *)(const void *)(p + off);
-            if (e->size < sizeof(*e) || off + e->size > h->len)
-                break;                /* malformed: drop the rest */
-            ls_ingest_rec(r, h->loop, e, h->len - off);
+            if (e->size < sizeof(*e) || e->size % 8 || e->size > h->len - off) {
+                r->rejected++;        /* no framing left to trust: drop the rest */
+                break;
+            }
+            ls_ingest_rec(r, li, e, e->size, (int64_t)h->ts);
             off += e->size;
         }
         break;
@@ -634,8 +759,9 @@ static int ls_attach_all(recorder *r)
             continue;
         int rc = ls_attach(r, t[i].prog, t[i].probe);
         if (rc < 0)
-            return ls_err("cannot attach to probe evl:%s in '%s': %s", t[i].probe, r->binary,
-                          strerror(-rc));
+            return ls_err("cannot attach to probe evl:%s in '%s': %s%s", t[i].probe, r->binary,
+                          strerror(-rc), rc == -EACCES || rc == -EPERM
+                                             ? " (uprobes need CAP_SYS_ADMIN)" : "");
     }
     return 0;
 }
@@ -745,11 +871,21 @@ static void ls_write_end_meta(recorder *r, const char *why)
     ls_store_meta(r->store, "end_utc", "%s", iso);
     ls_store_meta(r->store, "duration_ns", "%lld", (long long)(end - r->start_ns));
     ls_store_meta(r->store, "stop_reason", "%s", why);
+    /* Counted by the kernel or by the recorder (SCHEMA.md), except
+     * *_claimed: the target's own word, stored as such. */
     ls_store_meta(r->store, "batches", "%llu", (unsigned long long)ls_stat(r, LS_STAT_BATCHES));
+    ls_store_meta(r->store, "records", "%llu", (unsigned long long)r->records);
     ls_store_meta(r->store, "dropped_messages", "%llu",
                   (unsigned long long)ls_stat(r, LS_STAT_DROPPED_MSGS));
-    ls_store_meta(r->store, "dropped_events", "%llu",
-                  (unsigned long long)ls_stat(r, LS_STAT_DROPPED_RECS));
+    ls_store_meta(r->store, "dropped_bytes", "%llu",
+                  (unsigned long long)ls_stat(r, LS_STAT_DROPPED_BYTES));
+    ls_store_meta(r->store, "dropped_events_claimed", "%llu",
+                  (unsigned long long)ls_stat(r, LS_STAT_CLAIMED_DROPPED));
+    ls_store_meta(r->store, "rejected_records", "%llu", (unsigned long long)r->rejected);
+    ls_store_meta(r->store, "rejected_messages", "%llu", (unsigned long long)r->rejected_msgs);
+    ls_store_meta(r->store, "untracked_tasks", "%llu", (unsigned long long)r->untracked);
+    ls_store_meta(r->store, "snapshot_request_failures", "%llu",
+                  (unsigned long long)r->snapshot_fail);
     ls_store_meta(r->store, "blocking_episodes", "%llu", (unsigned long long)r->blocks);
     ls_store_meta(r->store, "read_errors", "%llu",
                   (unsigned long long)ls_stat(r, LS_STAT_READ_ERRORS));
@@ -771,7 +907,7 @@ static void ls_usage(FILE *f)
           "  -d, --duration SEC   stop after SEC seconds\n"
           "  -f, --force          replace FILE if it exists (only once the new trace is done)\n"
           "      --no-batch       one uprobe hit per event instead of per batch (slower)\n"
-          "      --ringbuf-kb N   ring buffer size in KiB, a power of two (default 65536)\n"
+          "      --ringbuf-kb N   ring buffer size in KiB, a power of two >= 256 (default 65536)\n"
           "  -t, --block-threshold MS  report loop stalls of at least MS ms (default 10)\n"
           "      --no-blocking    do not detect blocking (no sched_switch program)\n"
           "      --syscalls       also time every syscall of the loop threads (costs\n"
@@ -828,8 +964,11 @@ static int ls_parse(recorder *r, int argc, char **argv)
             break;
         case 'R': {
             long v = strtol(optarg, &end, 10);
-            if (*end || v < 4 || v > (1 << 21) || (v & (v - 1)))
-                return ls_err("invalid --ringbuf-kb '%s' (a power of two, 4..2097152)", optarg);
+            /* Below a few full batches (64 KiB each) most batches would
+             * not fit: refused rather than silently lossy. */
+            if (*end || v < LS_MIN_RINGBUF_KB || v > (1 << 21) || (v & (v - 1)))
+                return ls_err("invalid --ringbuf-kb '%s' (a power of two, %d..2097152)", optarg,
+                              LS_MIN_RINGBUF_KB);
             r->ringbuf_kb = (unsigned)v;
             break;
         }
@@ -866,7 +1005,7 @@ static void ls_status(recorder *r, int64_t now, uint64_t *last_ev, int64_t *last
     fprintf(stderr, "\rrecording pid %d: %.1fs  %.0f events/s  tasks alive %llu  dropped %llu   ",
             r->pid, el, dt > 0 ? (ev - *last_ev) / dt : 0.0,
             (unsigned long long)(r->tasks_created - r->tasks_finished),
-            (unsigned long long)ls_stat(r, LS_STAT_DROPPED_RECS));
+            (unsigned long long)ls_stat(r, LS_STAT_DROPPED_MSGS));
     *last_ev = ev;
     *last_t = now;
 }
@@ -884,6 +1023,14 @@ int cmd_record(int argc, char **argv)
     libbpf_set_print(ls_libbpf_print);
     if ((err = ls_check_privileges()))
         return err;
+    /* A bad output is refused before the target is touched; the file
+     * itself is made only once every probe is attached, so a failed
+     * attach leaves nothing behind. */
+    if (ls_store_check(r->out, r->force, errbuf, sizeof(errbuf)) < 0)
+        return ls_err("%s", errbuf);
+    r->tasks = ls_tasks_new(LS_TASKS_MAX);
+    if (!r->tasks)
+        return ls_err("out of memory");
 
     if (r->cmd) {
         if ((err = ls_spawn(r)))
@@ -893,7 +1040,7 @@ int cmd_record(int argc, char **argv)
             err = ls_err("no process with pid %d", r->pid);
             goto cleanup;
         }
-        if ((err = ls_find_probes(r)))
+        if ((err = ls_check_target_access(r->pid)) || (err = ls_find_probes(r)))
             goto cleanup;
     }
     r->pidfd = (int)syscall(SYS_pidfd_open, r->pid, 0);
@@ -925,16 +1072,17 @@ int cmd_record(int argc, char **argv)
     bpf_map__set_max_entries(r->skel->maps.scratch, ncpu > 0 ? (uint32_t)ncpu : 1);
     if ((err = record_bpf__load(r->skel))) {
         err = ls_err("cannot load the BPF programs: %s%s", strerror(-err),
-                     err == -EPERM || err == -EACCES ? " (needs root or CAP_BPF+CAP_PERFMON)" : "");
+                     err == -EPERM || err == -EACCES ? " (needs CAP_SYS_ADMIN)" : "");
         goto cleanup;
     }
+    r->attach_ns = ls_now();
+    if ((err = ls_attach_all(r)))
+        goto cleanup;
     r->store = ls_store_create(r->out, r->force, errbuf, sizeof(errbuf));
     if (!r->store) {
         err = ls_err("%s", errbuf);
         goto cleanup;
     }
-    if ((err = ls_attach_all(r)))
-        goto cleanup;
     r->rb = ring_buffer__new(bpf_map__fd(r->skel->maps.events), ls_on_msg, r, NULL);
     if (!r->rb) {
         err = ls_err("cannot create the ring buffer reader: %s", strerror(errno));
@@ -1011,8 +1159,8 @@ int cmd_record(int argc, char **argv)
     ls_flush_open_episodes(r);
     ls_store_syscalls(r);
     ls_write_end_meta(r, why);
-    ls_store_task_stats(r, ls_now());
-    uint64_t dropped = ls_stat(r, LS_STAT_DROPPED_RECS);
+    ls_tasks_each(r->tasks, ls_close_open, r);
+    uint64_t dropped = ls_stat(r, LS_STAT_DROPPED_MSGS), rejected = r->rejected + r->rejected_msgs;
     uint64_t nev = ls_store_nevents(r->store);
     double secs = (ls_now() - r->start_ns) / 1e9;
     ls_store *st = r->store;
@@ -1021,13 +1169,18 @@ int cmd_record(int argc, char **argv)
         err = ls_err("%s", errbuf);
         goto cleanup;
     }
-    if (!r->quiet || dropped) {
+    if (!r->quiet || dropped || rejected) {
         fprintf(stderr, "recorded %llu events, %llu tasks, %llu loop%s from pid %d in %.1f s "
                         "into '%s' (%s)", (unsigned long long)nev,
                 (unsigned long long)r->tasks_created, (unsigned long long)r->nloops,
                 r->nloops == 1 ? "" : "s", r->pid, secs, r->out, why);
         if (dropped)
-            fprintf(stderr, "; LOSSY: dropped events: %llu", (unsigned long long)dropped);
+            fprintf(stderr, "; LOSSY: %llu messages dropped (the target claims %llu events "
+                            "in them)", (unsigned long long)dropped,
+                    (unsigned long long)ls_stat(r, LS_STAT_CLAIMED_DROPPED));
+        if (rejected)
+            fprintf(stderr, "; %llu malformed records or messages rejected",
+                    (unsigned long long)rejected);
         fputc('\n', stderr);
     }
 
@@ -1038,10 +1191,12 @@ cleanup:
         bpf_link__destroy(r->samplers[i]);
     ring_buffer__free(r->rb);
     record_bpf__destroy(r->skel);
-    if (r->store)                     /* an error path: keep what was written */
+    if (r->store && r->start_ns)      /* an error while recording: keep what was written */
         ls_store_finish(r->store, errbuf, sizeof(errbuf));
+    else
+        ls_store_abort(r->store);     /* nothing was recorded: leave nothing behind */
     ls_syms_free(r->syms);
-    free(r->acc);
+    ls_tasks_free(r->tasks);
     free(r->loops);
     if (r->go_pipe >= 0)
         close(r->go_pipe);            /* the child exits without running */

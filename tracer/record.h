@@ -67,15 +67,19 @@ struct ls_sys_stat {
     __u64 max_ns;
 };
 
-/* Counters, one slot each in the per-CPU array `stats`. */
+/* Counters, one slot each in the per-CPU array `stats`.  What the kernel
+ * saw is exact; LS_STAT_CLAIMED_* are the record counts the target passed
+ * as `nrec` with its batches, believed by nobody: they are stored labelled
+ * as the target's claim. */
 enum ls_stat {
-    LS_STAT_BATCHES = 0,        /* batches delivered */
-    LS_STAT_RECS = 1,           /* records delivered */
+    LS_STAT_BATCHES = 0,        /* batch messages delivered */
+    LS_STAT_CLAIMED_RECS = 1,   /* nrec the target claimed for delivered batches */
     LS_STAT_DROPPED_MSGS = 2,   /* messages the ring buffer had no room for */
-    LS_STAT_DROPPED_RECS = 3,   /* records inside those */
-    LS_STAT_READ_ERRORS = 4,    /* user memory that could not be read */
+    LS_STAT_CLAIMED_DROPPED = 3,/* nrec the target claimed for dropped batches */
+    LS_STAT_READ_ERRORS = 4,    /* user memory that could not be read, bad lengths */
     LS_STAT_BLOCKS = 5,         /* blocking episodes delivered */
-    LS_STAT_COUNT = 6,
+    LS_STAT_DROPPED_BYTES = 6,  /* payload bytes of the dropped messages */
+    LS_STAT_COUNT = 7,
 };
 
 #define LS_MAX_MSG (sizeof(struct ls_msg_hdr) + EVL_BATCH_BYTES)

@@ -15,6 +15,8 @@
 #include "record.h"
 
 #include <errno.h>
+#include <limits.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <sqlite3.h>
 #include <stdarg.h>
@@ -35,7 +37,7 @@ struct ls_store {
     sqlite3_stmt *ins_many;   /* LS_ROWS_PER_INSERT event rows */
     sqlite3_stmt *ins_one;
     sqlite3_stmt *ins_task, *fin_task, *ins_loop, *stop_loop, *ins_meta;
-    sqlite3_stmt *ins_stack, *ins_frame, *ins_block, *ins_stat, *leak_task;
+    sqlite3_stmt *ins_stack, *ins_frame, *ins_block, *ins_stat, *leak_task, *ins_unknown;
     int64_t rows[LS_ROWS_PER_INSERT][LS_EVENT_COLS];
     int nrows;                /* buffered in rows[] */
     uint64_t nevents;
@@ -130,14 +132,30 @@ static char *ls_events_insert_sql(int nrows)
     return sql;
 }
 
+int ls_store_check(const char *path, bool force, char *err, size_t errlen)
+{
+    struct stat st;
+    if (lstat(path, &st) != 0)
+        return 0;
+    if (!force) {
+        snprintf(err, errlen, "trace '%s' already exists (use --force to replace it)", path);
+        return -1;
+    }
+    /* --force renames a finished trace over the old one: only ever over a
+     * regular file (never /dev/null, a fifo, a symlink, a directory). */
+    if (!S_ISREG(st.st_mode)) {
+        snprintf(err, errlen, "refusing to replace '%s': not a regular file", path);
+        return -1;
+    }
+    return 0;
+}
+
 ls_store *ls_store_create(const char *path, bool force, char *err, size_t errlen)
 {
     struct stat st;
-    bool exists = stat(path, &st) == 0;
-    if (exists && !force) {
-        snprintf(err, errlen, "trace '%s' already exists (use --force to replace it)", path);
+    if (ls_store_check(path, force, err, errlen) < 0)
         return NULL;
-    }
+    bool exists = lstat(path, &st) == 0;
     ls_store *s = calloc(1, sizeof(*s));
     if (!s) {
         snprintf(err, errlen, "out of memory");
@@ -166,12 +184,18 @@ ls_store *ls_store_create(const char *path, bool force, char *err, size_t errlen
     free(many);
     s->ins_one = ls_prepare(s, "INSERT INTO events(ts_ns,loop_id,task_id,kind,reason,arg0,arg1) "
                                "VALUES(?,?,?,?,?,?,?)");
+    /* A snapshot record (preexisting) never overwrites a task whose
+     * creation is known; it does fill in a placeholder row (created_ns
+     * NULL) made for a task seen before its snapshot. */
     s->ins_task = ls_prepare(s,
         "INSERT INTO tasks(id,loop_id,parent_id,name,function,function_addr,created_ns,preexisting) "
         "VALUES(?,?,?,?,?,?,?,?) ON CONFLICT(id) DO UPDATE SET name=excluded.name, "
         "parent_id=excluded.parent_id, function=excluded.function, "
         "function_addr=excluded.function_addr, created_ns=excluded.created_ns, "
-        "preexisting=excluded.preexisting");
+        "preexisting=excluded.preexisting "
+        "WHERE NOT (excluded.preexisting AND tasks.created_ns IS NOT NULL)");
+    s->ins_unknown = ls_prepare(s,
+        "INSERT OR IGNORE INTO tasks(id,loop_id,name,preexisting) VALUES(?,?,'?',1)");
     s->fin_task = ls_prepare(s,
         "INSERT INTO tasks(id,loop_id,name,ended_ns,final_state,error,preexisting) "
         "VALUES(?,?,'?',?,?,?,1) ON CONFLICT(id) DO UPDATE SET ended_ns=excluded.ended_ns, "
@@ -190,7 +214,7 @@ ls_store *ls_store_create(const char *path, bool force, char *err, size_t errlen
     s->leak_task = ls_prepare(s, "UPDATE tasks SET leak = ? WHERE id = ?");
     if (!s->ins_many || !s->ins_one || !s->ins_task || !s->fin_task || !s->ins_loop ||
         !s->stop_loop || !s->ins_meta || !s->ins_stack || !s->ins_frame || !s->ins_block ||
-        !s->ins_stat || !s->leak_task)
+        !s->ins_stat || !s->leak_task || !s->ins_unknown)
         goto fail_db;
     return s;
 fail_db:
@@ -206,6 +230,50 @@ fail:
     return NULL;
 }
 
+/* Bind a string the target chose (task names, symbols, paths, command
+ * lines): stored as valid UTF-8 of at most LS_TEXT_MAX bytes, each invalid
+ * byte (and NUL) replaced by U+FFFD, so every reader gets well-formed text. */
+#define LS_TEXT_MAX 4096
+static void ls_bind_text(sqlite3_stmt *st, int i, const char *v, size_t n)
+{
+    uint8_t out[LS_TEXT_MAX + 4];
+    size_t o = 0;
+    const uint8_t *p = (const uint8_t *)v;
+    for (size_t k = 0; k < n && o + 4 <= LS_TEXT_MAX;) {
+        uint8_t c = p[k];
+        size_t len = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3
+                   : (c & 0xf8) == 0xf0 ? 4 : 0;
+        bool ok = c != 0 && len > 0 && k + len <= n;
+        for (size_t j = 1; ok && j < len; j++)
+            ok = (p[k + j] & 0xc0) == 0x80;
+        if (ok && len > 1) {          /* no overlong forms, surrogates, > U+10FFFF */
+            uint32_t cp = c & (0x7f >> len);
+            for (size_t j = 1; j < len; j++)
+                cp = cp << 6 | (p[k + j] & 0x3f);
+            ok = cp >= (len == 2 ? 0x80u : len == 3 ? 0x800u : 0x10000u) && cp <= 0x10ffff &&
+                 (cp < 0xd800 || cp > 0xdfff);
+        }
+        if (ok) {
+            memcpy(out + o, p + k, len);
+            o += len;
+            k += len;
+        } else {
+            memcpy(out + o, "\xef\xbf\xbd", 3);
+            o += 3;
+            k++;
+        }
+    }
+    sqlite3_bind_text(st, i, (const char *)out, (int)o, SQLITE_TRANSIENT);
+}
+
+static void ls_bind_text_or_null(sqlite3_stmt *st, int i, const char *v)
+{
+    if (v)
+        ls_bind_text(st, i, v, strlen(v));
+    else
+        sqlite3_bind_null(st, i);
+}
+
 void ls_store_meta(ls_store *s, const char *key, const char *fmt, ...)
 {
     char *v = NULL;
@@ -215,7 +283,7 @@ void ls_store_meta(ls_store *s, const char *key, const char *fmt, ...)
         v = NULL;
     va_end(ap);
     sqlite3_bind_text(s->ins_meta, 1, key, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_text(s->ins_meta, 2, v ? v : "", -1, SQLITE_TRANSIENT);
+    ls_bind_text_or_null(s->ins_meta, 2, v ? v : "");
     ls_step(s, s->ins_meta);
     free(v);
 }
@@ -279,8 +347,8 @@ void ls_store_loop_stop(ls_store *s, uint64_t loop, int64_t stopped)
 }
 
 void ls_store_task_create(ls_store *s, uint64_t task, uint64_t loop, uint64_t parent,
-                          const char *name, const char *function, uint64_t fn_addr,
-                          int64_t created, bool preexisting)
+                          const char *name, size_t name_len, const char *function,
+                          uint64_t fn_addr, int64_t created, bool preexisting)
 {
     sqlite3_stmt *st = s->ins_task;
     sqlite3_bind_int64(st, 1, (int64_t)task);
@@ -289,15 +357,19 @@ void ls_store_task_create(ls_store *s, uint64_t task, uint64_t loop, uint64_t pa
         sqlite3_bind_int64(st, 3, (int64_t)parent);
     else
         sqlite3_bind_null(st, 3);
-    sqlite3_bind_text(st, 4, name, -1, SQLITE_TRANSIENT);
-    if (function)
-        sqlite3_bind_text(st, 5, function, -1, SQLITE_TRANSIENT);
-    else
-        sqlite3_bind_null(st, 5);
+    ls_bind_text(st, 4, name, name_len);
+    ls_bind_text_or_null(st, 5, function);
     sqlite3_bind_int64(st, 6, (int64_t)fn_addr);
     sqlite3_bind_int64(st, 7, created);
     sqlite3_bind_int(st, 8, preexisting);
     ls_step(s, st);
+}
+
+void ls_store_task_unknown(ls_store *s, uint64_t task, uint64_t loop)
+{
+    sqlite3_bind_int64(s->ins_unknown, 1, (int64_t)task);
+    sqlite3_bind_int64(s->ins_unknown, 2, (int64_t)loop);
+    ls_step(s, s->ins_unknown);
 }
 
 void ls_store_task_leak(ls_store *s, uint64_t task, int kind)
@@ -319,34 +391,28 @@ void ls_store_task_finish(ls_store *s, uint64_t task, uint64_t loop, int64_t end
     ls_step(s, st);
 }
 
-static void ls_bind_text_or_null(sqlite3_stmt *st, int i, const char *v)
-{
-    if (v)
-        sqlite3_bind_text(st, i, v, -1, SQLITE_TRANSIENT);
-    else
-        sqlite3_bind_null(st, i);
-}
-
-void ls_store_stack(ls_store *s, int64_t id, int depth, const uint64_t *pcs,
-                    const struct ls_sym *syms)
+void ls_store_stack(ls_store *s, int64_t id, int depth)
 {
     sqlite3_bind_int64(s->ins_stack, 1, id);
     sqlite3_bind_int(s->ins_stack, 2, depth);
     ls_step(s, s->ins_stack);
-    for (int i = 0; i < depth; i++) {
-        sqlite3_stmt *st = s->ins_frame;
-        sqlite3_bind_int64(st, 1, id);
-        sqlite3_bind_int(st, 2, i);
-        sqlite3_bind_int64(st, 3, (int64_t)pcs[i]);
-        ls_bind_text_or_null(st, 4, syms[i].function);
-        ls_bind_text_or_null(st, 5, syms[i].file);
-        if (syms[i].line)
-            sqlite3_bind_int(st, 6, syms[i].line);
-        else
-            sqlite3_bind_null(st, 6);
-        ls_bind_text_or_null(st, 7, syms[i].module);
-        ls_step(s, st);
-    }
+}
+
+void ls_store_frame(ls_store *s, int64_t stack_id, int depth, uint64_t pc,
+                    const struct ls_sym *sym)
+{
+    sqlite3_stmt *st = s->ins_frame;
+    sqlite3_bind_int64(st, 1, stack_id);
+    sqlite3_bind_int(st, 2, depth);
+    sqlite3_bind_int64(st, 3, (int64_t)pc);
+    ls_bind_text_or_null(st, 4, sym->function);
+    ls_bind_text_or_null(st, 5, sym->file);
+    if (sym->line)
+        sqlite3_bind_int(st, 6, sym->line);
+    else
+        sqlite3_bind_null(st, 6);
+    ls_bind_text_or_null(st, 7, sym->module);
+    ls_step(s, st);
 }
 
 void ls_store_blocking(ls_store *s, uint64_t loop, uint64_t task, int64_t start, int64_t dur,
@@ -469,6 +535,34 @@ int ls_store_tick(ls_store *s, int64_t now)
 uint64_t ls_store_nevents(const ls_store *s) { return s->nevents; }
 const char *ls_store_error(const ls_store *s) { return s->err; }
 
+static void ls_finalize_all(ls_store *s)
+{
+    sqlite3_stmt *sts[] = { s->ins_many, s->ins_one, s->ins_task, s->fin_task,
+                            s->ins_loop, s->stop_loop, s->ins_meta, s->ins_stack,
+                            s->ins_frame, s->ins_block, s->ins_stat, s->leak_task,
+                            s->ins_unknown };
+    for (size_t i = 0; i < sizeof(sts) / sizeof(sts[0]); i++)
+        sqlite3_finalize(sts[i]);
+}
+
+void ls_store_abort(ls_store *s)
+{
+    if (!s)
+        return;
+    const char *target = s->tmp ? s->tmp : s->path;
+    ls_finalize_all(s);
+    sqlite3_close(s->db);
+    char side[PATH_MAX + 8];
+    unlink(target);
+    snprintf(side, sizeof(side), "%s-wal", target);
+    unlink(side);
+    snprintf(side, sizeof(side), "%s-shm", target);
+    unlink(side);
+    free(s->path);
+    free(s->tmp);
+    free(s);
+}
+
 int ls_store_finish(ls_store *s, char *err, size_t errlen)
 {
     int rc = 0;
@@ -478,11 +572,7 @@ int ls_store_finish(ls_store *s, char *err, size_t errlen)
                    "CREATE INDEX tasks_loop ON tasks(loop_id);") < 0 ||
         ls_exec(s, ls_post_sql) < 0 || ls_exec(s, "COMMIT") < 0)
         rc = -1;
-    sqlite3_stmt *sts[] = { s->ins_many, s->ins_one, s->ins_task, s->fin_task,
-                            s->ins_loop, s->stop_loop, s->ins_meta, s->ins_stack,
-                            s->ins_frame, s->ins_block, s->ins_stat, s->leak_task };
-    for (size_t i = 0; i < sizeof(sts) / sizeof(sts[0]); i++)
-        sqlite3_finalize(sts[i]);
+    ls_finalize_all(s);
     /* A plain rollback-journal file: readable from read-only places. */
     if (rc == 0 && ls_exec(s, "PRAGMA journal_mode=DELETE") < 0)
         rc = -1;

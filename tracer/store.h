@@ -20,6 +20,12 @@ typedef struct ls_store ls_store;
  * (written beside it, renamed over it), so it is never corrupted.  On error
  * returns NULL and writes one line (no "error: " prefix) into err. */
 ls_store *ls_store_create(const char *path, bool force, char *err, size_t errlen);
+/* The checks of ls_store_create without creating anything (run before
+ * attaching, so a bad output never disturbs the target): 0 or -1 with err. */
+int ls_store_check(const char *path, bool force, char *err, size_t errlen);
+/* Give up a trace before anything was recorded: close and delete it (an
+ * earlier trace it was to replace stays untouched). */
+void ls_store_abort(ls_store *s);
 
 void ls_store_meta(ls_store *s, const char *key, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -28,16 +34,23 @@ void ls_store_event(ls_store *s, int64_t ts, uint64_t loop, uint64_t task, int k
                     int64_t reason, int64_t arg0, int64_t arg1);
 void ls_store_loop(ls_store *s, uint64_t loop, uint32_t pid, uint32_t tid, int64_t started);
 void ls_store_loop_stop(ls_store *s, uint64_t loop, int64_t stopped);
+/* name: name_len bytes, any bytes (stored as valid UTF-8). */
 void ls_store_task_create(ls_store *s, uint64_t task, uint64_t loop, uint64_t parent,
-                          const char *name, const char *function, uint64_t fn_addr,
-                          int64_t created, bool preexisting);
+                          const char *name, size_t name_len, const char *function,
+                          uint64_t fn_addr, int64_t created, bool preexisting);
+/* A row for a task seen without its creation (name '?', preexisting),
+ * unless it has one: events never name a task missing from tasks. */
+void ls_store_task_unknown(ls_store *s, uint64_t task, uint64_t loop);
 void ls_store_task_leak(ls_store *s, uint64_t task, int kind);
 void ls_store_task_finish(ls_store *s, uint64_t task, uint64_t loop, int64_t ended, int state,
                           int64_t error);
 
-/* A symbolized stack (pcs innermost first, with their symbols). */
-void ls_store_stack(ls_store *s, int64_t id, int depth, const uint64_t *pcs,
-                    const struct ls_sym *syms);
+/* A symbolized stack: its frames (depth 0 = innermost) one at a time,
+ * each right after its lookup (symbols are valid only until the next
+ * lookup), then the stack row with the depth. */
+void ls_store_frame(ls_store *s, int64_t stack_id, int depth, uint64_t pc,
+                    const struct ls_sym *sym);
+void ls_store_stack(ls_store *s, int64_t id, int depth);
 /* A blocking episode; on-CPU ones get their duration at ls_store_finish. */
 void ls_store_blocking(ls_store *s, uint64_t loop, uint64_t task, int64_t start, int64_t dur,
                        int kind, int64_t syscall, int64_t stack_id);

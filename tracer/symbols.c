@@ -31,6 +31,7 @@ struct ls_syms {
     uint64_t *pcs;
     int npcs, max;
     struct { uint64_t addr; ls_sym sym; int used; } cache[LS_SYM_CACHE];
+    size_t ncached;           /* used slots */
 };
 
 static const Dwfl_Callbacks ls_proc_callbacks = {
@@ -158,35 +159,46 @@ static void ls_sym_release(ls_sym *r)
     }
 }
 
-ls_sym ls_syms_lookup(ls_syms *s, uint64_t addr)
+/* Forget every cached symbol.  Nothing outside may hold a pointer into
+ * the cache across lookups (symbols.h), so this is always safe. */
+static void ls_cache_clear(ls_syms *s)
+{
+    for (size_t k = 0; k < LS_SYM_CACHE; k++) {
+        if (s->cache[k].used)
+            ls_sym_release(&s->cache[k].sym);
+        s->cache[k].used = 0;
+    }
+    s->ncached = 0;
+}
+
+const ls_sym *ls_syms_lookup(ls_syms *s, uint64_t addr)
 {
     size_t h = (size_t)((addr * 0x9E3779B97F4A7C15ull) >> 52) & (LS_SYM_CACHE - 1);
-    for (size_t i = 0; i < LS_SYM_CACHE; i++) {
-        size_t k = (h + i) & (LS_SYM_CACHE - 1);
-        if (s->cache[k].used && s->cache[k].addr == addr)
-            return s->cache[k].sym;
-        if (!s->cache[k].used) {
-            s->cache[k].used = 1;
-            s->cache[k].addr = addr;
-            s->cache[k].sym = ls_resolve(s, addr);
-            return s->cache[k].sym;
-        }
+    size_t k = h;
+    for (;; k = (k + 1) & (LS_SYM_CACHE - 1)) {
+        if (!s->cache[k].used)
+            break;
+        if (s->cache[k].addr == addr)
+            return &s->cache[k].sym;
     }
-    /* Full: evict the home slot. */
-    ls_sym_release(&s->cache[h].sym);
-    s->cache[h].addr = addr;
-    s->cache[h].sym = ls_resolve(s, addr);
-    return s->cache[h].sym;
+    /* Bounded memory and short probe sequences whatever addresses the
+     * target makes us resolve: start over when three quarters full. */
+    if (s->ncached >= LS_SYM_CACHE / 4 * 3) {
+        ls_cache_clear(s);
+        k = h;
+    }
+    s->cache[k].used = 1;
+    s->cache[k].addr = addr;
+    s->cache[k].sym = ls_resolve(s, addr);
+    s->ncached++;
+    return &s->cache[k].sym;
 }
 
 void ls_syms_free(ls_syms *s)
 {
     if (!s)
         return;
-    for (size_t k = 0; k < LS_SYM_CACHE; k++) {
-        if (s->cache[k].used)
-            ls_sym_release(&s->cache[k].sym);
-    }
+    ls_cache_clear(s);
     if (s->dwfl)
         dwfl_end(s->dwfl);
     if (s->memfd >= 0)

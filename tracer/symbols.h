@@ -11,7 +11,7 @@
 typedef struct ls_syms ls_syms;
 
 typedef struct ls_sym {
-    const char *function;   /* NULL if unknown; owned by the cache */
+    const char *function;   /* NULL if unknown; owned by the cache (see lookup) */
     const char *file;       /* source file, NULL if no line info */
     int line;
     const char *module;     /* path of the ELF file holding addr */
@@ -24,8 +24,9 @@ typedef struct ls_sym {
 ls_syms *ls_syms_new(pid_t pid);
 /* Resolve addr (an address in the process) to its innermost frame; follow
  * inlined_into for the callers it was inlined into.  Never fails: unknown
- * fields are NULL/0.  Everything lives as long as the ls_syms. */
-ls_sym ls_syms_lookup(ls_syms *s, uint64_t addr);
+ * fields are NULL/0.  The result is owned by the cache and valid only
+ * until the next lookup (which may empty the cache): use or copy it first. */
+const ls_sym *ls_syms_lookup(ls_syms *s, uint64_t addr);
 /* Unwind a user stack captured in BPF: regs in DWARF x86-64 order (rax
  * rdx rcx rbx rsi rdi rbp rsp r8..r15 rip), stack = a copy of memory from
  * regs[7] (rsp) upwards.  DWARF CFI (.eh_frame/.debug_frame), so frames of

@@ -112,7 +112,10 @@ enum evl_leak_kind { EVL_LEAK_LIST(EVL__ENUM_LEAK) };
  * When a tracer attaches to a running loop, the loop first emits a
  * task_create record for every task already pending, with
  * EVL_REC_PREEXISTING set in a32 (their creation happened before the
- * trace; ts is the attach time).
+ * trace; ts is the attach time), and fires `batch` at once, before any
+ * callback of that iteration runs, so the tracer knows the loop thread
+ * (and its evl_loop_pub) before a task can block.  A tracer may ask for
+ * the snapshot again through evl_loop_pub.snapshot_req.
  * Fixed-width types only: this layout is read by BPF programs.
  */
 #ifndef __VMLINUX_H__
@@ -165,7 +168,16 @@ struct evl_loop_pub {
                      * began; maintained only while batching is on */
     __u32 phase;    /* enum evl_phase */
     __u32 steps;    /* bumped at every step or callback start */
+    /* Snapshot request, the one word a tracer writes: while batching, the
+     * loop compares it with `snapshot_done` at the start of each iteration
+     * and, when they differ, copies it there and emits the task_create
+     * snapshot again (and a batch at once).  A tracer that attaches while
+     * another is attached, or before the loop noticed the previous one
+     * leave (the semaphore never read 0 in between), gets its snapshot
+     * this way. */
+    __u32 snapshot_req;
+    __u32 snapshot_done;
 };
-_Static_assert(sizeof(struct evl_loop_pub) == 24, "evl_loop_pub layout is ABI");
+_Static_assert(sizeof(struct evl_loop_pub) == 32, "evl_loop_pub layout is ABI");
 
 #endif /* EVL_PROBES_H */

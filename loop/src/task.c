@@ -349,14 +349,25 @@ void evl__task_destroy_pending(evl_loop *loop)
     }
 }
 
-void evl__trace_snapshot(evl_loop *loop)
+void evl__trace_snapshot(evl_loop *loop, bool fresh)
 {
-    /* Records made since the semaphore rose mid-iteration are dropped: the
-     * trace starts here, with every pending task. */
-    loop->trace_len = loop->trace_nrec = 0;
+    /* A fresh attach: records made since the semaphore rose mid-iteration
+     * are dropped, the trace starts here, with every pending task.  On a
+     * request, what is buffered belongs to tracers already attached: it
+     * goes out first. */
+    if (fresh)
+        loop->trace_len = loop->trace_nrec = 0;
+    else
+        evl__trace_flush(loop);
+    loop->pub.snapshot_done = *(volatile uint32_t *)&loop->pub.snapshot_req;
     for (evl__task *t = loop->tasks; t; t = t->next)
         evl__rec_task_create(loop, t->id, t->parent_id, t->name, (uintptr_t)t->fn,
                              EVL_REC_PREEXISTING);
+    /* Out at once (even empty: the batch also announces the loop thread),
+     * before any callback of this iteration can block. */
+    EVL_PROBE(batch, loop->id, (uintptr_t)loop->trace_buf, loop->trace_len,
+              (uintptr_t)&loop->pub, loop->trace_nrec);
+    loop->trace_len = loop->trace_nrec = 0;
 }
 
 /* ----------------------------------------------------------- public calls */

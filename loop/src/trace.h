@@ -85,16 +85,19 @@ void evl__tr_callback_end_slow(evl_loop *loop, uintptr_t fn);
 void evl__rec_task_create(evl_loop *loop, uint64_t task, uint64_t parent, const char *name,
                           uintptr_t fn, uint32_t flags);
 
-/* Once per iteration: a tracer that just attached first learns the tasks
- * that already exist. */
-void evl__trace_snapshot(evl_loop *loop);
+/* Once per iteration: a tracer that just attached (or asked through
+ * pub.snapshot_req) first learns the tasks that already exist. */
+void evl__trace_snapshot(evl_loop *loop, bool fresh);
 static inline void evl__trace_check_attach(evl_loop *loop)
 {
     bool on = EVL_BATCHING();
     if (EVL__UNLIKELY(on != loop->trace_on)) {
         loop->trace_on = on;
         if (on)
-            evl__trace_snapshot(loop);
+            evl__trace_snapshot(loop, true);
+    } else if (EVL__UNLIKELY(on && *(volatile uint32_t *)&loop->pub.snapshot_req !=
+                                       loop->pub.snapshot_done)) {
+        evl__trace_snapshot(loop, false);
     }
 }
 

@@ -149,7 +149,10 @@ def lifecycle_sequence():
     eq(by["child"][5], "sleeper", "symbol of child's function")
     m = meta(db)
     eq(m["stop_reason"], "target exited", "stop reason")
-    eq(m["dropped_events"], "0", "dropped events")
+    eq(m["dropped_messages"], "0", "dropped messages")
+    eq(m["rejected_records"], "0", "rejected records")
+    eq(int(m["records"]), query(db, "SELECT count(*) FROM events WHERE kind NOT IN (1, 2)")[0][0],
+       "records counted by the recorder")
     eq(query(db, "SELECT count(*) FROM loops WHERE stopped_ns IS NOT NULL"), [(1,)], "loops")
 
 
@@ -273,18 +276,22 @@ def sigkill_recorder():
 
 
 @case
-def tiny_ringbuf_drops():
-    """A burst into a 16 KiB ring buffer: drops counted, stored, announced."""
+def small_ringbuf_drops():
+    """The smallest ring buffer allowed (256 KiB) under a burst the recorder
+    cannot drain in time: drops counted by the kernel side, stored, announced;
+    the target's own claim is stored apart.  Below 256 KiB is refused."""
+    expect_error(["--ringbuf-kb", "128", "-p", "1"], "invalid --ringbuf-kb '128'")
+    expect_error(["--ringbuf-kb", "16", "-p", "1"], "invalid --ringbuf-kb '16'")
     db = tmpdb()
-    p = record("--ringbuf-kb", "16", "-o", db, "--", os.path.join(A.examples, "ticker"),
-               "--seconds", "0.5", "--burst", "3000")
+    rec = subprocess.run([A.loopscope, "record", "-o", db, "--ringbuf-kb", "256", "--",
+                          os.path.join(A.examples, "ticker"), "--seconds", "0.5", "--burst",
+                          "300000"], capture_output=True, text=True, timeout=120)
+    eq(rec.returncode, 0, f"record exit status ({rec.stderr.strip()})")
     integrity(db)
     m = meta(db)
-    check(int(m["dropped_events"]) > 0, f"no drops counted ({m['dropped_events']})")
-    check(int(m["dropped_messages"]) > 0, "no dropped messages counted")
-    rec = subprocess.run([A.loopscope, "record", "-o", tmpdb(), "--ringbuf-kb", "16", "--",
-                          os.path.join(A.examples, "ticker"), "--seconds", "0.5", "--burst",
-                          "3000"], capture_output=True, text=True, timeout=60)
+    check(int(m["dropped_messages"]) > 0, f"no dropped messages counted: {m}")
+    check(int(m["dropped_bytes"]) >= int(m["dropped_messages"]) * 40, f"dropped bytes: {m}")
+    check(int(m["dropped_events_claimed"]) > 0, f"the target's claim is not stored: {m}")
     check("LOSSY" in rec.stderr, f"summary does not say the trace is lossy: {rec.stderr!r}")
 
 
