@@ -24,7 +24,8 @@ checked for well-formedness when the command succeeded: .svg is parsed as
 XML, .json as JSON, .dot is parsed back by Graphviz (dot -Tcanon), .png and
 .pdf must start with their signatures; when it failed, the file must not
 exist.  To refresh after an intended change: --update, then review the
-diff (git diff tests/viewer/golden) before committing.
+diff before committing: --update prints the diff of every golden file it
+changes (and "unchanged CASE" for the others).
 """
 import argparse
 import difflib
@@ -139,6 +140,21 @@ def check_file(path, name):
     return None
 
 
+def write_golden(path, text):
+    """Write a golden file; print its diff and return True if it changed."""
+    old = open(path).read() if os.path.exists(path) else None
+    if old == text:
+        return False
+    rel = os.path.relpath(path, HERE)
+    sys.stdout.writelines(difflib.unified_diff(
+        (old or "").splitlines(True), text.splitlines(True),
+        f"a/{rel}" if old is not None else "/dev/null", f"b/{rel}"))
+    if not text.endswith("\n"):
+        print("\n\\ No newline at end of file")
+    open(path, "w").write(text)
+    return True
+
+
 def run_case(a, case, args, update):
     tmp = tempfile.mkdtemp(prefix="lsgold-")
     try:
@@ -164,10 +180,13 @@ def run_case(a, case, args, update):
                 files[name] = normalize(open(path, errors="replace").read(), subst)
         golden = os.path.join(HERE, "golden", f"{case}.out")
         if update:
-            open(golden, "w").write(got)
+            # Print what changes, so that an update is reviewed, not waved through.
+            changed = write_golden(golden, got)
             for name, text in files.items():
-                open(os.path.join(HERE, "golden", f"{case}.{name}"), "w").write(text)
-            print(f"updated {case}")
+                changed |= write_golden(os.path.join(HERE, "golden", f"{case}.{name}"), text)
+            print(f"updated {case}" if changed else f"unchanged {case}")
+            if errors:
+                print("\n".join(errors))
             return 0 if not errors else 1
         if not os.path.exists(golden):
             errors.append(f"no golden file {golden} (run with --update, then review)")
