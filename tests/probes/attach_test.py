@@ -34,6 +34,8 @@ RATE = 200         # child tasks per second
 SLEEP_MS = 2       # each child sleeps this long
 WINDOW = 3.0       # seconds bpftrace stays attached after all probes are up
 GATE_MS = 2000     # in-script counting window (< WINDOW), see below
+DETACH_BUDGET = 3.0  # seconds bpftrace may take to detach (14 probes: ~1-2 s here)
+ATTACH_BUDGET = SECONDS - WINDOW - DETACH_BUDGET
 # Probes the target's workload fires every second.
 MUST_FIRE = ["task_create", "task_run", "task_suspend", "task_wake", "task_finish",
              "task_cancel", "poll_enter", "poll_exit", "callback_begin", "callback_end"]
@@ -112,13 +114,13 @@ def main():
             die(f"probe {p} is no longer in EVL_PROBE_LIST: update MUST_FIRE")
 
     tmp = tempfile.mkdtemp(prefix="probes-attach-")
-    out_path = os.path.join(tmp, "target.out")
-    t_start = time.monotonic()
-    with open(out_path, "w") as out:
-        tproc = subprocess.Popen([target, str(SECONDS), str(RATE), str(SLEEP_MS)], stdout=out,
-                                 stderr=subprocess.STDOUT)
-    bt = None
-    try:
+    tproc = bt = bt_out = None
+    try:  # from here on every exit (die() included) goes through the cleanup below
+        out_path = os.path.join(tmp, "target.out")
+        t_start = time.monotonic()
+        with open(out_path, "w") as out:
+            tproc = subprocess.Popen([target, str(SECONDS), str(RATE), str(SLEEP_MS)],
+                                     stdout=out, stderr=subprocess.STDOUT)
         pid = None
         deadline = time.monotonic() + 5
         while pid is None and time.monotonic() < deadline:
@@ -180,7 +182,12 @@ def main():
                 die(f"bpftrace did not raise every semaphore in time: {fmt_sems(sems)}\n{bt_out.read()}")
             time.sleep(0.05)
         t_attached = time.monotonic()
-        check(True, f"attached {t_attached - t_start:.2f} s after the target started, "
+        # The window and the detach check after it must fit in the target's
+        # run; ATTACH_BUDGET leaves DETACH_BUDGET seconds for bpftrace to
+        # detach before the target ends.
+        check(t_attached - t_start <= ATTACH_BUDGET,
+              f"attached {t_attached - t_start:.2f} s after the target started "
+              f"(<= {ATTACH_BUDGET:.1f} s, so the {WINDOW} s window fits in its {SECONDS} s run); "
               f"semaphores raised: {fmt_sems(sems)}")
 
         time.sleep(WINDOW)
@@ -271,7 +278,10 @@ def main():
     finally:
         if bt is not None and bt.poll() is None:
             bt.kill()
-        if tproc.poll() is None:
+            bt.wait()
+        if bt_out is not None:
+            bt_out.close()
+        if tproc is not None and tproc.poll() is None:
             tproc.kill()
             tproc.wait()
         shutil.rmtree(tmp, ignore_errors=True)
