@@ -12,8 +12,9 @@
 #
 # Benchmarks run pinned to one CPU (BENCH_CPU, default the last one; set
 # BENCH_CPU= to disable).  Exit status is non-zero only when a benchmark
-# failed to build or run, never because of a number.
-set -uo pipefail
+# failed to build or run, never because of a number; a failed benchmark
+# does not stop the others (run() records it in $status).
+set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 
@@ -39,12 +40,12 @@ if [ "$build" = 1 ]; then
   cmake --build "$dir" --target bench -j "$(nproc)" >/dev/null || {
     echo "error: cannot build the benchmarks in '$dir'" >&2; exit 1; }
 fi
-type=$(sed -n 's/^CMAKE_BUILD_TYPE:[A-Z]*=//p' "$dir/CMakeCache.txt" 2>/dev/null)
+type=$(sed -n 's/^CMAKE_BUILD_TYPE:[A-Z]*=//p' "$dir/CMakeCache.txt" 2>/dev/null || true)
 case $type in
   RelWithDebInfo|Release) ;;
   *) echo "warning: '$dir' is a '$type' build; numbers are only meaningful optimised" >&2 ;;
 esac
-probes=$(sed -n 's/^EVL_PROBES:[A-Z]*=//p' "$dir/CMakeCache.txt" 2>/dev/null)
+probes=$(sed -n 's/^EVL_PROBES:[A-Z]*=//p' "$dir/CMakeCache.txt" 2>/dev/null || true)
 
 pin=()
 cpu=${BENCH_CPU-$(( $(nproc) - 1 ))}
@@ -57,6 +58,7 @@ args=("${qarg[@]}")
 
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
+trap 'exit 1' HUP INT TERM   # through the EXIT trap: the temporary file goes
 status=0
 run() { # label, command...
   local label=$1; shift
@@ -94,7 +96,7 @@ for ((i = 0; i < rounds; i++)); do
   probe_round probes-yield bench_yield_noprobes evl-noprobes yield
 done
 
-mkdir -p "$bin" && cp "$out" "$bin/results.txt" 2>/dev/null
+mkdir -p "$bin" && cp "$out" "$bin/results.txt"
 echo
 python3 "$here/table.py" --probes "${probes:-?}" <"$out" || status=1
 exit $status

@@ -51,6 +51,14 @@ def main():
     yields = "20000" if a.quick else "2000000"
     repeat = 1 if a.quick else a.repeat
     tmp = tempfile.mkdtemp(prefix="lsbench-")
+    try:
+        return bench(ls, wl, yields, repeat, a.quick, tmp)
+    finally:
+        # Also when a run fails (sys.exit in run()): no trace is left behind.
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def bench(ls, wl, yields, repeat, quick, tmp):
     work = [wl, "--tasks", "100", "--yields", yields]
 
     def loopscope(*opts):
@@ -88,10 +96,10 @@ def main():
               f"{'' if name == 'untraced' else f'{extra:10.1f}'}")
 
     print()
-    seconds = "1" if a.quick else "10"
+    seconds = "1" if quick else "10"
     print(f"ingest: paced workload for {seconds} s under loopscope record (batched)")
     print(f"{'target events/s':>16} {'stored events/s':>16} {'dropped':>10}")
-    for rate in ([200000] if a.quick else [300000, 600000, 1000000]):
+    for rate in ([200000] if quick else [300000, 600000, 1000000]):
         db = os.path.join(tmp, "ingest.db")
         if os.path.exists(db):
             os.unlink(db)
@@ -102,7 +110,6 @@ def main():
         dropped = int(dict(con.execute("SELECT key, value FROM meta"))["dropped_events"])
         con.close()
         print(f"{rate:16d} {n / float(seconds):16.0f} {dropped:10d}")
-    shutil.rmtree(tmp, ignore_errors=True)
     return 0
 
 

@@ -12,6 +12,7 @@ A benchmark: it prints numbers, it does not pass or fail.
 """
 import argparse
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -40,13 +41,23 @@ def main():
     ap.add_argument("--rate", type=int, default=1000000)
     a = ap.parse_args()
     ls = os.path.abspath(os.path.join(a.build, "viewer", "loopscope"))
+    # The recorded trace and the graph outputs go here; removed on
+    # every exit, failures included.
+    tmp = tempfile.mkdtemp(prefix="lsvbench-")
+    try:
+        return bench(a, ls, tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def bench(a, ls, tmp):
     db = a.trace
     if not db:
         if os.geteuid() != 0:
             print("viewer_bench: recording needs root (or pass --trace FILE)")
             return 77
         wl = os.path.abspath(os.path.join(a.build, "tests", "bench", "trace_workload"))
-        db = os.path.join(tempfile.mkdtemp(prefix="lsvbench-"), "big.db")
+        db = os.path.join(tmp, "big.db")
         t0 = time.monotonic()
         subprocess.run([ls, "record", "-q", "-o", db, "--", wl, "--tasks", "200", "--rate",
                         str(a.rate), "--seconds", "10"], check=True, stdout=subprocess.DEVNULL)
@@ -67,8 +78,8 @@ def main():
         ["timeline", db],
         ["timeline", db, "--svg", os.devnull],
         ["lint", db],
-        ["graph", db, "--kind", "tasks", "-o", os.path.join(tempfile.gettempdir(), "vb.dot")],
-        ["graph", db, "--kind", "lifecycle", "-o", os.path.join(tempfile.gettempdir(), "vb.dot")],
+        ["graph", db, "--kind", "tasks", "-o", os.path.join(tmp, "vb.dot")],
+        ["graph", db, "--kind", "lifecycle", "-o", os.path.join(tmp, "vb.dot")],
         ["export", db, "-o", os.devnull],
     ]
     for c in cmds:

@@ -4,6 +4,9 @@
 # a usage error) and its output matches every extended regular expression.
 patterns_file=$(mktemp) || exit 2
 trap 'rm -f "$patterns_file" "$patterns_file.out"' EXIT
+# sh runs the EXIT trap on exit only: turn the usual signals into an exit so
+# an interrupted run removes its files too.
+trap 'exit 1' HUP INT TERM
 while [ $# -gt 0 ] && [ "$1" != "--" ]; do
     printf '%s\n' "$1" >>"$patterns_file"
     shift

@@ -1,0 +1,242 @@
+#!/usr/bin/env python3
+"""http_overhead.py -- what recording costs a real server: examples/http_server under wrk.
+
+    tests/bench/http_overhead.py [--build DIR] [--rounds N] [--seconds S]
+                                 [--connections C] [--threads T]
+
+Needs root (BPF) and wrk.  Starts BUILD/examples/http_server on a free port
+and drives `GET /` (a short body, keep-alive) with `wrk -c C -t T -d S`, in
+rounds of four runs:
+
+    untraced, recorded (full), untraced, recorded (--no-blocking)
+
+so every recorded run has an untraced neighbour and a slow phase of the
+machine hurts both modes alike.  "recorded" means `loopscope record -p PID
+-q -o TMP.db` attached to the server for the whole wrk run (wrk starts once
+every probe semaphore of the server is raised, read with probe_sem_read, so
+the run is recorded from its first request).
+
+Prints one line per run, then per mode: median throughput and p99 latency,
+their ratios to the untraced median, the events recorded per second and per
+request, and the cost per event that the throughput loss implies:
+
+    (1/rps_recorded - 1/rps_untraced) / events_per_request
+
+The server is one loop thread kept busy by C connections, so its time per
+request is about 1/rps; the figure includes everything tracing adds to the
+server's thread (uprobe traps, BPF programs, cache effects) and the
+recorder competing for the CPUs.  This is the cost to compare with
+tracer_bench.py's micro-benchmark, which measures a loop that does nothing
+but yield.
+
+A benchmark, not a test: it prints numbers, it does not pass or fail.  Exit
+status 77 when not root or wrk is missing, 1 when a run fails.  Temporary
+traces go to a directory that is removed on exit, even on failure.
+"""
+import argparse
+import os
+import re
+import shutil
+import signal
+import socket
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+UNITS = {"us": 1e-6, "ms": 1e-3, "s": 1.0}
+
+
+def wrk(url, seconds, connections, threads):
+    """One wrk run: (requests/s, p99 latency in seconds, requests)."""
+    cmd = ["wrk", "-t", str(threads), "-c", str(connections), "-d", f"{seconds}s",
+           "--latency", url]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 60)
+    rps = re.search(r"^Requests/sec:\s+([0-9.]+)", p.stdout, re.M)
+    p99 = re.search(r"^\s+99%\s+([0-9.]+)(us|ms|s)\s*$", p.stdout, re.M)
+    total = re.search(r"^\s+(\d+) requests in", p.stdout, re.M)
+    errors = re.search(r"Socket errors:.*|Non-2xx.*", p.stdout)
+    if p.returncode != 0 or not (rps and p99 and total):
+        raise RuntimeError(f"wrk failed ({p.returncode}):\n{p.stdout}{p.stderr}")
+    if errors:
+        raise RuntimeError(f"wrk reported errors: {errors.group(0)}\n{p.stdout}")
+    return float(rps.group(1)), float(p99.group(1)) * UNITS[p99.group(2)], int(total.group(1))
+
+
+def raised_semaphores(sem_read, pid):
+    """The names of the server's evl probe semaphores that are nonzero."""
+    r = subprocess.run([sem_read, str(pid)], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"probe_sem_read {pid}: {r.stderr.strip()}")
+    return frozenset(line.split()[0] for line in r.stdout.splitlines()
+                     if line.strip() and int(line.split()[1]) > 0)
+
+
+class Recorder:
+    """`loopscope record -p PID` for the duration of a with-block."""
+
+    def __init__(self, loopscope, sem_read, pid, db, extra):
+        self.cmd = [loopscope, "record", "-p", str(pid), "-q", "-o", db, *extra]
+        self.sem_read, self.pid, self.db = sem_read, pid, db
+        self.proc = None
+
+    def __enter__(self):
+        self.proc = subprocess.Popen(self.cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                     text=True)
+        # Attached = the set of raised semaphores is nonempty and has not
+        # changed for 5 reads (0.25 s): the recorder attaches its probes one
+        # by one, and in batched mode only some of them (loop_*, batch).
+        deadline = time.monotonic() + 30
+        last, stable = frozenset(), 0
+        while True:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{' '.join(self.cmd)} exited {self.proc.returncode}:\n"
+                                   f"{self.proc.stdout.read()}")
+            if self.sem_read:
+                now = raised_semaphores(self.sem_read, self.pid)
+                stable = stable + 1 if now and now == last else 0
+                last = now
+                if stable >= 5:
+                    break
+            elif time.monotonic() > deadline - 27:   # no probe_sem_read: wait 3 s
+                break
+            if time.monotonic() > deadline:
+                raise RuntimeError("the recorder did not raise the probe semaphores in 30 s")
+            time.sleep(0.05)
+        return self
+
+    def __exit__(self, *exc):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(timeout=120)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        out = self.proc.stdout.read()
+        self.proc.stdout.close()
+        if exc[0] is None and self.proc.returncode != 0:
+            raise RuntimeError(f"{' '.join(self.cmd)} exited {self.proc.returncode}:\n{out}")
+        return False
+
+    def events(self):
+        con = sqlite3.connect(self.db)
+        try:
+            n = con.execute("SELECT count(*) FROM events").fetchone()[0]
+            meta = dict(con.execute("SELECT key, value FROM meta"))
+        finally:
+            con.close()
+        return n, int(meta.get("dropped_events", 0))
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--build", default="build")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--seconds", type=int, default=5, help="seconds per wrk run")
+    ap.add_argument("--connections", type=int, default=8)
+    ap.add_argument("--threads", type=int, default=1, help="wrk threads")
+    a = ap.parse_args()
+    if os.geteuid() != 0:
+        print("http_overhead: recording needs root (BPF)")
+        return 77
+    if not shutil.which("wrk"):
+        print("http_overhead: wrk is not installed (apt-get install wrk)")
+        return 77
+    build = os.path.abspath(a.build)
+    server_bin = os.path.join(build, "examples", "http_server")
+    loopscope = os.path.join(build, "viewer", "loopscope")
+    sem_read = os.path.join(build, "tests", "probes", "probe_sem_read")
+    if not os.access(sem_read, os.X_OK):
+        print(f"note: no {sem_read}: waiting 3 s for each attach instead")
+        sem_read = None
+    for b in (server_bin, loopscope):
+        if not os.access(b, os.X_OK):
+            print(f"http_overhead: {b} is not built")
+            return 1
+
+    modes = [("untraced", None), ("recorded (full)", []),
+             ("untraced", None), ("recorded (--no-blocking)", ["--no-blocking"])]
+    runs = {name: [] for name, _ in modes}
+    tmp = tempfile.mkdtemp(prefix="ls-http-bench-")
+    server = None
+    try:
+        port = free_port()
+        server = subprocess.Popen([server_bin, "--port", str(port)], stdout=subprocess.PIPE,
+                                  stderr=subprocess.DEVNULL, text=True)
+        first = server.stdout.readline()
+        m = re.match(r"pid (\d+)", first)
+        if not m:
+            raise RuntimeError(f"http_server printed {first!r}")
+        pid = int(m.group(1))
+        server.stdout.readline()  # "port P"
+        url = f"http://127.0.0.1:{port}/"
+        wrk(url, 1, a.connections, a.threads)  # warm up (page faults, task stacks)
+
+        print(f"http_overhead: {server_bin} GET / under wrk -t{a.threads} -c{a.connections} "
+              f"-d{a.seconds}s, {a.rounds} rounds")
+        print(f"{'round':>5} {'mode':26} {'req/s':>9} {'p99 ms':>7} {'events/s':>9} "
+              f"{'ev/req':>6} {'dropped':>7}")
+        for r in range(a.rounds):
+            for name, extra in modes:
+                if extra is None:
+                    rps, p99, total = wrk(url, a.seconds, a.connections, a.threads)
+                    ev = evs = evr = dropped = None
+                else:
+                    db = os.path.join(tmp, f"r{r}-{len(extra)}.db")
+                    rec = Recorder(loopscope, sem_read, pid, db, extra)
+                    with rec:
+                        rps, p99, total = wrk(url, a.seconds, a.connections, a.threads)
+                    ev, dropped = rec.events()
+                    os.unlink(db)
+                    evs, evr = ev / a.seconds, ev / total
+                runs[name].append((rps, p99, evs, evr, dropped))
+                extra_cols = ("" if evs is None else
+                              f" {evs:9.0f} {evr:6.2f} {dropped:7d}")
+                print(f"{r + 1:5d} {name:26} {rps:9.0f} {p99 * 1e3:7.2f}{extra_cols}", flush=True)
+            if server.poll() is not None:
+                raise RuntimeError(f"http_server exited ({server.returncode})")
+    finally:
+        if server is not None and server.poll() is None:
+            server.send_signal(signal.SIGTERM)
+            try:
+                server.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                server.kill()
+                server.wait()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+    base = runs["untraced"]
+    base_rps = statistics.median(x[0] for x in base)
+    base_p99 = statistics.median(x[1] for x in base)
+    print()
+    print(f"medians over {a.rounds} rounds ({len(base)} untraced runs); ratio = mode / untraced")
+    print(f"{'mode':26} {'req/s':>9} {'ratio':>6} {'p99 ms':>7} {'ratio':>6} {'events/s':>9} "
+          f"{'ev/req':>6} {'+ns/event':>9}")
+    print(f"{'untraced':26} {base_rps:9.0f} {1:6.3f} {base_p99 * 1e3:7.2f} {1:6.3f}")
+    for name in ("recorded (full)", "recorded (--no-blocking)"):
+        v = runs[name]
+        rps = statistics.median(x[0] for x in v)
+        p99 = statistics.median(x[1] for x in v)
+        evs = statistics.median(x[2] for x in v)
+        evr = statistics.median(x[3] for x in v)
+        ns = (1 / rps - 1 / base_rps) / evr * 1e9
+        print(f"{name:26} {rps:9.0f} {rps / base_rps:6.3f} {p99 * 1e3:7.2f} "
+              f"{p99 / base_p99:6.3f} {evs:9.0f} {evr:6.2f} {ns:9.0f}")
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except RuntimeError as exc:
+        print(f"http_overhead: {exc}", file=sys.stderr)
+        sys.exit(1)
