@@ -126,44 +126,9 @@ typedef struct writer {
 
 static void put_lit(FILE *f, const char *s) { fputs_unlocked(s, f); }
 
-/* A JSON string, escaped; bytes that are not valid UTF-8 become U+FFFD so
- * the file always parses (task names come from the traced program). */
-static void put_str(FILE *f, const char *s)
-{
-    const unsigned char *p = (const unsigned char *)(s ? s : "");
-    putc_unlocked('"', f);
-    while (*p) {
-        const unsigned char *run = p;        /* plain ASCII goes out in one write */
-        while (*p >= 0x20 && *p < 0x80 && *p != '"' && *p != '\\')
-            p++;
-        if (p > run)
-            fwrite_unlocked(run, 1, (size_t)(p - run), f);
-        unsigned c = *p;
-        if (!c)
-            break;
-        if (c == '"' || c == '\\') {
-            putc_unlocked('\\', f);
-            putc_unlocked((int)c, f);
-            p++;
-        } else if (c < 0x20) {
-            fprintf(f, "\\u%04x", c);
-            p++;
-        } else {
-            int n = c >= 0xf0 && c <= 0xf4 ? 3 : c >= 0xe0 && c < 0xf0 ? 2 : c >= 0xc2 && c < 0xe0 ? 1 : -1;
-            bool ok = n > 0;
-            for (int i = 1; ok && i <= n; i++)
-                ok = (p[i] & 0xc0) == 0x80;
-            if (ok) {
-                fwrite_unlocked(p, 1, (size_t)n + 1, f);
-                p += n + 1;
-            } else {
-                put_lit(f, "\\ufffd");
-                p++;
-            }
-        }
-    }
-    putc_unlocked('"', f);
-}
+/* A JSON string (task names come from the traced program): the viewer's
+ * one escaper, output.c. */
+static void put_str(FILE *f, const char *s) { ls_json_write_str(f, s); }
 
 /* Integers and timestamps are formatted by hand and written with the
  * unlocked stdio calls: with printf a 10M-event export spent a third of

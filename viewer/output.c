@@ -33,7 +33,212 @@ char *ls_fmt_err(char *buf, size_t n, int64_t err)
     return buf;
 }
 
+/* --------------------------------------------------------- trace strings */
+
+int ls_utf8_decode(const char *s, uint32_t *cp)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    unsigned c = p[0];
+    if (c < 0x80) {
+        *cp = c;
+        return c ? 1 : 0;
+    }
+    int n;
+    uint32_t v, min;
+    if (c >= 0xc2 && c <= 0xdf)
+        n = 2, v = c & 0x1f, min = 0x80;
+    else if (c >= 0xe0 && c <= 0xef)
+        n = 3, v = c & 0x0f, min = 0x800;
+    else if (c >= 0xf0 && c <= 0xf4)
+        n = 4, v = c & 0x07, min = 0x10000;
+    else
+        return 0;                         /* continuation byte, 0xc0/0xc1, 0xf5.. */
+    for (int i = 1; i < n; i++) {
+        if ((p[i] & 0xc0) != 0x80)        /* also stops at the NUL */
+            return 0;
+        v = v << 6 | (p[i] & 0x3f);
+    }
+    if (v < min || v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff))
+        return 0;
+    *cp = v;
+    return n;
+}
+
+static bool is_control(uint32_t cp)
+{
+    return cp < 0x20 || (cp >= 0x7f && cp < 0xa0);
+}
+
+/* A growable byte buffer. */
+typedef struct ls_buf {
+    char *s;
+    size_t len, cap;
+} ls_buf;
+
+static void buf_add(ls_buf *b, const char *s, size_t n)
+{
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = (b->len + n + 1) * 2;
+        char *p = realloc(b->s, cap);
+        if (!p) {
+            fputs("error: out of memory\n", stderr);
+            exit(1);
+        }
+        b->s = p;
+        b->cap = cap;
+    }
+    memcpy(b->s + b->len, s, n);
+    b->len += n;
+    b->s[b->len] = '\0';
+}
+
+static void buf_str(ls_buf *b, const char *s) { buf_add(b, s, strlen(s)); }
+
+static const char fffd[] = "\xef\xbf\xbd";   /* U+FFFD, the replacement character */
+
+const char *ls_term_n(const char *s, size_t max)
+{
+    static ls_buf ring[16];
+    static unsigned next;
+    ls_buf *b = &ring[next++ % 16];
+    b->len = 0;
+    buf_add(b, "", 0);
+    for (const char *p = s ? s : ""; *p;) {
+        uint32_t cp;
+        int n = ls_utf8_decode(p, &cp);
+        char esc[16];
+        const char *out = p;
+        size_t len = (size_t)n;
+        if (n == 0) {
+            snprintf(esc, sizeof(esc), "\\x%02x", (unsigned char)*p);
+            n = 1;
+            out = esc, len = strlen(esc);
+        } else if (is_control(cp)) {
+            if (cp == '\n' || cp == '\r' || cp == '\t')
+                snprintf(esc, sizeof(esc), "\\%c", cp == '\n' ? 'n' : cp == '\r' ? 'r' : 't');
+            else
+                snprintf(esc, sizeof(esc), "\\x%02x", (unsigned)cp);
+            out = esc, len = strlen(esc);
+        } else if ((cp >= 0x202a && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069)) {
+            snprintf(esc, sizeof(esc), "\\u%04x", (unsigned)cp);   /* reorders the line */
+            out = esc, len = strlen(esc);
+        }
+        if (b->len + len > max)
+            break;
+        buf_add(b, out, len);
+        p += n;
+    }
+    return b->s;
+}
+
+const char *ls_term(const char *s)
+{
+    return ls_term_n(s, SIZE_MAX);
+}
+
+void ls_xml_write(FILE *f, const char *s)
+{
+    for (const char *p = s ? s : ""; *p;) {
+        uint32_t cp;
+        int n = ls_utf8_decode(p, &cp);
+        if (n == 0) {
+            fputs(fffd, f);
+            p++;
+            continue;
+        }
+        switch (cp) {
+        case '<': fputs("&lt;", f); break;
+        case '>': fputs("&gt;", f); break;
+        case '&': fputs("&amp;", f); break;
+        case '"': fputs("&quot;", f); break;
+        case '\'': fputs("&apos;", f); break;
+        case '\t': fputs("&#9;", f); break;
+        case '\n': fputs("&#10;", f); break;
+        case '\r': fputs("&#13;", f); break;
+        default:
+            if (is_control(cp) || cp == 0xfffe || cp == 0xffff)
+                fputs(fffd, f);
+            else
+                fwrite(p, 1, (size_t)n, f);
+        }
+        p += n;
+    }
+}
+
+char *ls_dot_text(const char *s, bool html)
+{
+    ls_buf b = { 0 };
+    buf_add(&b, "", 0);
+    for (const char *p = s ? s : ""; *p;) {
+        uint32_t cp;
+        int n = ls_utf8_decode(p, &cp);
+        if (n == 0) {
+            buf_str(&b, fffd);
+            p++;
+            continue;
+        }
+        if (cp == '\n' || cp == '\r' || cp == '\t')
+            buf_str(&b, " ");
+        else if (is_control(cp) || cp == 0xfffe || cp == 0xffff)
+            buf_str(&b, fffd);           /* Graphviz would copy it into SVG as is */
+        else if (!html && cp == '\\')
+            buf_str(&b, "\\\\");
+        else if (html && cp == '&')
+            buf_str(&b, "&amp;");
+        else if (html && cp == '<')
+            buf_str(&b, "&lt;");
+        else if (html && cp == '>')
+            buf_str(&b, "&gt;");
+        else if (html && cp == '"')
+            buf_str(&b, "&quot;");
+        else
+            buf_add(&b, p, (size_t)n);
+        p += n;
+    }
+    return b.s;
+}
+
 /* ------------------------------------------------------------------ JSON */
+
+/* Written with the unlocked stdio calls, plain runs in one write: a
+ * 10M-event Perfetto export spends much of its time here. */
+void ls_json_write_str(FILE *f, const char *s)
+{
+    const char *p = s ? s : "";
+    putc_unlocked('"', f);
+    while (*p) {
+        const char *run = p;
+        while ((unsigned char)*p >= 0x20 && (unsigned char)*p < 0x80 && *p != '"' && *p != '\\')
+            p++;
+        if (p > run)
+            fwrite_unlocked(run, 1, (size_t)(p - run), f);
+        if (!*p)
+            break;
+        uint32_t cp;
+        int n = ls_utf8_decode(p, &cp);
+        if (n == 0) {
+            fputs_unlocked("\\ufffd", f);
+            p++;
+        } else if (cp == '"' || cp == '\\') {
+            putc_unlocked('\\', f);
+            putc_unlocked((int)cp, f);
+            p++;
+        } else if (cp == '\n' || cp == '\r' || cp == '\t') {
+            putc_unlocked('\\', f);
+            putc_unlocked(cp == '\n' ? 'n' : cp == '\r' ? 'r' : 't', f);
+            p++;
+        } else if (cp < 0x20) {
+            static const char hex[] = "0123456789abcdef";
+            char e[7] = { '\\', 'u', '0', '0', hex[cp >> 4], hex[cp & 15], 0 };
+            fputs_unlocked(e, f);
+            p++;
+        } else {
+            fwrite_unlocked(p, 1, (size_t)n, f);
+            p += n;
+        }
+    }
+    putc_unlocked('"', f);
+}
 
 void ls_json_init(ls_json *j, FILE *f)
 {
@@ -76,30 +281,11 @@ void ls_json_end_object(ls_json *j) { ls_json_close(j, '}'); }
 void ls_json_begin_array(ls_json *j) { ls_json_open(j, '['); }
 void ls_json_end_array(ls_json *j) { ls_json_close(j, ']'); }
 
-static void ls_json_escaped(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        switch (*p) {
-        case '"': fputs("\\\"", f); break;
-        case '\\': fputs("\\\\", f); break;
-        case '\n': fputs("\\n", f); break;
-        case '\r': fputs("\\r", f); break;
-        case '\t': fputs("\\t", f); break;
-        default:
-            if (*p < 0x20)
-                fprintf(f, "\\u%04x", *p);
-            else
-                fputc(*p, f);
-        }
-    }
-    fputc('"', f);
-}
 
 void ls_json_key(ls_json *j, const char *key)
 {
     ls_json_sep(j);
-    ls_json_escaped(j->f, key);
+    ls_json_write_str(j->f, key);
     fputc(':', j->f);
     j->after_key = true;
 }
@@ -108,7 +294,7 @@ void ls_json_str(ls_json *j, const char *s)
 {
     ls_json_sep(j);
     if (s)
-        ls_json_escaped(j->f, s);
+        ls_json_write_str(j->f, s);
     else
         fputs("null", j->f);
 }
@@ -210,9 +396,21 @@ void ls_table_print(ls_table *t, FILE *f, bool json)
         ls_table_print_json(t, &j);
         return;
     } else {
+        /* Text goes to a terminal: cells escaped (JSON keeps the bytes). */
+        for (size_t i = 0; i < t->ncells; i++) {
+            if (t->cells[i].kind != LS_CELL_STR)
+                continue;
+            char *s = strdup(ls_term(t->cells[i].s));
+            if (!s) {
+                fputs("error: out of memory\n", stderr);
+                exit(1);
+            }
+            free(t->cells[i].s);
+            t->cells[i].s = s;
+        }
         size_t w[64] = { 0 };
         for (int c = 0; c < t->ncols && c < 64; c++)
-            w[c] = strlen(t->cols[c].header);
+            w[c] = strlen(ls_term(t->cols[c].header));
         for (size_t i = 0; i < t->ncells; i++) {
             size_t c = i % (size_t)t->ncols, len = strlen(t->cells[i].s);
             if (c < 64 && len > w[c])
@@ -220,7 +418,7 @@ void ls_table_print(ls_table *t, FILE *f, bool json)
         }
         for (size_t r = 0; r <= nrows; r++) {
             for (int c = 0; c < t->ncols && c < 64; c++) {
-                const char *s = r == 0 ? t->cols[c].header
+                const char *s = r == 0 ? ls_term(t->cols[c].header)
                                        : t->cells[(r - 1) * (size_t)t->ncols + (size_t)c].s;
                 bool last = c == t->ncols - 1;
                 if (t->cols[c].right)

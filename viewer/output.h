@@ -14,6 +14,38 @@ char *ls_fmt_dur(char *buf, size_t n, int64_t ns);
 /* An errno-style error code by name ("EIO" for -5), else its number. */
 char *ls_fmt_err(char *buf, size_t n, int64_t err);
 
+/* ------------------------------------------------------ trace strings */
+
+/* Every string in a trace was chosen by the traced program or by whoever
+ * wrote the file: any bytes (invalid UTF-8, control characters, ANSI
+ * escapes, newlines).  Each destination has one escaper here, used for
+ * every such string that goes there. */
+
+/* The UTF-8 character at p: its length (1-4) and code point, or 0 when the
+ * bytes there are not valid UTF-8 (stray continuation, overlong form,
+ * surrogate, beyond U+10FFFF, cut short; a NUL ends the string). */
+int ls_utf8_decode(const char *p, uint32_t *cp);
+
+/* For the terminal: valid UTF-8 without control characters.  \n \r \t
+ * become those two-character escapes, other C0/C1 controls, DEL and bytes
+ * that are not UTF-8 become \xNN, bidirectional overrides \uNNNN.  The
+ * result lives until 16 more calls (so one printf can use several). */
+const char *ls_term(const char *s);
+/* The same cut to at most `max` bytes of output (not inside a character or
+ * an escape), for fixed-width columns; "" for NULL. */
+const char *ls_term_n(const char *s, size_t max);
+
+/* For XML text and attribute values (SVG): entities for & < > " ', tab and
+ * newlines as character references, and U+FFFD for every character XML 1.0
+ * does not allow (other controls, U+FFFE/U+FFFF) and every invalid byte. */
+void ls_xml_write(FILE *f, const char *s);
+
+/* For a Graphviz label (malloc'd; NULL when out of memory): valid UTF-8
+ * (U+FFFD for invalid bytes, controls and non-characters, a space for a
+ * newline), backslashes doubled so that \N or \l in a name stay text; with
+ * html, the XML entities of an HTML-like label instead of the doubling. */
+char *ls_dot_text(const char *s, bool html);
+
 /* ---------------------------------------------------------------- JSON */
 
 /* A streaming JSON writer with commas and escaping handled. */
@@ -35,6 +67,11 @@ void ls_json_int(ls_json *j, int64_t v);
 void ls_json_double(ls_json *j, double v);
 void ls_json_bool(ls_json *j, bool v);
 void ls_json_null(ls_json *j);
+/* A JSON string literal for s (NULL as ""): quotes and backslashes escaped,
+ * control characters as \u00XX, bytes that are not UTF-8 as U+FFFD, so the
+ * output is valid JSON whatever the bytes.  The one JSON string escaper of
+ * the viewer (the writer above and the Perfetto export use it). */
+void ls_json_write_str(FILE *f, const char *s);
 
 /* --------------------------------------------------------------- tables */
 
