@@ -107,9 +107,9 @@ static void print_stack(ls_trace *t, int64_t stack, ls_json *j)
             in_system = true;
         }
         if (file)
-            printf("      %-28s %s:%d\n", fn ? fn : "?", ls_short_path(file), line);
+            printf("      %-28s %s:%d\n", fn ? ls_term(fn) : "?", ls_term(ls_short_path(file)), line);
         else
-            printf("      %-28s %s\n", fn ? fn : "?", mod ? ls_short_path(mod) : "");
+            printf("      %-28s %s\n", fn ? ls_term(fn) : "?", mod ? ls_term(ls_short_path(mod)) : "");
     }
     sqlite3_finalize(st);
     if (j)
@@ -149,7 +149,7 @@ static void print_victims(ls_trace *t, int64_t id, int64_t ndelayed, ls_json *j)
         } else if (shown++ < 8) {
             char d[32];
             int cause = sqlite3_column_int(st, 3);
-            printf(" %s +%s%s%s", name ? name : "?", cause == 3 ? "<=" : "",
+            printf(" %s +%s%s%s", name ? ls_term(name) : "?", cause == 3 ? "<=" : "",
                    ls_fmt_dur(d, sizeof(d), delay),
                    cause == 2 ? " (timer)" : cause == 3 ? " (io)" : "");
         }
@@ -264,11 +264,11 @@ int cmd_blocking(int argc, char **argv)
             ls_json_end_object(j);
         } else {
             printf("\n#%d  %s %s%s%s in %s (task id %lld), at +%s\n", ++rank,
-                   ls_fmt_dur(d1, sizeof(d1), dur), kind ? kind : "?", sys ? " in " : "",
-                   sys ? sys : "", task ? task : "a callback",
+                   ls_fmt_dur(d1, sizeof(d1), dur), kind ? ls_term(kind) : "?", sys ? " in " : "",
+                   sys ? ls_term(sys) : "", task ? ls_term(task) : "a callback",
                    (long long)sqlite3_column_int64(st, 1),
                    ls_fmt_dur(d3, sizeof(d3), sqlite3_column_int64(st, 3)));
-            printf("    called from %s\n", site ? site : "?");
+            printf("    called from %s\n", site ? ls_term(site) : "?");
             print_stack(t, stack, NULL);
             print_victims(t, id, ndelayed, NULL);
         }

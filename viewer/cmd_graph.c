@@ -200,32 +200,22 @@ static void sb_add(sbuf *b, const char *fmt, ...)
     b->len += (size_t)n;
 }
 
-/* Text from the trace (task names, functions) inside a DOT label: a
- * backslash would start an escape such as \N or \l, so double it. */
+/* Text from the trace (task names, functions) inside a DOT label, or an
+ * HTML-like one: output.c's ls_dot_text (valid UTF-8, no controls, which
+ * Graphviz would copy into the SVG; backslashes, which start escapes such
+ * as \N or \l, doubled). */
 static void sb_text(sbuf *b, const char *s)
 {
-    for (const char *p = s ? s : "?"; *p; p++) {
-        if (*p == '\\')
-            sb_add(b, "\\\\");
-        else if (*p == '\n')
-            sb_add(b, " ");
-        else
-            sb_add(b, "%c", *p);
-    }
+    char *t = ls_dot_text(s ? s : "?", false);
+    sb_add(b, "%s", t ? t : "?");
+    free(t);
 }
 
-/* The same inside an HTML-like label. */
 static void sb_html(sbuf *b, const char *s)
 {
-    for (const char *p = s ? s : "?"; *p; p++) {
-        switch (*p) {
-        case '&': sb_add(b, "&amp;"); break;
-        case '<': sb_add(b, "&lt;"); break;
-        case '>': sb_add(b, "&gt;"); break;
-        case '"': sb_add(b, "&quot;"); break;
-        default: sb_add(b, "%c", *p);
-        }
-    }
+    char *t = ls_dot_text(s ? s : "?", true);
+    sb_add(b, "%s", t ? t : "?");
+    free(t);
 }
 
 static const char *sb_str(sbuf *b)
@@ -375,7 +365,8 @@ static bool exec(ls_trace *t, const char *sql)
     return true;
 }
 
-/* Names of a lookup table (states, suspend_reasons, leak_kinds), by id. */
+/* Names of a lookup table (states, suspend_reasons, leak_kinds), by id,
+ * made fit for a label (they come from the trace too). */
 #define LS_MAX_CODE 64
 static void load_names(ls_trace *t, const char *table, char *names[LS_MAX_CODE])
 {
@@ -385,7 +376,7 @@ static void load_names(ls_trace *t, const char *table, char *names[LS_MAX_CODE])
     while (st && sqlite3_step(st) == SQLITE_ROW) {
         int id = sqlite3_column_int(st, 0);
         if (id >= 0 && id < LS_MAX_CODE && col_text(st, 1) && !names[id])
-            names[id] = strdup(col_text(st, 1));
+            names[id] = ls_dot_text(col_text(st, 1), false);
     }
     sqlite3_finalize(st);
 }

@@ -93,14 +93,15 @@ int cmd_info(int argc, char **argv)
         ls_json_key(&j, "blocked_ns"); ls_json_int(&j, blkns);
         ls_json_end_object(&j);
     } else {
-        printf("trace:     %s (schema %d, %.1f KiB)\n", path, LS_TRACE_SCHEMA, sb.st_size / 1024.0);
-        printf("recorder:  %s\n", tool ? tool : "?");
-        printf("target:    pid %lld  %s\n", (long long)pid, cmd ? cmd : "?");
-        printf("recorded:  %s, %s (%s)\n", start ? start : "?", ls_fmt_dur(d1, sizeof(d1), dur),
-               why ? why : "?");
-        printf("host:      %s, %s\n", host ? host : "?", kernel ? kernel : "?");
+        printf("trace:     %s (schema %d, %.1f KiB)\n", ls_term(path), LS_TRACE_SCHEMA, sb.st_size / 1024.0);
+        printf("recorder:  %s\n", tool ? ls_term(tool) : "?");
+        printf("target:    pid %lld  %s\n", (long long)pid, cmd ? ls_term(cmd) : "?");
+        printf("recorded:  %s, %s (%s)\n", start ? ls_term(start) : "?", ls_fmt_dur(d1, sizeof(d1), dur),
+               why ? ls_term(why) : "?");
+        printf("host:      %s, %s\n", host ? ls_term(host) : "?", kernel ? ls_term(kernel) : "?");
         printf("settings:  %s, blocking detection %s (threshold %s), syscalls %s\n",
-               mode ? mode : "?", blk ? blk : "?", ls_fmt_dur(d2, sizeof(d2), thr), sys ? sys : "off");
+               mode ? ls_term(mode) : "?", blk ? ls_term(blk) : "?", ls_fmt_dur(d2, sizeof(d2), thr),
+               sys ? ls_term(sys) : "off");
         printf("loops:     %lld\n", (long long)nloops);
         printf("tasks:     %lld (%lld finished, %lld failed, %lld cancelled, %lld pending; "
                "%lld pre-existing, %lld leaked)\n", (long long)ntasks, (long long)nfin,

@@ -123,7 +123,7 @@ static void warn_begin(lint *L, int rule, int64_t task_id, const char *task, con
     L->counts[rule]++;
     L->total++;
     if (!L->j) {
-        printf("warning[%s] %s\n", rule_ids[rule], msg ? msg : "?");
+        printf("warning[%s] %s\n", rule_ids[rule], msg ? ls_term(msg) : "?");   /* names from the trace */
     } else {
         ls_json_begin_object(L->j);
         ls_json_key(L->j, "rule"); ls_json_str(L->j, rule_ids[rule]);

@@ -426,7 +426,8 @@ static bool load_blocking(tl *x)
 /* ---------------------------------------------------------- rendering */
 
 /* Display name "name#id", at most w bytes: the name is cut (ending in '~')
- * so that the id stays. */
+ * so that the id stays.  The name is escaped for the terminal (the SVG
+ * shows the same label) and cut between characters. */
 static void lane_label(const lane *ln, char *buf, size_t w)
 {
     if (ln->is_loop) {
@@ -435,12 +436,15 @@ static void lane_label(const lane *ln, char *buf, size_t w)
     }
     char id[24];
     snprintf(id, sizeof(id), "#%lld", (long long)ln->id);
-    size_t nl = strlen(ln->name), il = strlen(id);
-    if (nl + il <= w) {
-        memcpy(buf, ln->name, nl);
+    size_t il = strlen(id), nl = 0;
+    const char *full = ls_term(ln->name);
+    if (strlen(full) + il <= w) {
+        nl = strlen(full);
+        memcpy(buf, full, nl);
     } else if (il + 2 <= w) {            /* "a_very_lon~#12" */
-        nl = w - il - 1;
-        memcpy(buf, ln->name, nl);
+        const char *cut = ls_term_n(ln->name, w - il - 1);
+        nl = strlen(cut);
+        memcpy(buf, cut, nl);
         buf[nl++] = '~';
     } else {
         nl = 0;
@@ -554,7 +558,7 @@ static void print_terminal(tl *x, const struct opts *o, const char *path, size_t
     double q = (double)(x->to - x->from) / ncols;
     char d1[32], d2[32], d3[32], d4[32];
 
-    printf("%s: %zu task%s on %d loop%s, %s .. %s (%s), one column = %s\n", path, ntasks,
+    printf("%s: %zu task%s on %d loop%s, %s .. %s (%s), one column = %s\n", ls_term(path), ntasks,
            ntasks == 1 ? "" : "s", nloops, nloops == 1 ? "" : "s",
            fmt_at(d1, sizeof(d1), x->from - x->start), fmt_at(d2, sizeof(d2), x->to - x->start),
            ls_fmt_dur(d3, sizeof(d3), x->to - x->from), ls_fmt_dur(d4, sizeof(d4), (int64_t)q));
@@ -644,21 +648,6 @@ static void print_terminal(tl *x, const struct opts *o, const char *path, size_t
 
 /* ---------------------------------------------------------------- SVG */
 
-static void xml_text(FILE *f, const char *s)
-{
-    for (; s && *s; s++) {
-        switch (*s) {
-        case '<': fputs("&lt;", f); break;
-        case '>': fputs("&gt;", f); break;
-        case '&': fputs("&amp;", f); break;
-        case '"': fputs("&quot;", f); break;
-        default:
-            if ((unsigned char)*s >= 0x20 || *s == '\t')
-                fputc(*s, f);
-        }
-    }
-}
-
 static void svg_rect(FILE *f, tl *x, const lane *ln, const span *s, double y, double h)
 {
     double px = (double)SVG_LANE_W / (double)(x->to - x->from);
@@ -669,11 +658,11 @@ static void svg_rect(FILE *f, tl *x, const lane *ln, const span *s, double y, do
     lane_label(ln, label, sizeof(label) - 1);
     fprintf(f, "<rect class=\"s%d\" x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\">"
                "<title>", s->st, x0, y, w, h);
-    xml_text(f, label);
+    ls_xml_write(f, label);
     fprintf(f, ": %s", state_names[s->st]);
     if (s->reason) {
         fputs(" (", f);
-        xml_text(f, s->reason);
+        ls_xml_write(f, s->reason);
         if (ln->is_loop && s->arg >= 0)
             fprintf(f, " in task %lld", (long long)s->arg);
         fputc(')', f);
@@ -710,7 +699,7 @@ static void svg_dense(FILE *f, tl *x, const lane *ln, double y)
             int64_t s0 = x->from + (int64_t)(q * c), s1 = x->from + (int64_t)(q * e);
             fprintf(f, "<rect class=\"s%d\" x=\"%d\" y=\"%.1f\" width=\"%d\" height=\"%d\">"
                        "<title>", cls[d], SVG_NAME_W + c, y + (thin ? 7 : 3), e - c, thin ? 4 : 12);
-            xml_text(f, label);
+            ls_xml_write(f, label);
             fprintf(f, ": %s, running %.3g%% of the time&#10;start %s, duration %s"
                        " (many short spans, drawn per pixel)</title></rect>\n",
                     disp_names[d], 100.0 * r / (double)(s1 - s0),
@@ -745,7 +734,7 @@ static bool write_svg(tl *x, const char *file, const char *path, size_t ntasks, 
             svg_color[1], svg_color[2], svg_color[3], svg_color[4]);
     fprintf(f, "<rect width=\"100%%\" height=\"100%%\" fill=\"#fff\"/>\n");
     fprintf(f, "<text x=\"10\" y=\"20\" font-size=\"14\" font-weight=\"bold\">");
-    xml_text(f, path);
+    ls_xml_write(f, path);
     fprintf(f, ": %zu task%s, %s .. %s (%s)", ntasks, ntasks == 1 ? "" : "s",
             fmt_at(d1, sizeof(d1), x->from - x->start), fmt_at(d2, sizeof(d2), x->to - x->start), ls_fmt_dur(d3, sizeof(d3), x->to - x->from));
     if (nmatch > ntasks)
@@ -791,7 +780,7 @@ static bool write_svg(tl *x, const char *file, const char *path, size_t ntasks, 
         lane_label(ln, label, 26);
         fprintf(f, "<g>\n<text class=\"name\" x=\"10\" y=\"%.1f\"%s>", y + 12,
                 ln->is_loop ? " font-weight=\"bold\"" : "");
-        xml_text(f, label);
+        ls_xml_write(f, label);
         fprintf(f, "</text>\n");
         if (i % 2 == 0)
             fprintf(f, "<rect x=\"%d\" y=\"%.1f\" width=\"%d\" height=\"%d\" fill=\"#f6f7f9\"/>\n",

@@ -3,6 +3,7 @@
  */
 #define _GNU_SOURCE
 #include "trace.h"
+#include "output.h"
 
 #include <errno.h>
 #include <math.h>
@@ -20,11 +21,12 @@ int ls_error(const char *fmt, ...)
     vsnprintf(buf, sizeof(buf), fmt, ap);
     va_end(ap);
     /* One line whatever the message quotes (SQLite repeats bytes of a
-     * damaged schema): control characters become '?'. */
+     * damaged schema, names come from the trace): C0 controls become '?',
+     * then the terminal escaper takes the rest (C1, invalid UTF-8). */
     for (char *p = buf; *p; p++)
         if ((unsigned char)*p < 0x20 || *p == 0x7f)
             *p = '?';
-    fprintf(stderr, "error: %s\n", buf);
+    fprintf(stderr, "error: %s\n", ls_term(buf));
     return 1;
 }
 
