@@ -1127,7 +1127,9 @@ static void ex_callback(evl_future *f, void *arg)
 static intptr_t sc_executor_order(void *arg)
 {
     (void)arg;
-    static const int ms[] = {90, 30, 60}; /* 30 ms apart: robust under load */
+    /* Real sleeps on pool threads, on either clock: 60 ms apart so that the
+     * finishing order holds on a loaded machine (no retry hides a flip). */
+    static const int ms[] = {180, 60, 120};
     evl_future *ts[3];
     intptr_t res[3];
     for (int i = 0; i < 3; i++)

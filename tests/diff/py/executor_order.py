@@ -1,5 +1,7 @@
-"""Executor jobs (real sleeps of 90/30/60 ms on pool threads) complete in
-finishing order; gather still reports argument order."""
+"""Executor jobs (real sleeps of 180/60/120 ms on pool threads) complete in
+finishing order; gather still reports argument order.  The jobs sleep in
+real time on either clock: 60 ms apart so that the order holds on a loaded
+machine, where no retry would hide a flip (see README.md, "Retries")."""
 import asyncio
 import time
 from common import say, run, fut_outcome
@@ -19,10 +21,10 @@ async def job(ms):
 
 async def main():
     loop = asyncio.get_running_loop()
-    res = await asyncio.gather(job(90), job(30), job(60))
+    res = await asyncio.gather(job(180), job(60), job(120))
     say("gather -> " + " ".join(map(str, res)))
     futs = []
-    for ms in (90, 30, 60):
+    for ms in (180, 60, 120):
         f = loop.run_in_executor(None, work, ms)
         f.add_done_callback(lambda f, ms=ms: say(f"callback {ms} -> {fut_outcome(f)}"))
         futs.append(f)
