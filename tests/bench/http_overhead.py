@@ -137,7 +137,15 @@ def free_port():
         return s.getsockname()[1]
 
 
+def exit_on_sigterm():
+    """SIGTERM (a timeout, kill) ends Python without unwinding: turn it into
+    SystemExit so the finally blocks stop the children and remove the
+    temporary files."""
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+
+
 def main():
+    exit_on_sigterm()
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--build", default="build")
     ap.add_argument("--rounds", type=int, default=5)

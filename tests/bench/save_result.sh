@@ -6,7 +6,9 @@
 # figures quoted in the READMEs come from these files, so each one says
 # how it was made: the command, the commit, the date, the machine (nproc,
 # CPU model, kernel) and its load (uptime) before and after the run.
-# Exits with the benchmark's status; the file is written either way.
+# $SAVE_RESULT_NOTE, when set, is added as a "note:" line (e.g. how the
+# build differs from the commit).  Exits with the benchmark's status; the
+# file is written either way.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 [ $# -ge 3 ] || { sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
@@ -26,6 +28,7 @@ dirty=$(git -C "$here" status --porcelain --untracked-files=no 2>/dev/null | wc 
   echo "# date:     $(date -u +%Y-%m-%dT%H:%M:%SZ)"
   echo "# machine:  $(nproc) CPUs, $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), $(uname -sr)"
   echo "# before:   $(uptime)"
+  if [ -n "${SAVE_RESULT_NOTE:-}" ]; then echo "# note:     $SAVE_RESULT_NOTE"; fi
   echo
 } >"$out"
 rc=0

@@ -20,6 +20,7 @@ import argparse
 import os
 import re
 import shutil
+import signal
 import sqlite3
 import statistics
 import subprocess
@@ -37,7 +38,15 @@ def run(cmd, timeout=600):
     return float(m.group(1))
 
 
+def exit_on_sigterm():
+    """SIGTERM (a timeout, kill) ends Python without unwinding: turn it into
+    SystemExit so the finally blocks stop the children and remove the
+    temporary files."""
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+
+
 def main():
+    exit_on_sigterm()
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default="build")
     ap.add_argument("--repeat", type=int, default=5)

@@ -13,6 +13,7 @@ A benchmark: it prints numbers, it does not pass or fail.
 import argparse
 import os
 import shutil
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -34,7 +35,15 @@ def peak_rss(cmd):
     return float(secs), int(rss)
 
 
+def exit_on_sigterm():
+    """SIGTERM (a timeout, kill) ends Python without unwinding: turn it into
+    SystemExit so the finally blocks stop the children and remove the
+    temporary files."""
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+
+
 def main():
+    exit_on_sigterm()
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default="build")
     ap.add_argument("--trace")

@@ -86,7 +86,15 @@ def parse_maps(text):
     return maps
 
 
+def exit_on_sigterm():
+    """SIGTERM (a timeout, kill) ends Python without unwinding: turn it into
+    SystemExit so the finally blocks stop the children and remove the
+    temporary files."""
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+
+
 def main():
+    exit_on_sigterm()
     if len(sys.argv) != 4:
         print(__doc__)
         return 2
