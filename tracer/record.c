@@ -347,10 +347,10 @@ static ls_task *ls_task_seen(recorder *r, uint64_t loop, uint64_t id)
 
 static void ls_task_row(recorder *r, ls_task *a, uint64_t loop, uint64_t id)
 {
-    if (!a || a->has_row)
+    if (!a || a->row != LS_ROW_NONE)
         return;
     ls_store_task_unknown(r->store, id, loop);
-    a->has_row = 1;
+    a->row = LS_ROW_PLACEHOLDER;
 }
 
 /* Per-task accounting (task_stats): each create/run/suspend/wake lasts
@@ -358,8 +358,8 @@ static void ls_task_row(recorder *r, ls_task *a, uint64_t loop, uint64_t id)
  * task leaves memory. */
 static void ls_account(recorder *r, ls_task *a, const struct evl_rec *e, bool pre)
 {
-    if (!a)
-        return;
+    if (!a || (pre && a->last_kind))
+        return;                       /* a late snapshot: its events tell more */
     ls_task_close_span(a, (int64_t)e->ts, e->kind);
     a->last_ts = (int64_t)e->ts;
     a->last_kind = pre ? LS_TASK_PREEXISTING : e->kind;
@@ -460,14 +460,14 @@ static void ls_ingest_rec(recorder *r, struct ls_loop_info *li, const struct evl
         if (n > EVL_NAME_MAX - 1)
             n = EVL_NAME_MAX - 1;
         pre = e->a32 & EVL_REC_PREEXISTING;
-        if (pre && a && a->has_row && a->last_kind != LS_TASK_PREEXISTING)
+        if (pre && a && a->row == LS_ROW_CREATED)
             return;                   /* a snapshot repeated for a task we know */
         ls_syms *syms = ls_get_syms(r);
         const ls_sym *sym = syms ? ls_syms_lookup(syms, e->a1) : NULL;
         ls_store_task_create(r->store, e->task, loop, e->a0, (const char *)(e + 1), n,
                              sym ? sym->function : NULL, e->a1, (int64_t)e->ts, pre);
         if (a)
-            a->has_row = 1;
+            a->row = LS_ROW_CREATED;
         else if (!pre)
             r->untracked++;
         r->tasks_created++;
@@ -480,8 +480,8 @@ static void ls_ingest_rec(recorder *r, struct ls_loop_info *li, const struct evl
         break;
     case EVL_PROBE_ID_task_finish:
         ls_store_task_finish(r->store, e->task, loop, (int64_t)e->ts, (int)e->a32, (int64_t)e->a0);
-        if (a)
-            a->has_row = 1;
+        if (a && a->row == LS_ROW_NONE)
+            a->row = LS_ROW_PLACEHOLDER;
         r->tasks_finished++;
         break;
     default:

@@ -20,10 +20,16 @@ typedef struct ls_task {
     uint64_t loop;
     int64_t last_ts;          /* time of its last lifecycle event */
     int32_t last_kind;        /* that event's probe id; LS_TASK_PREEXISTING */
-    uint32_t has_row;         /* a tasks row exists (created or placeholder) */
+    uint32_t row;             /* enum ls_task_row: what its tasks row holds */
     int64_t busy, sched, idle, longest;
     uint64_t resumes, wakes;
 } ls_task;
+
+enum ls_task_row {
+    LS_ROW_NONE = 0,
+    LS_ROW_PLACEHOLDER = 1,   /* seen before its creation: name '?' */
+    LS_ROW_CREATED = 2,       /* its task_create (or snapshot) is stored */
+};
 
 /* last_kind of a task that existed before the recording: until its first
  * event we do not know what it was doing; that event tells (woken: it was

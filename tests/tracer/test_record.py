@@ -8,7 +8,9 @@ Each CASE is one ctest entry (tests/tracer/CMakeLists.txt).  Exit 0 pass,
 """
 import argparse
 import os
+import shutil
 import signal
+import stat
 import sqlite3
 import subprocess
 import sys
@@ -325,12 +327,143 @@ def errors():
     record("-f", "-o", db, "--", os.path.join(A.examples, "lifecycle"))
     integrity(db)
     check(not [f for f in os.listdir(os.path.dirname(db)) if ".tmp-" in f], "temp file left")
-    # without privileges: name the capability
-    p = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
-                        "--inh-caps=-all", A.loopscope, "record", "-p", "1"],
-                       capture_output=True, text=True, timeout=30)
-    check(p.returncode != 0 and "CAP_BPF" in p.stderr and "CAP_PERFMON" in p.stderr,
-          f"unprivileged record: {p.returncode} {p.stderr!r}")
+    # -f replaces regular files only (a device node of our own: a broken
+    # recorder must not be able to replace the machine's /dev/null)
+    dev = os.path.join(os.path.dirname(db), "null")
+    os.mknod(dev, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+    for special in (dev, os.path.dirname(db)):
+        st = os.stat(special)
+        expect_error(["-f", "-o", special, "--", os.path.join(A.examples, "lifecycle")],
+                     f"refusing to replace '{special}': not a regular file")
+        eq(os.stat(special).st_mode, st.st_mode, f"{special} untouched")
+    link = os.path.join(os.path.dirname(db), "link.db")
+    os.symlink(db, link)
+    expect_error(["-f", "-o", link, "--", os.path.join(A.examples, "lifecycle")],
+                 "not a regular file")
+    check(os.path.islink(link), "symlink replaced")
+    # a failed attach leaves nothing behind, and the next run works
+    bad = os.path.join(os.path.dirname(A.sem_read), "probe_bad")
+    out = os.path.join(os.path.dirname(db), "failed.db")
+    expect_error(["-o", out, "--", bad], "cannot attach to probe evl:loop_start")
+    eq([f for f in os.listdir(os.path.dirname(db)) if f.startswith("failed")], [],
+       "files left by a failed attach")
+    record("-o", out, "--", os.path.join(A.examples, "lifecycle"))
+    integrity(out)
+
+
+def setpriv(caps, *args, user=None):
+    """Run loopscope with exactly `caps` (e.g. "+sys_admin"), as root or
+    as `user` (uid = gid)."""
+    cmd = ["setpriv", f"--inh-caps=-all,{caps}" if caps else "--inh-caps=-all",
+           f"--bounding-set=-all,{caps}" if caps else "--bounding-set=-all"]
+    if user is not None:
+        amb = f"--ambient-caps=-all,{caps}" if caps else "--ambient-caps=-all"
+        cmd += [amb, f"--reuid={user}", f"--regid={user}", "--clear-groups"]
+    return subprocess.run([*cmd, "--", A.loopscope, *args], capture_output=True, text=True,
+                          timeout=60)
+
+
+@case
+def privileges():
+    """The minimal capabilities (tracer/README.md "Privileges"), each
+    missing one named in one error line; enough of them records."""
+    t = start("ticker", "--seconds", "30", "--tick-ms", "10")
+    d = tempfile.mkdtemp(prefix="lstest-")
+    os.chmod(d, 0o777)
+    try:
+        def fails(caps, want, user=None):
+            out = os.path.join(d, "x.db")
+            p = setpriv(caps, "record", "-q", "-p", str(t.pid), "-d", "0.3", "-o", out, user=user)
+            lines = [l for l in p.stderr.splitlines() if l.strip()]
+            check(p.returncode != 0 and len(lines) == 1 and lines[0].startswith("error: ")
+                  and want in lines[0], f"caps {caps!r} user {user}: {p.returncode} {lines}")
+            check(not os.path.exists(out), f"caps {caps!r}: a trace was left behind")
+
+        # CAP_BPF + CAP_PERFMON (+ ptrace, DAC) load the programs but cannot
+        # create uprobes on this kernel; nothing at all must not read as
+        # "no probes"
+        fails("+bpf,+perfmon,+sys_ptrace,+dac_override", "missing: CAP_SYS_ADMIN")
+        fails("", "missing: CAP_SYS_ADMIN")
+        fails("+bpf,+perfmon", "missing: CAP_SYS_ADMIN", user=65534)
+        # another user's process: its memory and files
+        fails("+sys_admin", "missing: CAP_SYS_PTRACE, CAP_DAC_READ_SEARCH", user=65534)
+        fails("+sys_admin,+sys_ptrace", "missing: CAP_DAC_READ_SEARCH", user=65534)
+        for caps, user in (("+sys_admin", None),
+                           ("+sys_admin,+sys_ptrace,+dac_read_search", 65534)):
+            out = os.path.join(d, f"ok-{user}.db")
+            p = setpriv(caps, "record", "-q", "-p", str(t.pid), "-d", "0.5", "-o", out, user=user)
+            eq(p.returncode, 0, f"record with {caps} as {user}: {p.stderr.strip()}")
+            fn = query(out, "SELECT function FROM tasks WHERE name = 'ticker'")
+            eq(fn, [("ticker",)], f"symbol of the ticker task with {caps} as {user}")
+    finally:
+        t.kill()
+        t.wait()
+        shutil.rmtree(d, ignore_errors=True)
+
+
+@case
+def reattach_snapshot():
+    """Every attach gets the snapshot of pending tasks: a second recorder
+    while one is attached (the semaphore never rises from 0 for it), and a
+    recorder right after another left an idle loop."""
+    t = start("ticker", "--seconds", "30", "--tick-ms", "1500")
+    try:
+        db1, db2, db3 = tmpdb(), tmpdb(), tmpdb()
+        r1 = subprocess.Popen([A.loopscope, "record", "-q", "-p", str(t.pid), "-d", "6",
+                               "-o", db1], stderr=subprocess.PIPE, text=True)
+        wait_for(lambda: semaphores(t.pid).get("batch", 0) > 0, 10, "first recorder")
+        time.sleep(2.0)                 # the loop has seen it (a tick passed)
+        record("-p", str(t.pid), "-d", "2", "-o", db2)
+        _, err = r1.communicate(timeout=30)
+        eq(r1.returncode, 0, f"first recorder ({err.strip()})")
+        record("-p", str(t.pid), "-d", "2", "-o", db3)
+        for db, what in ((db1, "first"), (db2, "concurrent"), (db3, "re-attached")):
+            integrity(db)
+            pre = [n for (n,) in query(db, "SELECT name FROM tasks WHERE preexisting = 1")]
+            check("ticker" in pre, f"{what} recorder: the long-lived task is not among the "
+                                   f"pre-existing ones: {pre}")
+            eq(query(db, "SELECT count(*) FROM tasks WHERE name = '?'"), [(0,)],
+               f"{what} recorder: tasks without a name")
+            eq(query(db, """SELECT count(*) FROM events WHERE kind = 3 AND task_id =
+                            (SELECT id FROM tasks WHERE name = 'ticker')"""), [(1,)],
+               f"{what} recorder: task_create events of the ticker task")
+        eq(sum(semaphores(t.pid).values()), 0, "semaphores after both detached")
+    finally:
+        t.kill()
+        t.wait()
+
+
+@case
+def idle_attach_first_block():
+    """Attached to an idle loop (no timer, nothing ready: a connection's task
+    waits in recv), the first step after attaching blocks: the episode is
+    seen (the loop announces its thread before running anything)."""
+    import socket
+    p = subprocess.Popen([os.path.join(A.examples, "http_server"), "--port", "0"],
+                         stdout=subprocess.PIPE, text=True)
+    try:
+        pid = int(p.stdout.readline().split()[1])
+        port = int(p.stdout.readline().split()[1])
+        db = tmpdb()
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as c:
+            time.sleep(0.3)             # its task now waits in recv; the loop sleeps
+            rec = subprocess.Popen([A.loopscope, "record", "-q", "-p", str(pid), "-o", db,
+                                    "-t", "5"], stderr=subprocess.PIPE, text=True)
+            wait_for(lambda: semaphores(pid).get("batch", 0) > 0, 10, "attach")
+            time.sleep(0.3)
+            c.sendall(b"GET /block HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            got = c.recv(100)
+        check(got.startswith(b"HTTP/1.1 200"), f"answer to /block: {got!r}")
+        time.sleep(0.2)
+        rec.send_signal(signal.SIGINT)
+        _, err = rec.communicate(timeout=30)
+        eq(rec.returncode, 0, f"record exit status ({err.strip()})")
+        eps = query(db, """SELECT t.name, b.dur_ns / 1e6 FROM blocking b
+                           LEFT JOIN tasks t ON t.id = b.task_id""")
+        check(any(d >= 15 for _, d in eps), f"the first /block after attaching was missed: {eps}")
+    finally:
+        p.kill()
+        p.wait()
 
 
 @case
