@@ -18,16 +18,18 @@ the run is recorded from its first request).
 
 Prints one line per run, then per mode: median throughput and p99 latency,
 their ratios to the untraced median, the events recorded per second and per
-request, and the cost per event that the throughput loss implies:
+request, and two costs per recorded event:
 
-    (1/rps_recorded - 1/rps_untraced) / events_per_request
+    wall: (1/rps_recorded - 1/rps_untraced) / events_per_request
+    cpu:  (cpu_per_req_recorded - cpu_per_req_untraced) / events_per_request
 
 The server is one loop thread kept busy by C connections, so its time per
-request is about 1/rps; the figure includes everything tracing adds to the
-server's thread (uprobe traps, BPF programs, cache effects) and the
-recorder competing for the CPUs.  This is the cost to compare with
-tracer_bench.py's micro-benchmark, which measures a loop that does nothing
-but yield.
+request is about 1/rps: "wall" is everything recording costs the server's
+throughput, including the recorder and wrk competing for the machine's
+CPUs.  "cpu" is the server process's own CPU time (utime + stime from
+/proc/PID/stat) per request: what runs on the traced thread (uprobe traps,
+BPF programs, cache effects), the figure to compare with tracer_bench.py's
+micro-benchmark, whose loop does nothing but yield.
 
 A benchmark, not a test: it prints numbers, it does not pass or fail.  Exit
 status 77 when not root or wrk is missing, 1 when a run fails.  Temporary
@@ -63,6 +65,13 @@ def wrk(url, seconds, connections, threads):
     if errors:
         raise RuntimeError(f"wrk reported errors: {errors.group(0)}\n{p.stdout}")
     return float(rps.group(1)), float(p99.group(1)) * UNITS[p99.group(2)], int(total.group(1))
+
+
+def cpu_seconds(pid):
+    """User + system CPU time of a process (all its threads) so far."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def raised_semaphores(sem_read, pid):
@@ -191,25 +200,31 @@ def main():
 
         print(f"http_overhead: {server_bin} GET / under wrk -t{a.threads} -c{a.connections} "
               f"-d{a.seconds}s, {a.rounds} rounds")
-        print(f"{'round':>5} {'mode':26} {'req/s':>9} {'p99 ms':>7} {'events/s':>9} "
-              f"{'ev/req':>6} {'dropped':>7}")
+        print(f"{'round':>5} {'mode':26} {'req/s':>9} {'p99 ms':>7} {'cpu us':>7} "
+              f"{'events/s':>9} {'ev/req':>6} {'dropped':>7}")
+        print("(cpu us: the server's CPU time per request)")
         for r in range(a.rounds):
             for name, extra in modes:
                 if extra is None:
+                    cpu0 = cpu_seconds(pid)
                     rps, p99, total = wrk(url, a.seconds, a.connections, a.threads)
+                    cpu = (cpu_seconds(pid) - cpu0) / total
                     ev = evs = evr = dropped = None
                 else:
                     db = os.path.join(tmp, f"r{r}-{len(extra)}.db")
                     rec = Recorder(loopscope, sem_read, pid, db, extra)
                     with rec:
+                        cpu0 = cpu_seconds(pid)
                         rps, p99, total = wrk(url, a.seconds, a.connections, a.threads)
+                        cpu = (cpu_seconds(pid) - cpu0) / total
                     ev, dropped = rec.events()
                     os.unlink(db)
                     evs, evr = ev / a.seconds, ev / total
-                runs[name].append((rps, p99, evs, evr, dropped))
+                runs[name].append((rps, p99, evs, evr, dropped, cpu))
                 extra_cols = ("" if evs is None else
                               f" {evs:9.0f} {evr:6.2f} {dropped:7d}")
-                print(f"{r + 1:5d} {name:26} {rps:9.0f} {p99 * 1e3:7.2f}{extra_cols}", flush=True)
+                print(f"{r + 1:5d} {name:26} {rps:9.0f} {p99 * 1e3:7.2f} {cpu * 1e6:7.2f}"
+                      f"{extra_cols}", flush=True)
             if server.poll() is not None:
                 raise RuntimeError(f"http_server exited ({server.returncode})")
     finally:
@@ -225,20 +240,27 @@ def main():
     base = runs["untraced"]
     base_rps = statistics.median(x[0] for x in base)
     base_p99 = statistics.median(x[1] for x in base)
+    base_cpu = statistics.median(x[5] for x in base)
     print()
-    print(f"medians over {a.rounds} rounds ({len(base)} untraced runs); ratio = mode / untraced")
-    print(f"{'mode':26} {'req/s':>9} {'ratio':>6} {'p99 ms':>7} {'ratio':>6} {'events/s':>9} "
-          f"{'ev/req':>6} {'+ns/event':>9}")
-    print(f"{'untraced':26} {base_rps:9.0f} {1:6.3f} {base_p99 * 1e3:7.2f} {1:6.3f}")
+    print(f"medians over {a.rounds} rounds ({len(base)} untraced runs); ratio = mode / untraced;")
+    print("ns/event: added cost per recorded event, from throughput (wall) and from the")
+    print("server's CPU time per request (cpu)")
+    print(f"{'mode':26} {'req/s':>9} {'ratio':>6} {'p99 ms':>7} {'ratio':>6} {'cpu us':>7} "
+          f"{'events/s':>9} {'ev/req':>6} {'ns/ev wall':>10} {'ns/ev cpu':>9}")
+    print(f"{'untraced':26} {base_rps:9.0f} {1:6.3f} {base_p99 * 1e3:7.2f} {1:6.3f} "
+          f"{base_cpu * 1e6:7.2f}")
     for name in ("recorded (full)", "recorded (--no-blocking)"):
         v = runs[name]
         rps = statistics.median(x[0] for x in v)
         p99 = statistics.median(x[1] for x in v)
         evs = statistics.median(x[2] for x in v)
         evr = statistics.median(x[3] for x in v)
-        ns = (1 / rps - 1 / base_rps) / evr * 1e9
+        cpu = statistics.median(x[5] for x in v)
+        wall_ns = (1 / rps - 1 / base_rps) / evr * 1e9
+        cpu_ns = (cpu - base_cpu) / evr * 1e9
         print(f"{name:26} {rps:9.0f} {rps / base_rps:6.3f} {p99 * 1e3:7.2f} "
-              f"{p99 / base_p99:6.3f} {evs:9.0f} {evr:6.2f} {ns:9.0f}")
+              f"{p99 / base_p99:6.3f} {cpu * 1e6:7.2f} {evs:9.0f} {evr:6.2f} "
+              f"{wall_ns:10.0f} {cpu_ns:9.0f}")
     return 0
 
 
