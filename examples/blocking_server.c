@@ -12,9 +12,10 @@
  *   pipe    read() on a blocking pipe        evl_read() on a non-blocking one
  *   fsync   write + fsync() of 4 MiB         both in the executor
  *   spin    50 ms of CPU                     the same spin in the executor
- *   dns     getaddrinfo("localhost")         getaddrinfo() in the executor
+ *   dns     getaddrinfo(NAME)                getaddrinfo() in the executor
+ *           (NAME: --dns-name, default "localhost")
  *
- * Usage: blocking_server [--good] [--port P] [--requests N]
+ * Usage: blocking_server [--good] [--port P] [--requests N] [--dns-name NAME]
  * Prints "pid N" and "port P", then serves until N requests were answered
  * (forever if N is 0).  `loopscope record -p PID` then `loopscope blocking`
  * names each bug with its file:line.
@@ -87,10 +88,12 @@ static intptr_t do_write_fsync(void *arg)
     return rc < 0 ? -1 : 0;
 }
 
+static const char *dns_name = "localhost";
+
 static intptr_t do_dns(void *arg)
 {
     struct addrinfo *ai = NULL;
-    int rc = getaddrinfo("localhost", "80", NULL, &ai);
+    int rc = getaddrinfo(dns_name, "80", NULL, &ai);
     if (ai)
         freeaddrinfo(ai);
     return rc == 0 ? 0 : -1;
@@ -211,8 +214,11 @@ int main(int argc, char **argv)
             port = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--requests") && i + 1 < argc)
             max_requests = atol(argv[++i]);
+        else if (!strcmp(argv[i], "--dns-name") && i + 1 < argc)
+            dns_name = argv[++i];
         else {
-            fprintf(stderr, "usage: blocking_server [--good] [--port P] [--requests N]\n");
+            fprintf(stderr, "usage: blocking_server [--good] [--port P] [--requests N] "
+                            "[--dns-name NAME]\n");
             return 2;
         }
     }
