@@ -67,6 +67,17 @@ def wrk(url, seconds, connections, threads):
     return float(rps.group(1)), float(p99.group(1)) * UNITS[p99.group(2)], int(total.group(1))
 
 
+def dropped(meta):
+    """What a trace lost: ring-buffer messages the kernel dropped plus events
+    the target says it dropped (meta dropped_messages + dropped_events_claimed;
+    older traces have one dropped_events).  An error when neither is there,
+    so that a schema change cannot read as "nothing dropped"."""
+    keys = [k for k in ("dropped_messages", "dropped_events_claimed", "dropped_events")
+            if k in meta]
+    if not keys:
+        raise RuntimeError(f"the trace's meta table has no dropped_* counts: {sorted(meta)}")
+    return sum(int(meta[k]) for k in keys)
+
 def cpu_seconds(pid):
     """User + system CPU time of a process (all its threads) so far."""
     with open(f"/proc/{pid}/stat") as f:
@@ -137,7 +148,7 @@ class Recorder:
             meta = dict(con.execute("SELECT key, value FROM meta"))
         finally:
             con.close()
-        return n, int(meta.get("dropped_events", 0))
+        return n, dropped(meta)
 
 
 def free_port():

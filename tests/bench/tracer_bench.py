@@ -38,6 +38,17 @@ def run(cmd, timeout=600):
     return float(m.group(1))
 
 
+def dropped(meta):
+    """What a trace lost: ring-buffer messages the kernel dropped plus events
+    the target says it dropped (meta dropped_messages + dropped_events_claimed;
+    older traces have one dropped_events).  An error when neither is there,
+    so that a schema change cannot read as "nothing dropped"."""
+    keys = [k for k in ("dropped_messages", "dropped_events_claimed", "dropped_events")
+            if k in meta]
+    if not keys:
+        raise RuntimeError(f"the trace's meta table has no dropped_* counts: {sorted(meta)}")
+    return sum(int(meta[k]) for k in keys)
+
 def exit_on_sigterm():
     """SIGTERM (a timeout, kill) ends Python without unwinding: turn it into
     SystemExit so the finally blocks stop the children and remove the
@@ -112,13 +123,17 @@ def bench(ls, wl, yields, repeat, quick, tmp):
         db = os.path.join(tmp, "ingest.db")
         if os.path.exists(db):
             os.unlink(db)
-        subprocess.run([ls, "record", "-q", "-o", db, "--", wl, "--tasks", "50", "--rate",
-                        str(rate), "--seconds", seconds], capture_output=True, timeout=600)
+        p = subprocess.run([ls, "record", "-q", "-o", db, "--", wl, "--tasks", "50", "--rate",
+                            str(rate), "--seconds", seconds], capture_output=True, text=True,
+                           timeout=600)
+        if p.returncode != 0 or not os.path.exists(db):
+            sys.exit(f"tracer_bench: recording at {rate} events/s failed ({p.returncode}): "
+                     f"{p.stderr[-500:]}")
         con = sqlite3.connect(db)
         n = con.execute("SELECT count(*) FROM events").fetchone()[0]
-        dropped = int(dict(con.execute("SELECT key, value FROM meta"))["dropped_events"])
+        lost = dropped(dict(con.execute("SELECT key, value FROM meta")))
         con.close()
-        print(f"{rate:16d} {n / float(seconds):16.0f} {dropped:10d}")
+        print(f"{rate:16d} {n / float(seconds):16.0f} {lost:10d}")
     return 0
 
 
