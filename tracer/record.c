@@ -448,7 +448,6 @@ static void ls_ingest_rec(recorder *r, struct ls_loop_info *li, const struct evl
         return;
     }
     li->last_ts = (int64_t)e->ts;
-    r->records++;
     int64_t reason = e->a32;
     ls_task *a = e->task ? ls_task_seen(r, loop, e->task) : NULL;
     bool pre = false;
@@ -491,6 +490,7 @@ static void ls_ingest_rec(recorder *r, struct ls_loop_info *li, const struct evl
     }
     ls_store_event(r->store, (int64_t)e->ts, loop, e->task, e->kind, reason,
                    (int64_t)e->a0, (int64_t)e->a1);
+    r->records++;
     if (e->kind >= EVL_PROBE_ID_task_create && e->kind <= EVL_PROBE_ID_task_finish)
         ls_account(r, a, e, pre);
 }
@@ -610,6 +610,8 @@ static void ls_flush_open_episodes(recorder *r)
     free(v);
 }
 
+static void ls_ingest_msg(recorder *r, const void *data, size_t size);
+
 /* Ask a loop for its task snapshot again (evl-probes.h: snapshot_req).
  * Needed when the loop did not see our attach as a rise of the semaphore:
  * another tracer is attached, or the previous one left while the loop
@@ -640,20 +642,29 @@ static void ls_request_snapshot(recorder *r, uint64_t pub)
 static int ls_on_msg(void *ctx, void *data, size_t size)
 {
     recorder *r = ctx;
-    const struct ls_msg_hdr *h = data;
+    ls_ingest_msg(r, data, size);
+    /* libbpf has already consumed this message when it calls us (a
+     * negative return does not give it back): the budget is checked only
+     * once it is stored, and the rest stays queued. */
     if (++r->since_check >= 64) {
         r->since_check = 0;
         if (ls_now() > r->consume_until)
-            return -EAGAIN;           /* libbpf stops here; the rest stays queued */
+            return -EAGAIN;
     }
+    return 0;
+}
+
+static void ls_ingest_msg(recorder *r, const void *data, size_t size)
+{
+    const struct ls_msg_hdr *h = data;
     if (size < sizeof(*h) || h->len > size - sizeof(*h))
-        return 0;
+        return;
     const uint8_t *p = (const uint8_t *)(h + 1);
     struct ls_loop_info *li = NULL;
     if (h->type != LS_MSG_BLOCK &&
         !(li = ls_loop_seen(r, h->loop, h->pid, h->tid, (int64_t)h->ts))) {
         r->rejected_msgs++;           /* more loop ids than any real program */
-        return 0;
+        return;
     }
     switch (h->type) {
     case LS_MSG_LOOP_START:
@@ -686,7 +697,6 @@ static int ls_on_msg(void *ctx, void *data, size_t size)
         }
         break;
     }
-    return 0;
 }
 
 static uint64_t ls_stat(recorder *r, enum ls_stat k)
