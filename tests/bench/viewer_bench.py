@@ -93,7 +93,7 @@ def bench(a, ls, tmp):
     ]
     for c in cmds:
         secs, rss = peak_rss([ls, *c])
-        name = " ".join(x if x != db else "TRACE" for x in c)[:44]
+        name = " ".join(x if x != db else "TRACE" for x in c).replace(tmp, "TMP")[:44]
         print(f"{name:44} {secs:7.2f} {rss / 2**20:12.1f} {rss / size:7.2f}")
     return 0
 
