@@ -40,9 +40,17 @@ def eq(got, want, what):
         raise Fail(f"{what}: expected {want!r}, got {got!r}")
 
 
+TMPDIRS = []          # removed when the case ends, whatever its outcome
+
+
+def tmpdir(**kw):
+    d = tempfile.mkdtemp(prefix="lstest-", **kw)
+    TMPDIRS.append(d)
+    return d
+
+
 def tmpdb(name="trace.db"):
-    d = tempfile.mkdtemp(prefix="lstest-")
-    return os.path.join(d, name)
+    return os.path.join(tmpdir(), name)
 
 
 def record(*args, timeout=60, check_rc=True):
@@ -368,7 +376,7 @@ def privileges():
     """The minimal capabilities (tracer/README.md "Privileges"), each
     missing one named in one error line; enough of them records."""
     t = start("ticker", "--seconds", "30", "--tick-ms", "10")
-    d = tempfile.mkdtemp(prefix="lstest-")
+    d = tmpdir()
     os.chmod(d, 0o777)
     try:
         def fails(caps, want, user=None):
@@ -497,7 +505,7 @@ class Server:
     """blocking_server running in a scratch directory (fsync needs a disk)."""
 
     def __init__(self, *args):
-        self.dir = tempfile.mkdtemp(prefix="lsbs-", dir=os.path.dirname(A.loopscope))
+        self.dir = tmpdir(dir=os.path.dirname(A.loopscope))
         self.p = subprocess.Popen([os.path.join(A.examples, "blocking_server"), *args],
                                   stdout=subprocess.PIPE, text=True, cwd=self.dir)
         self.pid = int(self.p.stdout.readline().split()[1])
@@ -688,7 +696,7 @@ def blocking_dns_ns():
     """blocking_dns, inside its namespaces (not a ctest case of its own)."""
     if subprocess.run(["ip", "link", "set", "lo", "up"]).returncode != 0:
         raise Fail("cannot bring up lo in the network namespace")
-    d = tempfile.mkdtemp(prefix="lstest-")
+    d = tmpdir()
     try:
         conf = os.path.join(d, "resolv.conf")
         with open(conf, "w") as f:
@@ -744,6 +752,9 @@ def main():
     except Fail as e:
         print(f"FAIL {A.case}: {e}")
         return 1
+    finally:
+        for d in TMPDIRS:
+            shutil.rmtree(d, ignore_errors=True)
     print(f"ok {A.case}")
     return 0
 
