@@ -207,7 +207,8 @@ int cmd_blocking(int argc, char **argv)
     ls_json jj, *j = NULL;
     char d1[32], d2[32], d3[32];
 
-    sqlite3_stmt *tot = ls_prepare(t, "SELECT count(*), coalesce(sum(dur_ns), 0) FROM blocking"
+    /* total(): sum() fails on an overflow, which forged durations make. */
+    sqlite3_stmt *tot = ls_prepare(t, "SELECT count(*), CAST(total(dur_ns) AS INTEGER) FROM blocking"
                                       " WHERE dur_ns >= ?");
     if (!tot)
         goto fail;
@@ -282,12 +283,12 @@ int cmd_blocking(int argc, char **argv)
     /* Totals over all episodes (not only the listed ones). */
     char *sql = NULL;
     if (asprintf(&sql,
-        "SELECT %s AS k, count(*), sum(b.dur_ns), max(b.dur_ns),"
-        "  group_concat(DISTINCT coalesce(y.name, k.name)), sum(b.delayed_tasks)"
+        "SELECT %s AS k, count(*), CAST(total(b.dur_ns) AS INTEGER), max(b.dur_ns),"
+        "  group_concat(DISTINCT coalesce(y.name, k.name)), CAST(total(b.delayed_tasks) AS INTEGER)"
         " FROM blocking b LEFT JOIN tasks t ON t.id = b.task_id"
         " LEFT JOIN blocking_kinds k ON k.id = b.kind LEFT JOIN syscalls y ON y.nr = b.syscall"
         " LEFT JOIN sites s ON s.stack_id = b.stack_id"
-        " WHERE b.dur_ns >= ?1 GROUP BY k ORDER BY sum(b.dur_ns) DESC, k", group_expr(o.by)) < 0)
+        " WHERE b.dur_ns >= ?1 GROUP BY k ORDER BY total(b.dur_ns) DESC, k", group_expr(o.by)) < 0)
         goto fail;
     st = ls_prepare(t, sql);
     free(sql);

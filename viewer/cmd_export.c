@@ -148,12 +148,11 @@ static void put_i64(FILE *f, int64_t v)
 /* A timestamp or duration in microseconds with nanosecond digits. */
 static void put_us(FILE *f, int64_t ns)
 {
-    if (ns < 0) {
+    uint64_t u = ns < 0 ? -(uint64_t)ns : (uint64_t)ns;   /* INT64_MIN too */
+    if (ns < 0)
         putc_unlocked('-', f);
-        ns = -ns;
-    }
-    put_i64(f, ns / 1000);
-    int r = (int)(ns % 1000);
+    put_i64(f, (int64_t)(u / 1000));
+    int r = (int)(u % 1000);
     char b[4] = { '.', (char)('0' + r / 100), (char)('0' + r / 10 % 10), (char)('0' + r % 10) };
     fwrite_unlocked(b, 1, 4, f);
 }
@@ -210,8 +209,9 @@ static void arg_str(writer *w, const char *k, const char *v)
 static void arg_ms(writer *w, const char *k, int64_t ns)
 {
     char b[40];
-    int n = snprintf(b, sizeof(b), "%s%" PRId64 ".%06d", ns < 0 ? "-" : "",
-                     (ns < 0 ? -ns : ns) / 1000000, (int)((ns < 0 ? -ns : ns) % 1000000));
+    uint64_t u = ns < 0 ? -(uint64_t)ns : (uint64_t)ns;   /* a trace value: INT64_MIN too */
+    int n = snprintf(b, sizeof(b), "%s%" PRIu64 ".%06d", ns < 0 ? "-" : "", u / 1000000,
+                     (int)(u % 1000000));
     while (n > 0 && b[n - 1] == '0')
         b[--n] = 0;
     if (n > 0 && b[n - 1] == '.')
@@ -376,8 +376,8 @@ static void episode_read(sqlite3_stmt *st, episode *e)
     e->id = sqlite3_column_int64(st, 0);
     e->task_id = sqlite3_column_type(st, 1) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 1);
     e->loop_id = sqlite3_column_int64(st, 2);
-    e->start = sqlite3_column_int64(st, 3);
-    e->dur = sqlite3_column_int64(st, 4);
+    e->start = ls_col_ts(st, 3);
+    e->dur = ls_col_ts(st, 4);
     e->kind = sqlite3_column_int64(st, 5);
     e->syscall = col_dup(st, 6);
     const char *file = (const char *)sqlite3_column_text(st, 7);
@@ -453,8 +453,8 @@ static bool load_static(exporter *x)
         x->loops = l;
         l += x->nloops++;
         *l = (loop_track){ .id = sqlite3_column_int64(st, 0), .os_tid = sqlite3_column_int64(st, 1),
-                           .started = sqlite3_column_int64(st, 2),
-                           .stopped = sqlite3_column_int64(st, 3), .poll_ts = -1, .iter_ts = -1,
+                           .started = ls_col_ts(st, 2),
+                           .stopped = ls_col_ts(st, 3), .poll_ts = -1, .iter_ts = -1,
                            .cb_ts = -1 };
         clash |= sqlite3_column_int(st, 4) != 0;
     }
@@ -469,8 +469,9 @@ static bool load_static(exporter *x)
             off = sqlite3_column_int64(st, 0);
         sqlite3_finalize(st);
     }
-    for (size_t i = 0; i < x->nloops; i++)
-        x->loops[i].track_tid = off ? off + x->loops[i].id : x->loops[i].os_tid;
+    for (size_t i = 0; i < x->nloops; i++)     /* ids are anything: wrap, not overflow */
+        x->loops[i].track_tid = off ? (int64_t)((uint64_t)off + (uint64_t)x->loops[i].id)
+                                    : x->loops[i].os_tid;
     if (!ok)
         return false;
 
@@ -887,7 +888,7 @@ static bool export_all(exporter *x)
     bool have_task = false;
     int rc;
     while ((rc = sqlite3_step(ev)) == SQLITE_ROW) {
-        int64_t ts = sqlite3_column_int64(ev, 1), reason = sqlite3_column_int64(ev, 3);
+        int64_t ts = ls_col_ts(ev, 1), reason = sqlite3_column_int64(ev, 3);
         int64_t arg0 = sqlite3_column_int64(ev, 4), arg1 = sqlite3_column_int64(ev, 5);
         int kind = sqlite3_column_int(ev, 2);
         if (sqlite3_column_type(ev, 0) == SQLITE_NULL) {
@@ -914,7 +915,7 @@ static bool export_all(exporter *x)
         }
         task_event(x, &tk, ts, kind, reason, arg0, arg1,
                    sqlite3_column_type(ev, 7) == SQLITE_NULL ? 0 : sqlite3_column_int64(ev, 7),
-                   sqlite3_column_type(ev, 8) == SQLITE_NULL ? -1 : sqlite3_column_int64(ev, 8));
+                   sqlite3_column_type(ev, 8) == SQLITE_NULL ? -1 : ls_col_ts(ev, 8));
         if (ferror(w->f))
             break;
     }
@@ -985,15 +986,15 @@ int cmd_export(int argc, char **argv)
         return 1;
     }
     exporter x = { .t = t };
-    int64_t start = ls_meta_int(t, "start_ns", -1);
-    x.end = ls_meta_int(t, "end_ns", -1);
+    int64_t start = ls_meta_ts(t, "start_ns", -1);
+    x.end = ls_meta_ts(t, "end_ns", -1);
     sqlite3_stmt *st = ls_prepare(t, "SELECT min(ts_ns), max(ts_ns) FROM events");
     if (!st) {
         ls_trace_close(t);
         return 1;
     }
     if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL) {
-        int64_t lo = sqlite3_column_int64(st, 0), hi = sqlite3_column_int64(st, 1);
+        int64_t lo = ls_col_ts(st, 0), hi = ls_col_ts(st, 1);
         if (start < 0 || lo < start)
             start = lo;           /* ts must not go negative */
         if (x.end < hi)
@@ -1005,8 +1006,8 @@ int cmd_export(int argc, char **argv)
     if (x.end < start)
         x.end = start;
     x.w.base = start;
-    x.w.from = o.from >= 0 ? start + o.from : INT64_MIN;
-    x.w.to = o.to >= 0 ? start + o.to : INT64_MAX;
+    x.w.from = o.from >= 0 ? start + ls_ts(o.from) : INT64_MIN;
+    x.w.to = o.to >= 0 ? start + ls_ts(o.to) : INT64_MAX;
 
     bool to_stdout = !strcmp(o.out, "-");
     FILE *f = to_stdout ? stdout : fopen(o.out, "w");

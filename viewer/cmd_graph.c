@@ -55,8 +55,9 @@ static const char usage[] =
     "  -o, --output FILE  where to write the graph (required)\n"
     "  --task ID          lifecycle: the path of one task, transitions numbered\n"
     "  --limit N          blocking: at most N functions, the heaviest (default 60);\n"
-    "                     tasks: at most N nodes (default 300); lifecycle --task:\n"
-    "                     at most N transitions (default 100)\n"
+    "                     tasks: at most N nodes (default 300); lifecycle: at most\n"
+    "                     N transitions, the most frequent (default 60), or with\n"
+    "                     --task the first N (default 100)\n"
     "  --collapse N       tasks: merge N or more sibling tasks with the same parent,\n"
     "                     final state and name pattern (digits replaced by '*') into\n"
     "                     one node, e.g. \"worker-* x120\" (default 5; 0 = never)\n"
@@ -955,7 +956,8 @@ static int graph_tasks(ls_trace *t, Agraph_t *g, const struct opts *o, const cha
     sqlite3_finalize(st);
     if (!ok)
         goto out;
-    qsort(edges, nedges, sizeof(*edges), cmp_edge);
+    if (nedges)
+        qsort(edges, nedges, sizeof(*edges), cmp_edge);
 
     /* Title with a colour legend of the states present. */
     int count[TS_N] = { 0 }, ncycle_tasks = 0, deadlocked = 0;
@@ -972,12 +974,16 @@ static int graph_tasks(ls_trace *t, Agraph_t *g, const struct opts *o, const cha
         sb_add(&b, ", <font color=\"#d00000\"><b>%d in wait-for cycles%s</b></font>", ncycle_tasks,
                deadlocked ? " (deadlocked at the end)" : "");
     sb_add(&b, "</font></td></tr><tr><td colspan=\"%d\">solid: spawned; dashed: awaited; "
-               "bold red: wait-for cycle</td></tr><tr>", TS_N);
-    for (int s = 0; s < TS_N; s++)
-        if (count[s])
-            sb_add(&b, "<td bgcolor=\"%s\" border=\"1\" color=\"%s\"> %s %d </td>", tstyle[s].fill,
-                   tstyle[s].border, tstyle[s].name, count[s]);
-    sb_add(&b, "</tr></table>");
+               "bold red: wait-for cycle</td></tr>", TS_N);
+    if (n > 0) {                            /* an empty <tr> is a syntax error */
+        sb_add(&b, "<tr>");
+        for (int s = 0; s < TS_N; s++)
+            if (count[s])
+                sb_add(&b, "<td bgcolor=\"%s\" border=\"1\" color=\"%s\"> %s %d </td>",
+                       tstyle[s].fill, tstyle[s].border, tstyle[s].name, count[s]);
+        sb_add(&b, "</tr>");
+    }
+    sb_add(&b, "</table>");
     set_html_label(g, g, sb_str(&b));
 
     if (n == 0) {
@@ -1045,8 +1051,11 @@ static int graph_tasks(ls_trace *t, Agraph_t *g, const struct opts *o, const cha
         set(ed, "style", "dashed");
         set(ed, "constraint", "false");
         set(ed, "color", "%s", e.cycle ? "#d00000" : "#1565c0");
+        /* An xlabel, placed after the layout: a label makes an await
+         * between nodes of one rank a labelled flat edge, which crashes
+         * Graphviz 2.43 (gvFreeLayout double-frees it). */
         if (e.count > 1)
-            set(ed, "label", " \xc3\x97%lld", (long long)e.count);
+            set(ed, "xlabel", " \xc3\x97%lld", (long long)e.count);
         if (e.cycle) {
             set(ed, "style", "bold");
             set(ed, "penwidth", "3");
@@ -1082,11 +1091,15 @@ out:
  * the recording began; its state then is unknown), 400 running, 500+reason suspended(reason),
  * 600 ready, 700+state finished/failed/cancelled, 900 leaked; 0 is the end
  * of the trace.  task_cancel (8) is a request, not a state: it is left out
- * (the task moves when it is woken or finishes).
+ * (the task moves when it is woken or finishes).  A reason or state outside
+ * 0..LS_MAX_CODE-1 (a damaged or forged trace) becomes 99, "unknown", so
+ * codes stay in 300..900 and index arrays of 1000 safely.
  */
+#define CODE_ARG(r) "CASE WHEN coalesce(" r ", 0) BETWEEN 0 AND 63 THEN coalesce(" r ", 0) ELSE 99 END"
 #define STATE_CODE(k, r) \
-    "CASE " k " WHEN 5 THEN 500 + coalesce(" r ", 0) WHEN 7 THEN 700 + coalesce(" r ", 0)" \
-    " WHEN 3 THEN 300 + (coalesce(" r ", 0) = 1) ELSE " k " * 100 END"
+    "CASE " k " WHEN 5 THEN 500 + " CODE_ARG(r) " WHEN 7 THEN 700 + " CODE_ARG(r) \
+    " WHEN 3 THEN 300 + (coalesce(" r ", 0) = 1) WHEN 4 THEN 400 WHEN 6 THEN 600" \
+    " WHEN 9 THEN 900 ELSE 0 END"
 
 /*
  * Every transition (state, next state, time in the state) comes from LEAD
@@ -1141,10 +1154,14 @@ static void state_label(char *buf, size_t n, int code, struct lnames *nm)
         snprintf(buf, n, "pre-existing");
     else if (code == 400)
         snprintf(buf, n, "running");
+    else if (code == 599)
+        snprintf(buf, n, "suspended(unknown reason)");
     else if (code >= 500 && code < 600)
         snprintf(buf, n, "suspended(%s)", name_of(nm->reasons, code - 500, tmp, sizeof(tmp)));
     else if (code == 600)
         snprintf(buf, n, "ready");
+    else if (code == 799)
+        snprintf(buf, n, "unknown final state");
     else if (code >= 700 && code < 800)
         snprintf(buf, n, "%s", name_of(nm->states, code - 700, tmp, sizeof(tmp)));
     else if (code == 900)
@@ -1208,8 +1225,34 @@ static Agnode_t *state_node(Agraph_t *g, int code, struct lnames *nm, int64_t en
 }
 
 /* The aggregate diagram over all tasks. */
-static int lifecycle_all(ls_trace *t, Agraph_t *g, struct lnames *nm, const char *target)
+struct ledge {
+    int s, t;                 /* state codes */
+    int64_t n, p50, p99;      /* count; nearest-rank percentiles of time in s */
+};
+
+/* Edges by count, most frequent first, then in code order. */
+static int cmp_ledge_n(const void *x, const void *y)
 {
+    const struct ledge *a = x, *b = y;
+    if (a->n != b->n)
+        return a->n > b->n ? -1 : 1;
+    if (a->s != b->s)
+        return a->s < b->s ? -1 : 1;
+    return (a->t > b->t) - (a->t < b->t);
+}
+
+static int cmp_ledge_code(const void *x, const void *y)
+{
+    const struct ledge *a = x, *b = y;
+    if (a->s != b->s)
+        return a->s < b->s ? -1 : 1;
+    return (a->t > b->t) - (a->t < b->t);
+}
+
+static int lifecycle_all(ls_trace *t, Agraph_t *g, const struct opts *o, struct lnames *nm,
+                         const char *target)
+{
+    long limit = o->limit ? o->limit : 60;
     char d1[32], d2[32];
     sbuf b = { 0 };
     /* Times each state was entered: every event of a non-final state has
@@ -1219,11 +1262,10 @@ static int lifecycle_all(ls_trace *t, Agraph_t *g, struct lnames *nm, const char
     int64_t *out_n = calloc(1000, sizeof(*out_n)), *in_n = calloc(1000, sizeof(*in_n));
     int64_t *entered = calloc(1000, sizeof(*entered)), maxn = 1, total = 0;
     int step, rc = 1;
-    struct ledge {
-        int s, t;             /* state codes */
-        int64_t n, p50, p99;  /* count; nearest-rank percentiles of time in s */
-    } *ed = NULL;
+    struct ledge *ed = NULL;
     size_t ned = 0, caped = 0;
+    int64_t hidden_n = 0;
+    size_t hidden = 0;
     if (!out_n || !in_n || !entered) {
         rc = ls_error("graph: out of memory");
         goto out;
@@ -1235,16 +1277,18 @@ static int lifecycle_all(ls_trace *t, Agraph_t *g, struct lnames *nm, const char
     if (!st)
         goto out;
     while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+        int64_t s = sqlite3_column_int64(st, 0), tt = sqlite3_column_int64(st, 1);
+        if (s < 1 || s >= 1000 || tt < 0 || tt >= 1000)
+            continue;                       /* not a code STATE_CODE makes */
         if (!grow((void **)&ed, &caped, ned + 1, sizeof(*ed)))
             break;
         struct ledge *e = &ed[ned++];
-        e->s = sqlite3_column_int(st, 0);
-        e->t = sqlite3_column_int(st, 1);
+        e->s = (int)s;
+        e->t = (int)tt;
         e->n = sqlite3_column_int64(st, 2);
         e->p50 = e->p99 = -1;
-        if (e->s >= 0 && e->s < 1000)
-            out_n[e->s] += e->n;
-        if (e->t > 0 && e->t < 1000)
+        out_n[e->s] += e->n;
+        if (e->t > 0)
             in_n[e->t] += e->n;
         if (e->t && e->n > maxn)
             maxn = e->n;
@@ -1256,6 +1300,16 @@ static int lifecycle_all(ls_trace *t, Agraph_t *g, struct lnames *nm, const char
         goto out;
     for (int i = 0; i < 1000; i++)
         entered[i] = out_n[i] > in_n[i] ? out_n[i] : in_n[i];
+    /* --limit: the most frequent transitions (a forged trace can make
+     * hundreds, which Graphviz takes minutes to lay out). */
+    if (ned > (size_t)limit) {
+        qsort(ed, ned, sizeof(*ed), cmp_ledge_n);
+        for (size_t i = (size_t)limit; i < ned; i++)
+            hidden_n += ed[i].n;
+        hidden = ned - (size_t)limit;
+        ned = (size_t)limit;
+        qsort(ed, ned, sizeof(*ed), cmp_ledge_code);
+    }
     st = ls_prepare(t, "SELECT dur FROM g_tr WHERE s = ?1 AND t = ?2 ORDER BY dur LIMIT 1 OFFSET ?3");
     if (!st)
         goto out;
@@ -1309,6 +1363,12 @@ static int lifecycle_all(ls_trace *t, Agraph_t *g, struct lnames *nm, const char
         else if (ed[i].t == 900)
             set(e, "color", "%s", tstyle[TS_LEAKED].border);
     }
+    if (hidden) {
+        char text[160];
+        snprintf(text, sizeof(text), "%zu rarer transitions (%lld state changes) not shown "
+                 "(--limit %ld)", hidden, (long long)hidden_n, limit);
+        note(g, "more", text);
+    }
     rc = 0;
 out:
     free(ed);
@@ -1355,7 +1415,7 @@ static int lifecycle_task(ls_trace *t, Agraph_t *g, const struct opts *o, struct
     }
     char *name = strdup(col_text(st, 0) ? col_text(st, 0) : "?");
     sqlite3_finalize(st);
-    int64_t start = ls_meta_int(t, "start_ns", 0), end = ls_meta_int(t, "end_ns", -1);
+    int64_t start = ls_meta_ts(t, "start_ns", 0), end = ls_meta_ts(t, "end_ns", -1);
 
     st = ls_prepare(t,
         "SELECT ts_ns, kind, arg0, " STATE_CODE("kind", "reason") " FROM events"
@@ -1364,17 +1424,19 @@ static int lifecycle_task(ls_trace *t, Agraph_t *g, const struct opts *o, struct
         goto out;
     sqlite3_bind_int64(st, 1, o->task);
     int prev = -1;
-    int64_t prev_ts = 0, first_ts = -1, ntrans = 0, cancel_by = -1;
+    int64_t prev_ts = 0, first_ts = 0, ntrans = 0, cancel_by = -1;
+    bool first = true;
     struct tstep *steps = NULL;
     size_t nsteps = 0, capsteps = 0;
     while ((step = sqlite3_step(st)) == SQLITE_ROW) {
-        int64_t ts = sqlite3_column_int64(st, 0);
+        int64_t ts = ls_col_ts(st, 0);
         int kind = sqlite3_column_int(st, 1), code = sqlite3_column_int(st, 3);
         if (kind == 8) {                    /* noted on the next transition */
             cancel_by = sqlite3_column_int64(st, 2);
             continue;
         }
-        if (first_ts < 0) {
+        if (first) {
+            first = false;
             first_ts = ts;
             state_node(g, code, nm, -1);
         }
@@ -1399,7 +1461,8 @@ static int lifecycle_task(ls_trace *t, Agraph_t *g, const struct opts *o, struct
 
     /* One edge per pair of states, its steps listed in order: parallel
      * edges, one per step, would be unreadable for a task that loops. */
-    qsort(steps, nsteps, sizeof(*steps), cmp_tstep);
+    if (nsteps)
+        qsort(steps, nsteps, sizeof(*steps), cmp_tstep);
     for (size_t i = 0; i < nsteps;) {
         size_t j = i;
         while (j < nsteps && steps[j].from == steps[i].from && steps[j].to == steps[i].to)
@@ -1435,7 +1498,7 @@ static int lifecycle_task(ls_trace *t, Agraph_t *g, const struct opts *o, struct
     sb_text(&b, name);
     sb_add(&b, "#%lld: %lld transition%s", (long long)o->task, (long long)ntrans,
            ntrans == 1 ? "" : "s");
-    if (first_ts >= 0)
+    if (!first)
         sb_add(&b, ", from +%s, over %s", ls_fmt_dur(d1, sizeof(d1), first_ts - start),
                ls_fmt_dur(d2, sizeof(d2), prev_ts - first_ts));
     sb_add(&b, "\\nedges: step number, time spent in the state before the transition");
@@ -1460,7 +1523,7 @@ static int graph_lifecycle(ls_trace *t, Agraph_t *g, const struct opts *o, const
     struct lnames nm = { { 0 }, { 0 } };
     load_names(t, "states", nm.states);
     load_names(t, "suspend_reasons", nm.reasons);
-    int rc = o->task >= 0 ? lifecycle_task(t, g, o, &nm, target) : lifecycle_all(t, g, &nm, target);
+    int rc = o->task >= 0 ? lifecycle_task(t, g, o, &nm, target) : lifecycle_all(t, g, o, &nm, target);
     free_names(nm.states);
     free_names(nm.reasons);
     return rc;

@@ -56,7 +56,7 @@ int cmd_info(int argc, char **argv)
             nleak = q_int(t, "SELECT count(*) FROM tasks WHERE leak IS NOT NULL"),
             nev = q_int(t, "SELECT max(rowid) FROM events"),
             nblk = q_int(t, "SELECT count(*) FROM blocking"),
-            blkns = q_int(t, "SELECT coalesce(sum(dur_ns), 0) FROM blocking"),
+            blkns = q_int(t, "SELECT CAST(total(dur_ns) AS INTEGER) FROM blocking"),
             maxblk = q_int(t, "SELECT coalesce(max(dur_ns), 0) FROM blocking");
     char d1[32], d2[32], d3[32], d4[32];
     if (json) {

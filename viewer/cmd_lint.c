@@ -8,16 +8,19 @@
  * SQL-driven: each rule is one query, ordered so the output is stable
  * (rules in table order, then by time or id).  The events table is scanned
  * once, into a small temporary table of the rare events the rules look at
- * (cancels, leaks, awaits on tasks, self-wakes); late timers use the
- * timer_lateness view (one more pass); everything else is index lookups on
- * tasks, task_stats, blocking and events(task_id, ts_ns).  Schema:
- * tracer/SCHEMA.md.
+ * (cancels, leaks, awaits on tasks, gathers, self-wakes), indexed; late
+ * timers and never-yields steps are one window pass each; everything else
+ * is index lookups on tasks, task_stats and events(task_id, ts_ns), at most
+ * a few per task.  Every rule must stay near-linear on a forged trace (a
+ * lookup per event that scans the task's other events is quadratic).
+ * Times are clamped when read (ls_col_ts).  Schema: tracer/SCHEMA.md.
  */
 #define _GNU_SOURCE
 #include "commands.h"
 #include "output.h"
 #include "trace.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -250,7 +253,7 @@ static const char blocking_sql[] =
 static void blocking_row(lint *L, sqlite3_stmt *st)
 {
     int64_t id = sqlite3_column_int64(st, 0), task = col_null(st, 1) ? -1 : sqlite3_column_int64(st, 1);
-    int64_t ts = sqlite3_column_int64(st, 3), d = sqlite3_column_int64(st, 4);
+    int64_t ts = ls_col_ts(st, 3), d = ls_col_ts(st, 4);
     int64_t delayed = sqlite3_column_int64(st, 10);
     const char *name = col_text(st, 2), *sys = col_text(st, 6);
     bool oncpu = sqlite3_column_int(st, 5) == 2;
@@ -280,33 +283,39 @@ static void blocking_row(lint *L, sqlite3_stmt *st)
 /* --------------------------------------------------------- never-yields */
 
 /* Candidates from task_stats, then each one's longest step from its
- * task_run events (index range of that task only). */
+ * task_run events: a step ends at the first suspend or finish at or after
+ * it, found by a running min() over the task's events in reverse time
+ * order (one sort; a lookup per step would scan ahead of every step, and a
+ * trace of runs without suspends makes that quadratic).  Off-CPU time in
+ * the step from lint_blk (blocking has no index on task_id). */
 static const char never_sql[] =
     "WITH c AS (SELECT t.id, t.name, t.function, s.longest_step_ns AS step, s.resumes,"
     "    coalesce(t.ended_ns, ?2) - t.created_ns AS life"
     "  FROM tasks t JOIN task_stats s ON s.task_id = t.id"
     "  WHERE s.longest_step_ns >= ?3 OR (s.longest_step_ns >= max(1000000, ?3 / 10)"
     "    AND 2 * s.longest_step_ns >= coalesce(t.ended_ns, ?2) - t.created_ns)),"
-    " steps AS (SELECT c.id, e.ts_ns AS ts, coalesce((SELECT min(n.ts_ns) FROM events n"
-    "    WHERE n.task_id = e.task_id AND n.kind IN (5, 7) AND n.ts_ns >= e.ts_ns), ?2) - e.ts_ns"
-    "    AS len FROM c JOIN events e ON e.task_id = c.id AND e.kind = 4),"
+    " ev AS (SELECT task_id, ts_ns, kind, min(CASE WHEN kind IN (5, 7) THEN ts_ns END)"
+    "    OVER (PARTITION BY task_id ORDER BY ts_ns DESC) AS nxt"   /* RANGE: ts >= this one's */
+    "    FROM events WHERE task_id IN (SELECT id FROM c) AND kind IN (4, 5, 7)),"
+    " steps AS (SELECT task_id AS id, ts_ns AS ts, coalesce(nxt, ?2) - ts_ns AS len"
+    "    FROM ev WHERE kind = 4),"
     " best AS (SELECT id, ts, max(len) AS len FROM steps GROUP BY id)" /* ts: of the max row */
     " SELECT c.id, c.name, c.function, c.step, c.resumes, c.life, b.ts, b.len,"
-    "  (SELECT coalesce(sum(k.dur_ns), 0) FROM blocking k WHERE k.task_id = c.id AND k.kind = 1"
+    "  (SELECT CAST(total(k.dur_ns) AS INTEGER) FROM lint_blk k WHERE k.task_id = c.id"
     "     AND k.start_ns >= b.ts AND k.start_ns < b.ts + b.len)"
     " FROM c JOIN best b ON b.id = c.id ORDER BY c.id";
 
 static void never_row(lint *L, sqlite3_stmt *st)
 {
-    int64_t id = sqlite3_column_int64(st, 0), step = sqlite3_column_int64(st, 3);
-    int64_t resumes = sqlite3_column_int64(st, 4), life = sqlite3_column_int64(st, 5);
-    int64_t ts = sqlite3_column_int64(st, 6), blocked = sqlite3_column_int64(st, 8);
+    int64_t id = sqlite3_column_int64(st, 0), step = ls_col_ts(st, 3);
+    int64_t resumes = sqlite3_column_int64(st, 4), life = ls_col_ts(st, 5);
+    int64_t ts = ls_col_ts(st, 6), blocked = ls_col_ts(st, 8);
     const char *name = col_text(st, 1), *fn = col_text(st, 2);
     char *clean = site_text(NULL, 0, fn);
     char extra[96] = "";
     if (blocked > 0)
         snprintf(extra, sizeof(extra), "; %s of it blocked off-cpu, see blocking-step", dur(blocked));
-    int pct = life > 0 ? (int)(100 * step / life) : 100;
+    int pct = life > 0 ? (int)fmin(100.0 * (double)step / (double)life, 100) : 100;
     if (pct > 100)
         pct = 100;
     if (resumes <= 1)
@@ -334,12 +343,15 @@ static void never_row(lint *L, sqlite3_stmt *st)
 /* What the task was doing when the verdict came: its last suspend. */
 static const char leak_sql[] =
     "SELECT l.task_id, t.name, l.reason, k.name, l.ts_ns, s.ts_ns, r.name, s.arg0"
-    " FROM lint_ev l LEFT JOIN tasks t ON t.id = l.task_id"
+    /* one verdict per task and kind (libevl gives one): each costs a lookup */
+    " FROM (SELECT task_id, reason, min(ts_ns) AS ts_ns, rid FROM lint_ev"   /* rid: of the min */
+    "   WHERE kind = 9 AND reason IN (1, 2) GROUP BY task_id, reason) l"
+    " LEFT JOIN tasks t ON t.id = l.task_id"
     " LEFT JOIN leak_kinds k ON k.id = l.reason"
     " LEFT JOIN events s ON s.rowid = (SELECT p.rowid FROM events p WHERE p.task_id = l.task_id"
     "   AND p.kind = 5 AND p.ts_ns <= l.ts_ns ORDER BY p.ts_ns DESC, p.rowid DESC LIMIT 1)"
     " LEFT JOIN suspend_reasons r ON r.id = s.reason"
-    " WHERE l.kind = 9 AND l.reason IN (1, 2) ORDER BY l.ts_ns, l.rid";
+    " ORDER BY l.ts_ns, l.rid";
 
 static void awaits_text(char *buf, size_t n, const char *reason, int64_t obj)
 {
@@ -358,13 +370,13 @@ static void awaits_text(char *buf, size_t n, const char *reason, int64_t obj)
 static void leak_row(lint *L, sqlite3_stmt *st)
 {
     int64_t id = sqlite3_column_int64(st, 0), kind = sqlite3_column_int64(st, 2);
-    int64_t ts = sqlite3_column_int64(st, 4);
+    int64_t ts = ls_col_ts(st, 4);
     const char *name = col_text(st, 1), *kname = col_text(st, 3), *reason = col_text(st, 6);
     char what[160] = "", aw[80];
     if (!col_null(st, 5)) {
         awaits_text(aw, sizeof(aw), reason, sqlite3_column_int64(st, 7));
         snprintf(what, sizeof(what), " (suspended on %s since %s)", aw,
-                 at(L, sqlite3_column_int64(st, 5)));
+                 at(L, ls_col_ts(st, 5)));
     }
     warn_begin(L, R_LEAKED, id, name, "task '%s' (id %lld) leaked at %s: %s%s", task_or(name),
                (long long)id, at(L, ts), kind == 1 ? "still pending when its loop closed"
@@ -373,7 +385,7 @@ static void leak_row(lint *L, sqlite3_stmt *st)
     ev_str(L, "verdict", kname);
     ev_int(L, "leak_ns", ts - L->start);
     if (!col_null(st, 5)) {
-        ev_int(L, "suspended_ns", sqlite3_column_int64(st, 5) - L->start);
+        ev_int(L, "suspended_ns", ls_col_ts(st, 5) - L->start);
         ev_str(L, "suspend_reason", reason);
         ev_int(L, "awaited", sqlite3_column_int64(st, 7));
     }
@@ -398,10 +410,10 @@ static const char lost_sql[] =
 
 static void lost_row(lint *L, sqlite3_stmt *st)
 {
-    int64_t id = sqlite3_column_int64(st, 0), stop = sqlite3_column_int64(st, 2);
+    int64_t id = sqlite3_column_int64(st, 0), stop = ls_col_ts(st, 2);
     bool stopped = sqlite3_column_int(st, 3) != 0;
     int kind = sqlite3_column_int(st, 4);
-    int64_t ts = sqlite3_column_int64(st, 5), reason = sqlite3_column_int64(st, 6);
+    int64_t ts = ls_col_ts(st, 5), reason = sqlite3_column_int64(st, 6);
     int64_t arg0 = sqlite3_column_int64(st, 7);
     const char *name = col_text(st, 1), *awaited = col_text(st, 8);
     const char *waker = col_text(st, 10), *sreason = col_text(st, 11);
@@ -417,8 +429,8 @@ static void lost_row(lint *L, sqlite3_stmt *st)
         if (arg0 > 0)
             ev_int(L, "waker_task", arg0);
     } else if (kind == 5 && reason == 4 && !col_null(st, 9) &&
-               stop - (sqlite3_column_int64(st, 9) > ts ? sqlite3_column_int64(st, 9) : ts) >= L->thr) {
-        int64_t done = sqlite3_column_int64(st, 9);                  /* (b) */
+               stop - (ls_col_ts(st, 9) > ts ? ls_col_ts(st, 9) : ts) >= L->thr) {
+        int64_t done = ls_col_ts(st, 9);                  /* (b) */
         warn_begin(L, R_LOST_WAKEUP, id, name,
                    "task '%s' (id %lld) awaits task '%s' (id %lld), which finished at %s, but "
                    "was never woken; %s %s later", task_or(name), (long long)id,
@@ -428,8 +440,8 @@ static void lost_row(lint *L, sqlite3_stmt *st)
         ev_int(L, "suspend_ns", ts - L->start);
         ev_int(L, "awaited_task", arg0);
         ev_int(L, "awaited_end_ns", done - L->start);
-    } else if (kind == 5 && !col_null(st, 12) && stop - sqlite3_column_int64(st, 12) >= L->thr) {
-        int64_t c = sqlite3_column_int64(st, 12);                    /* (c) */
+    } else if (kind == 5 && !col_null(st, 12) && stop - ls_col_ts(st, 12) >= L->thr) {
+        int64_t c = ls_col_ts(st, 12);                    /* (c) */
         warn_begin(L, R_LOST_WAKEUP, id, name,
                    "task '%s' (id %lld) was cancelled at %s while suspended on %s, but was "
                    "never woken; %s %s later", task_or(name), (long long)id, at(L, c),
@@ -455,8 +467,9 @@ static const char unretrieved_sql[] =
     "   WHERE kind = 9 AND reason = 3 GROUP BY task_id) v ON v.task_id = t.id"
     " LEFT JOIN tasks p ON p.id = t.parent_id"
     " WHERE v.ts_ns IS NOT NULL OR (t.final_state = 5"
-    "   AND NOT EXISTS (SELECT 1 FROM lint_ev w WHERE w.kind = 5 AND w.arg0 = t.id)"
-    "   AND NOT EXISTS (SELECT 1 FROM events g WHERE g.task_id = t.parent_id AND g.kind = 5"
+    "   AND NOT EXISTS (SELECT 1 FROM lint_ev w WHERE w.kind = 5 AND w.arg0 = t.id"
+    "     AND w.reason = 4)"
+    "   AND NOT EXISTS (SELECT 1 FROM lint_ev g WHERE g.task_id = t.parent_id AND g.kind = 5"
     "     AND g.reason = 7 AND g.ts_ns BETWEEN t.created_ns AND t.ended_ns))"
     " ORDER BY coalesce(v.ts_ns, t.ended_ns), t.id";
 
@@ -473,18 +486,18 @@ static void unretrieved_row(lint *L, sqlite3_stmt *st)
         warn_begin(L, R_UNRETRIEVED, id, name,
                    "task '%s' (id %lld) %s with %s and nobody retrieved the error "
                    "(unretrieved verdict at %s)", task_or(name), (long long)id, how, e,
-                   at(L, sqlite3_column_int64(st, 5)));
+                   at(L, ls_col_ts(st, 5)));
     else
         warn_begin(L, R_UNRETRIEVED, id, name,
                    "task '%s' (id %lld) failed with %s at %s and no task awaited it",
-                   task_or(name), (long long)id, e, at(L, sqlite3_column_int64(st, 4)));
+                   task_or(name), (long long)id, e, at(L, ls_col_ts(st, 4)));
     ev_str(L, "case", verdict ? "unretrieved verdict" : "failed, no awaiter");
     ev_int(L, "error", err);
     ev_str(L, "error_name", e);
     if (!col_null(st, 4))
-        ev_int(L, "ended_ns", sqlite3_column_int64(st, 4) - L->start);
+        ev_int(L, "ended_ns", ls_col_ts(st, 4) - L->start);
     if (verdict)
-        ev_int(L, "verdict_ns", sqlite3_column_int64(st, 5) - L->start);
+        ev_int(L, "verdict_ns", ls_col_ts(st, 5) - L->start);
     if (!col_null(st, 6)) {
         ev_int(L, "parent_id", sqlite3_column_int64(st, 6));
         ev_str(L, "parent", col_text(st, 7));
@@ -506,31 +519,41 @@ static void self_row(lint *L, sqlite3_stmt *st)
     const char *name = col_text(st, 1), *kinds = col_text(st, 4);
     warn_begin(L, R_SELF_WAKE, id, name, "task '%s' (id %lld) woke itself %lld time%s (%s), "
                "first at %s", task_or(name), (long long)id, (long long)n, n == 1 ? "" : "s",
-               kinds ? kinds : "?", at(L, sqlite3_column_int64(st, 3)));
+               kinds ? kinds : "?", at(L, ls_col_ts(st, 3)));
     ev_int(L, "count", n);
-    ev_int(L, "first_ns", sqlite3_column_int64(st, 3) - L->start);
+    ev_int(L, "first_ns", ls_col_ts(st, 3) - L->start);
     ev_str(L, "waker_kinds", kinds);
     warn_end(L);
 }
 
 /* ----------------------------------------------------------- late-timer */
 
+/* The timer_lateness view, computed without its lookup per wake (which
+ * scans back over every event of the task that is not a suspend: quadratic
+ * on a task woken many times without suspending): each wake's last
+ * suspend is a running max() of the suspends' rowids in time order. */
 static const char late_sql[] =
-    "SELECT x.task_id, t.name, x.n, x.worst, x.worst_at, x.deadline"
+    "WITH w AS (SELECT task_id, kind, reason, ts_ns, max(CASE WHEN kind = 5 THEN rowid END)"
+    "    OVER (PARTITION BY task_id ORDER BY ts_ns) AS srid"    /* RANGE: ts <= this one's */
+    "    FROM events WHERE task_id IS NOT NULL AND kind IN (5, 6)),"
+    " tl AS (SELECT w.task_id, s.arg0 AS deadline_ns, w.ts_ns AS fired_ns,"
+    "    w.ts_ns - s.arg0 AS late_ns FROM w JOIN events s ON s.rowid = w.srid"
+    "    WHERE w.kind = 6 AND w.reason = 1 AND s.reason = 1)"
+    " SELECT x.task_id, t.name, x.n, x.worst, x.worst_at, x.deadline"
     " FROM (SELECT task_id, count(*) AS n, max(late_ns) AS worst,"
     "         fired_ns AS worst_at, deadline_ns AS deadline"   /* bare columns: of the max row */
-    "       FROM timer_lateness WHERE late_ns > ?4 GROUP BY task_id) x"
+    "       FROM tl WHERE late_ns > ?4 GROUP BY task_id) x"
     " LEFT JOIN tasks t ON t.id = x.task_id ORDER BY x.worst_at, x.task_id";
 
 static void late_row(lint *L, sqlite3_stmt *st)
 {
     int64_t id = sqlite3_column_int64(st, 0), n = sqlite3_column_int64(st, 2);
-    int64_t worst = sqlite3_column_int64(st, 3), when = sqlite3_column_int64(st, 4);
+    int64_t worst = ls_col_ts(st, 3), when = ls_col_ts(st, 4);
     const char *name = col_text(st, 1);
     if (n == 1)
         warn_begin(L, R_LATE_TIMER, id, name, "task '%s' (id %lld): a timer fired %s late "
                    "(deadline %s, fired %s)", task_or(name), (long long)id, dur(worst),
-                   at(L, sqlite3_column_int64(st, 5)), at(L, when));
+                   at(L, ls_col_ts(st, 5)), at(L, when));
     else
         warn_begin(L, R_LATE_TIMER, id, name, "task '%s' (id %lld): %lld timers fired more "
                    "than %s late, the worst %s late (fired %s)", task_or(name), (long long)id,
@@ -538,7 +561,7 @@ static void late_row(lint *L, sqlite3_stmt *st)
     ev_int(L, "count", n);
     ev_int(L, "threshold_ns", L->late);
     ev_int(L, "worst_late_ns", worst);
-    ev_int(L, "worst_deadline_ns", sqlite3_column_int64(st, 5) - L->start);
+    ev_int(L, "worst_deadline_ns", ls_col_ts(st, 5) - L->start);
     ev_int(L, "worst_fired_ns", when - L->start);
     warn_end(L);
 }
@@ -564,11 +587,17 @@ static void lossy(lint *L)
 
 /* -------------------------------------------------------------- command */
 
-/* The one pass over events: the rare ones the rules need. */
+/* The one pass over events: the rare ones the rules need, indexed for
+ * the rules' lookups (by task, and by awaited task), and the off-CPU
+ * episodes by task. */
 static const char lint_ev_sql[] =
     "CREATE TEMP TABLE lint_ev AS SELECT rowid AS rid, ts_ns, task_id, kind, reason, arg0"
-    " FROM events WHERE kind IN (8, 9) OR (kind = 5 AND reason = 4)"
-    "   OR (kind = 6 AND arg0 = task_id AND reason <> 6)";
+    " FROM events WHERE kind IN (8, 9) OR (kind = 5 AND reason IN (4, 7))"
+    "   OR (kind = 6 AND arg0 = task_id AND reason <> 6);"
+    "CREATE INDEX temp.lint_ev_task ON lint_ev(task_id, kind, reason, ts_ns);"
+    "CREATE INDEX temp.lint_ev_arg ON lint_ev(kind, arg0);"
+    "CREATE TEMP TABLE lint_blk AS SELECT task_id, start_ns, dur_ns FROM blocking WHERE kind = 1;"
+    "CREATE INDEX temp.lint_blk_task ON lint_blk(task_id, start_ns);";
 
 int cmd_lint(int argc, char **argv)
 {
@@ -590,12 +619,12 @@ int cmd_lint(int argc, char **argv)
     sqlite3_exec(t->db, "PRAGMA mmap_size = 4294967296; PRAGMA cache_size = -262144;"
                         " PRAGMA temp_store = MEMORY", NULL, NULL, NULL);
     lint L = { .t = t };
-    L.start = ls_meta_int(t, "start_ns", 0);
-    L.end = ls_meta_int(t, "end_ns", L.start);
-    L.thr = ls_meta_int(t, "block_threshold_ns", 0);
+    L.start = ls_meta_ts(t, "start_ns", 0);
+    L.end = ls_meta_ts(t, "end_ns", L.start);
+    L.thr = ls_meta_ts(t, "block_threshold_ns", 0);
     if (L.thr <= 0)
         L.thr = 10000000;
-    L.late = o.late >= 0 ? o.late : ls_meta_int(t, "block_threshold_ns", 0) > 0 ? L.thr : 5000000;
+    L.late = o.late >= 0 ? ls_ts(o.late) : ls_meta_int(t, "block_threshold_ns", 0) > 0 ? L.thr : 5000000;
     bool ok = ls_create_app_frames(t);
     char *msg = NULL;
     if (ok && sqlite3_exec(t->db, lint_ev_sql, NULL, NULL, &msg) != SQLITE_OK) {

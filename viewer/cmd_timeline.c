@@ -273,7 +273,7 @@ static int state_at(tl *x, int64_t task, int64_t ts, const char **why)
     if (sqlite3_step(q) != SQLITE_ROW)
         return ST_NONE;
     int kind = sqlite3_column_int(q, 1);
-    int64_t reason = sqlite3_column_int64(q, 2), at = sqlite3_column_int64(q, 0);
+    int64_t reason = sqlite3_column_int64(q, 2), at = ls_col_ts(q, 0);
     int st = event_state(x, kind, reason, why);
     if (kind == 3 && reason == 1)
         st = preexisting_state(x, task, at);
@@ -310,7 +310,7 @@ static bool exact_task(tl *x, lane *ln)
         return false;
     int n = 0;
     while (sqlite3_step(q) == SQLITE_ROW && n <= EXACT_BUDGET)
-        ev[n++] = (struct ev){ sqlite3_column_int64(q, 0), sqlite3_column_int64(q, 2),
+        ev[n++] = (struct ev){ ls_col_ts(q, 0), sqlite3_column_int64(q, 2),
                                sqlite3_column_int(q, 1) };
     if (n > EXACT_BUDGET) {
         free(ev);
@@ -365,7 +365,7 @@ static void bin_task(tl *x, lane *ln, int ncols)
         int n = 0;
         while (sqlite3_step(qr) == SQLITE_ROW) {
             n++;
-            int64_t ts = sqlite3_column_int64(qr, 0), reason = sqlite3_column_int64(qr, 2);
+            int64_t ts = ls_col_ts(qr, 0), reason = sqlite3_column_int64(qr, 2);
             int kind = sqlite3_column_int(qr, 1);
             if (cur == ST_RUN)
                 run += ts - t;
@@ -386,7 +386,7 @@ static void bin_task(tl *x, lane *ln, int ncols)
         }
         if (best != ST_NONE && b > a)
             spans_push(&ln->st, (span){ a, b, best, best_why, -1,
-                                        (int)(run * 1000 / (b - a)) });
+                                        (int)((double)run * 1000 / (double)(b - a)) });
     }
 }
 
@@ -403,7 +403,7 @@ static bool load_blocking(tl *x)
     sqlite3_bind_int64(st, 2, x->to);
     int rc;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        int64_t s = sqlite3_column_int64(st, 0), e = s + sqlite3_column_int64(st, 1);
+        int64_t s = ls_col_ts(st, 0), e = s + ls_col_ts(st, 1);
         int64_t loop = sqlite3_column_int64(st, 2);
         bool has_task = sqlite3_column_type(st, 3) != SQLITE_NULL;
         int64_t task = has_task ? sqlite3_column_int64(st, 3) : -1;
@@ -454,6 +454,12 @@ static void lane_label(const lane *ln, char *buf, size_t w)
     buf[nl + il] = 0;
 }
 
+/* The column of a position (in columns, may be out of range or huge). */
+static int col_of(double c, int ncols)
+{
+    return c < 0 ? 0 : c >= ncols ? ncols - 1 : (int)c;
+}
+
 /* What each of ncols columns shows (D_*): the highest-ranked state of
  * the spans touching it, "running" only if the task ran for half of it. */
 static void lane_cells(const tl *x, const lane *ln, int ncols, unsigned char *cells,
@@ -467,12 +473,8 @@ static void lane_cells(const tl *x, const lane *ln, int ncols, unsigned char *ce
     for (int l = 0; l < 2; l++)
         for (size_t i = 0; i < lists[l]->n; i++) {
             const span *s = &lists[l]->v[i];
-            int c0 = (int)((double)(s->s - x->from) / q);
-            int c1 = (int)((double)(s->e - 1 - x->from) / q);
-            if (c0 < 0)
-                c0 = 0;
-            if (c1 >= ncols)
-                c1 = ncols - 1;
+            int c0 = col_of((double)(s->s - x->from) / q, ncols);
+            int c1 = col_of((double)(s->e - 1 - x->from) / q, ncols);
             for (int c = c0; c <= c1; c++) {
                 if (disp[s->st] > cells[c])
                     cells[c] = disp[s->st];
@@ -498,6 +500,8 @@ static int64_t nice_step(double want)
     double p = pow(10, floor(log10(want > 1 ? want : 1)));
     double m = want / p;
     double k = m <= 1 ? 1 : m <= 2 ? 2 : m <= 5 ? 5 : 10;
+    if (!(k * p < 4e18))                 /* windows are at most 2^62 ns (clamped times) */
+        return (int64_t)4e18;
     return (int64_t)(k * p) > 0 ? (int64_t)(k * p) : 1;
 }
 
@@ -600,10 +604,14 @@ static void print_terminal(tl *x, const struct opts *o, const char *path, size_t
     memset(labels, ' ', (size_t)ncols + 63);
     ticks[ncols] = 0;
     int label_end = 0;
-    for (int64_t v = (rel0 + step - 1) / step * step; v < x->to - x->start; v += step) {
-        int c = (int)((double)(v - rel0) / q);
-        if (c < 0 || c >= ncols)
+    /* Times are clamped (ls_ts), so v cannot overflow; the count bounds the
+     * loop whatever the step. */
+    int64_t v = (rel0 + step - 1) / step * step;
+    for (int k = 0; k <= ncols && v < x->to - x->start; k++, v += step) {
+        double cd = (double)(v - rel0) / q;
+        if (cd < 0 || cd >= ncols)
             continue;
+        int c = (int)cd;
         ticks[c] = '+';
         char b[32];
         b[0] = '+';
@@ -761,7 +769,8 @@ static bool write_svg(tl *x, const char *file, const char *path, size_t ntasks, 
     int64_t rel0 = x->from - x->start;
     int axis_y = SVG_TOP + (int)x->nlanes * SVG_ROW_H + 6;
     fprintf(f, "<g>\n");
-    for (int64_t v = (rel0 + step - 1) / step * step; v <= x->to - x->start; v += step) {
+    int64_t v = (rel0 + step - 1) / step * step;
+    for (int k = 0; k <= SVG_LANE_W && v <= x->to - x->start; k++, v += step) {
         double px = SVG_NAME_W + (double)(v - rel0) / q;
         char b[32];
         fmt_tick(b, sizeof(b), v, step, x->to - x->start);
@@ -798,6 +807,30 @@ static bool write_svg(tl *x, const char *file, const char *path, size_t ntasks, 
         fprintf(f, "</g>\n");
     }
     fprintf(f, "</svg>\n");
+    if (fclose(f) != 0) {
+        ls_error("timeline: cannot write '%s': %m", file);
+        return false;
+    }
+    return true;
+}
+
+/* Nothing to draw: a picture that says so (--svg promises a file). */
+static bool write_note_svg(const char *file, const char *path, const char *msg)
+{
+    FILE *f = fopen(file, "w");
+    if (!f) {
+        ls_error("timeline: cannot write '%s': %m", file);
+        return false;
+    }
+    fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+               "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"40\" "
+               "viewBox=\"0 0 %d 40\" font-family=\"sans-serif\" font-size=\"12\">\n"
+               "<rect width=\"100%%\" height=\"100%%\" fill=\"#fff\"/>\n"
+               "<text x=\"10\" y=\"24\">", SVG_W, SVG_W);
+    ls_xml_write(f, path);
+    fputs(": ", f);
+    ls_xml_write(f, msg);
+    fputs("</text>\n</svg>\n", f);
     if (fclose(f) != 0) {
         ls_error("timeline: cannot write '%s': %m", file);
         return false;
@@ -848,8 +881,8 @@ static bool event_bounds(tl *x, int64_t *first, int64_t *last)
     bool ok = a && b && sqlite3_step(a) == SQLITE_ROW && sqlite3_column_type(a, 0) != SQLITE_NULL &&
               sqlite3_step(b) == SQLITE_ROW;
     if (ok) {
-        *first = sqlite3_column_int64(a, 0);
-        *last = sqlite3_column_int64(b, 0);
+        *first = ls_col_ts(a, 0);
+        *last = ls_col_ts(b, 0);
     }
     sqlite3_finalize(a);
     sqlite3_finalize(b);
@@ -882,8 +915,8 @@ int cmd_timeline(int argc, char **argv)
         return 1;
     rc = 1;
     char d1[32], d2[32];
-    x.start = ls_meta_int(x.t, "start_ns", 0);
-    x.end = ls_meta_int(x.t, "end_ns", 0);
+    x.start = ls_meta_ts(x.t, "start_ns", 0);
+    x.end = ls_meta_ts(x.t, "end_ns", 0);
 
     if (o.loop >= 0) {
         sqlite3_stmt *st = ls_prepare(x.t, "SELECT count(*), (SELECT group_concat(id, ', ') FROM"
@@ -905,13 +938,13 @@ int cmd_timeline(int argc, char **argv)
     /* The window: default from the first event to the last. */
     int64_t first, last;
     if (!event_bounds(&x, &first, &last)) {
-        printf("%s: no events in this trace\n", path);
-        rc = 0;
+        printf("%s: no events in this trace\n", ls_term(path));
+        rc = o.svg && !write_note_svg(o.svg, path, "no events in this trace") ? 1 : 0;
         goto out;
     }
     int64_t rec_end = x.end > last ? x.end : last + 1;
-    x.from = o.from >= 0 ? x.start + o.from : first;
-    x.to = o.to >= 0 ? x.start + o.to : x.from > last ? rec_end : last + 1;
+    x.from = o.from >= 0 ? x.start + ls_ts(o.from) : first;
+    x.to = o.to >= 0 ? x.start + ls_ts(o.to) : x.from > last ? rec_end : last + 1;
     if (o.from >= 0 && x.from >= rec_end) {
         ls_error("timeline: --from %s is past the end of the trace (+%s)", o.from_s,
                  ls_fmt_dur(d1, sizeof(d1), rec_end - x.start));
@@ -981,7 +1014,7 @@ int cmd_timeline(int argc, char **argv)
         ln->loop = sqlite3_column_int64(st, 1);
         const char *nm = (const char *)sqlite3_column_text(st, 2);
         ln->name = strdup(nm ? nm : "?");
-        ln->alive_end = sqlite3_column_int64(st, 3);
+        ln->alive_end = ls_col_ts(st, 3);
         ntasks++;
     }
     bool ok = ls_step_ok(x.t, st, step);
@@ -989,15 +1022,17 @@ int cmd_timeline(int argc, char **argv)
     if (!ok)
         goto out;
     if (!ntasks) {
+        char msg[512];
         if (o.glob)
-            printf("no task matching '%s'%s is alive in the window (%s .. %s)\n", o.glob,
-                   o.loop >= 0 ? " on that loop" : "", fmt_at(d1, sizeof(d1), x.from - x.start),
-                   fmt_at(d2, sizeof(d2), x.to - x.start));
+            snprintf(msg, sizeof(msg), "no task matching '%s'%s is alive in the window (%s .. %s)",
+                     o.glob, o.loop >= 0 ? " on that loop" : "",
+                     fmt_at(d1, sizeof(d1), x.from - x.start), fmt_at(d2, sizeof(d2), x.to - x.start));
         else
-            printf("no task%s is alive in the window (%s .. %s)\n",
-                   o.loop >= 0 ? " of that loop" : "", fmt_at(d1, sizeof(d1), x.from - x.start),
-                   fmt_at(d2, sizeof(d2), x.to - x.start));
-        rc = 0;
+            snprintf(msg, sizeof(msg), "no task%s is alive in the window (%s .. %s)",
+                     o.loop >= 0 ? " of that loop" : "", fmt_at(d1, sizeof(d1), x.from - x.start),
+                     fmt_at(d2, sizeof(d2), x.to - x.start));
+        printf("%s\n", ls_term(msg));
+        rc = o.svg && !write_note_svg(o.svg, path, msg) ? 1 : 0;
         goto out;
     }
 

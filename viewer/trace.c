@@ -158,10 +158,21 @@ int64_t ls_meta_int(ls_trace *t, const char *key, int64_t dflt)
     char *v = ls_meta(t, key), *end;
     if (!v)
         return dflt;
+    errno = 0;
     long long x = strtoll(v, &end, 10);
-    int64_t r = *end || end == v ? dflt : x;
+    int64_t r = *end || end == v || errno ? dflt : x;     /* out of range: not a number */
     free(v);
     return r;
+}
+
+int64_t ls_col_ts(sqlite3_stmt *st, int i)
+{
+    return ls_ts(sqlite3_column_int64(st, i));
+}
+
+int64_t ls_meta_ts(ls_trace *t, const char *key, int64_t dflt)
+{
+    return ls_ts(ls_meta_int(t, key, dflt));
 }
 
 int64_t ls_parse_duration(const char *s)

@@ -29,6 +29,21 @@ sqlite3_stmt *ls_prepare(ls_trace *t, const char *sql);
 /* Step st to its end; false (after printing an error) if SQLite failed. */
 bool ls_step_ok(ls_trace *t, sqlite3_stmt *st, int rc);
 
+/* Times in a trace may be anything (INT64_MIN, going backwards).  The
+ * commands clamp every time they read to +-LS_TS_LIMIT ns (36 years, far
+ * beyond a real recording), so that sums and differences of a few of them
+ * cannot overflow; SQL arithmetic turns an overflow into a REAL, which
+ * sqlite3_column_int64 saturates. */
+#define LS_TS_LIMIT ((int64_t)1 << 60)
+static inline int64_t ls_ts(int64_t v)
+{
+    return v < -LS_TS_LIMIT ? -LS_TS_LIMIT : v > LS_TS_LIMIT ? LS_TS_LIMIT : v;
+}
+/* Column i of st as a clamped time. */
+int64_t ls_col_ts(sqlite3_stmt *st, int i);
+/* A meta value as a clamped time, dflt when absent or not a number. */
+int64_t ls_meta_ts(ls_trace *t, const char *key, int64_t dflt);
+
 /* A meta value (malloc'd), or NULL. */
 char *ls_meta(ls_trace *t, const char *key);
 int64_t ls_meta_int(ls_trace *t, const char *key, int64_t dflt);
