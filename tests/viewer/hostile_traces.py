@@ -1,0 +1,467 @@
+#!/usr/bin/env python3
+"""hostile_traces.py -- the viewer on adversarial, well-formed trace databases.
+
+    hostile_traces.py --loopscope BIN --fixtures DIR [--only NAME] [--keep DIR]
+
+A trace database is untrusted input: fuzz_reader.py damages the file, this
+test keeps the file valid SQLite with the real schema (tracer/schema.sql,
+lookup tables copied from a fixture as tracer/store.c fills them) and makes
+the *values* hostile:
+
+  names      every trace string (task names, functions, files, modules,
+             syscalls, meta values, lookup names) with quotes, NUL, 0xff,
+             invalid UTF-8, ANSI escapes, newlines, '%n', XML and DOT
+             metacharacters; includes a wait-for cycle
+  extremes   timestamps at INT64_MIN/MAX and going backwards, negative
+             durations, out-of-range states, kinds, reasons and leak kinds,
+             dangling task, loop and stack ids
+  span       a trace from 0 to 2^63-1 (the timeline tick formatter)
+  random     ~200k random events over many tasks and loops, random
+             blocking episodes, stacks and stats
+  bogus      ~200k records shaped to defeat per-event lookups (quadratic SQL)
+  empty      the schema and nothing else (no meta either)
+
+Every viewer command runs on each with a per-command timeout.  Each run
+must exit 0, or 1 with one "error: ..." line; no signal, no sanitizer
+report; JSON parses strictly (UTF-8, no NaN, no lone surrogates), SVG parses
+as XML, .dot files are read back by Graphviz without a complaint, and what
+goes to the terminal is valid UTF-8 without ESC or any control character
+other than newline.
+"""
+import argparse
+import json
+import os
+import random
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SCHEMA = os.path.join(HERE, "..", "..", "tracer", "schema.sql")
+TIMEOUT = 20
+I64_MIN, I64_MAX = -(1 << 63), (1 << 63) - 1
+LOOKUPS = ["event_kinds", "states", "suspend_reasons", "waker_kinds", "leak_kinds",
+           "blocking_kinds", "syscalls"]
+
+# Byte strings a traced program (or a forged file) could put in any text column.
+HOSTILE = [
+    b'quote"\'`',
+    b"nul\x00after",
+    b"\xff\xfe bad bytes",
+    b"\xc3\x28 invalid 2-byte",
+    b"\xe2\x82 truncated 3-byte",
+    b"\xed\xa0\x80 surrogate",
+    b"\xf4\x90\x80\x80 beyond U+10FFFF",
+    b"\xc0\xaf overlong",
+    b"\x1b[31mred\x1b[0m\x1b]0;title\x07\x1b[2J",
+    b"new\nline\r\nand\ttab",
+    b"%n%s%x%p%%",
+    b"<tag attr=\"x\">&amp;&#0;</svg>]]>",
+    b"back\\slash\\N\\l\\G{}|;\\",
+    b"\x01\x02\x7f\xc2\x9b\xc2\x85 C0 C1",
+    b"\xef\xbf\xbe\xef\xbf\xbf nonchars \xe2\x80\xae rtl",
+    b"",
+    b"long-" + b"x" * 3000,
+    b"ok-name#7",
+]
+
+
+def text(b, i):
+    """A hostile value as SQLite stores it: TEXT with those exact bytes, or a BLOB."""
+    return ("cast", b) if i % 3 else ("blob", b)
+
+
+class Db:
+    def __init__(self, path, fixtures):
+        self.path = path
+        self.con = sqlite3.connect(path)
+        self.con.executescript(open(SCHEMA).read())
+        fx = os.path.join(fixtures, "lifecycle.db")
+        self.con.execute("ATTACH ? AS fx", (fx,))
+        for t in LOOKUPS:
+            self.con.execute(f"INSERT INTO {t} SELECT * FROM fx.{t}")
+        self.con.commit()
+        self.con.execute("DETACH fx")
+
+    def insert(self, table, rows):
+        """rows: tuples whose items may be ('cast'|'blob', bytes) for hostile text."""
+        for r in rows:
+            vals, ph = [], []
+            for v in r:
+                if isinstance(v, tuple):
+                    ph.append("CAST(? AS TEXT)" if v[0] == "cast" else "?")
+                    vals.append(v[1])
+                else:
+                    ph.append("?")
+                    vals.append(v)
+            self.con.execute(f"INSERT INTO {table} VALUES({','.join(ph)})", vals)
+
+    def meta(self, d):
+        self.insert("meta", [(k, v) for k, v in d.items()])
+
+    def finish(self, indexes=True):
+        if indexes:              # what the recorder creates when capture ends
+            self.con.executescript("CREATE INDEX events_task_ts ON events(task_id, ts_ns);"
+                                   "CREATE INDEX events_ts ON events(ts_ns);"
+                                   "CREATE INDEX tasks_loop ON tasks(loop_id);")
+        self.con.commit()
+        self.con.close()
+
+
+def build_names(db):
+    H = HOSTILE
+    db.meta({"tool": text(H[8], 1), "target_cmdline": text(H[8] + b" " + H[1], 1),
+             "target_binary": text(H[2], 1), "host": text(H[9], 1), "kernel": text(H[10], 1),
+             "start_utc": text(H[11], 1), "stop_reason": text(H[12], 1), "mode": text(H[13], 1),
+             "blocking_detection": text(H[3], 1), "syscalls": text(H[14], 1),
+             "start_ns": "1000", "end_ns": "900000000", "duration_ns": "899999000",
+             "block_threshold_ns": "1000000", "dropped_messages": "0", "dropped_bytes": "0",
+             "rejected_records": "0", "read_errors": "0"})
+    db.con.execute("UPDATE suspend_reasons SET name = CAST(? AS TEXT) WHERE id = 4", (H[8],))
+    db.con.execute("UPDATE waker_kinds SET name = CAST(? AS TEXT) WHERE id = 1", (H[9],))
+    db.con.execute("UPDATE leak_kinds SET name = CAST(? AS TEXT) WHERE id = 2", (H[11],))
+    db.con.execute("UPDATE syscalls SET name = CAST(? AS TEXT) WHERE nr = 35", (H[12],))
+    db.con.execute("UPDATE blocking_kinds SET name = CAST(? AS TEXT) WHERE id = 1", (H[10],))
+    db.insert("loops", [(1, 100, 100, 1000, None)])
+    tasks, stats, events = [], [], []
+    n = len(H)
+    for i, name in enumerate(H):
+        tid = i + 1
+        created = 1000 + tid * 1000
+        state = [4, 5, 6, None][i % 4]
+        tasks.append((tid, 1, None if i == 0 else 1, text(name, i), text(H[(i + 3) % n], i),
+                      4096 + i, created, 0, None if state is None else created + 50_000_000,
+                      state, -5 if state == 5 else 0, 2 if i % 5 == 4 else None))
+        stats.append((tid, 20_000_000, 1000, 5000, 3, 2, 15_000_000, 1, 12_000_000))
+        events += [(created, 1, tid, 3, 0, 1, 4096), (created + 10, 1, tid, 4, None, None, None),
+                   (created + 20_000_000, 1, tid, 5, 1 + i % 7, (tid % n) + 1, 1_000_000),
+                   (created + 21_000_000, 1, tid, 6, 1 + i % 8, tid, None),
+                   (created + 22_000_000, 1, tid, 4, None, None, None)]
+        if state is not None:
+            events.append((created + 50_000_000, 1, tid, 7, state, -5 if state == 5 else 0, None))
+        if i % 5 == 4:
+            events.append((created + 60_000_000, 1, tid, 9, 2, None, None))
+    # a wait-for cycle among the last three (pending) tasks, all hostile names
+    for a, b in ((n - 2, n - 1), (n - 1, n), (n, n - 2)):
+        events.append((500_000_000, 1, a, 5, 4, b, None))
+    db.insert("tasks", tasks)
+    db.insert("task_stats", stats)
+    db.insert("events", events)
+    db.insert("stacks", [(1, len(H)), (2, 3)])
+    db.insert("frames", [(1, d, 4096 + d, text(H[d], d), text(b"/src/" + H[(d + 1) % n], d),
+                          d, text(H[(d + 2) % n], d + 1)) for d in range(len(H))])
+    db.insert("frames", [(2, d, 8192 + d, text(H[d + 8], 0), None, None, text(H[d], 1))
+                         for d in range(3)])
+    db.insert("blocking", [(1, 1, 2, 2000, 30_000_000, 1, 35, 1, 2),
+                           (2, 1, None, 5000, 20_000_000, 2, None, 2, 1),
+                           (3, 1, 9, 9000, 15_000_000, 1, 35, 1, 0)])
+    db.insert("blocking_victims", [(1, 3, 2000, 40_000_000, 1_000_000, 1),
+                                   (1, 4, 2000, 40_000_000, 2_000_000, 3),
+                                   (2, 5, 5000, 30_000_000, 1_000_000, 2)])
+
+
+def build_extremes(db):
+    db.meta({"start_ns": str(I64_MAX), "end_ns": str(I64_MIN), "duration_ns": str(I64_MIN),
+             "block_threshold_ns": str(I64_MAX), "target_pid": "-1",
+             "dropped_events": str(I64_MAX), "dropped_messages": "-7",
+             "dropped_bytes": "99999999999999999999999", "rejected_records": "x",
+             "read_errors": str(I64_MIN), "dropped_events_claimed": "1e400"})
+    db.insert("loops", [(1, 1, 1, I64_MIN, I64_MAX), (2, 2, 2, I64_MAX, I64_MIN),
+                        (I64_MAX, 3, I64_MIN, None, None)])
+    weird = [I64_MIN, -1, 0, 1, 7, 8, 63, 64, 99, 255, 256, 999, 1000, 1 << 31, I64_MAX]
+    tasks, stats, events = [], [], []
+    for i, w in enumerate(weird):
+        tid = i + 1
+        tasks.append((tid, [1, 2, 99, I64_MAX][i % 4], [None, tid + 1000, -5, tid][i % 4],
+                      f"t{i}", None, None, [I64_MIN, I64_MAX, 0, -1][i % 4], i % 2,
+                      [I64_MAX, I64_MIN, None, 5][i % 4], w, w, w))
+        stats.append((tid, w, -w if w != I64_MIN else 0, w, w, w, w, w, w))
+        for k, kind in enumerate([3, 4, 5, 6, 7, 8, 9, w, 5, 6, 4]):
+            ts = [I64_MAX, I64_MIN, 0, I64_MAX - k, I64_MIN + k, 10 ** 18 - k * 10 ** 17][
+                (i + k) % 6]
+            events.append((ts, [1, 2, 99][k % 3], tid if k % 5 else tid + 500, kind, w,
+                           [I64_MIN, tid + 1, I64_MAX, -1][k % 4], w))
+    events += [(I64_MIN, 1, None, k, I64_MAX, I64_MIN, I64_MAX) for k in range(1, 15)]
+    events += [(I64_MAX, 7, None, k, I64_MIN, I64_MAX, -1) for k in (10, 11, 12, 13, 2)]
+    db.insert("tasks", tasks)
+    db.insert("task_stats", stats)
+    db.insert("events", events)
+    db.insert("stacks", [(1, I64_MAX), (2, -1)])
+    db.insert("frames", [(1, 0, I64_MAX, "f", "/a/b.c", I64_MIN, "/usr/lib/x.so"),
+                         (1, 1, -1, None, None, I64_MAX, None),
+                         (77, 0, 0, "orphan", "x.c", 1, None)])
+    db.insert("blocking", [(1, 1, 1, I64_MIN, I64_MAX, 1, I64_MAX, 1, I64_MAX),
+                           (2, 2, 999, I64_MAX, I64_MAX, 2, -1, 55, -3),
+                           (3, 99, None, 0, I64_MIN, 7, 35, None, 0),
+                           (4, 1, 2, I64_MAX - 5, -10, 1, 0, 2, 1)])
+    db.insert("blocking_victims", [(1, 4242, I64_MIN, I64_MAX, I64_MIN, 99),
+                                   (2, 1, I64_MAX, I64_MIN, I64_MAX, -1),
+                                   (77, 2, 0, 0, 0, 1)])
+
+
+def build_span(db):
+    db.meta({"start_ns": "0", "end_ns": str(I64_MAX), "duration_ns": str(I64_MAX)})
+    db.insert("loops", [(1, 1, 1, 0, None)])
+    db.insert("tasks", [(1, 1, None, "a", None, None, 0, 0, None, None, None, None),
+                        (2, 1, 1, "b", None, None, I64_MAX, 0, 5, 4, 0, None)])
+    db.insert("task_stats", [(1, 1, 1, 1, 1, 1, 1, 0, 0), (2, 1, 1, 1, 1, 1, 1, 0, 0)])
+    db.insert("events", [(0, 1, 1, 3, 0, 0, 0), (1, 1, 1, 4, None, None, None),
+                         (I64_MAX - 1, 1, 1, 5, 1, 0, I64_MAX), (I64_MAX - 2, 1, 2, 3, 0, 1, 0),
+                         (I64_MAX - 1, 1, 2, 4, None, None, None), (5, 1, 2, 7, 4, 0, None),
+                         (-(1 << 62), 1, 2, 6, 1, 0, None)])
+    db.insert("blocking", [(1, 1, 1, 0, I64_MAX, 1, None, None, 0)])
+
+
+def build_random(db, rng, nevents=200_000, ntasks=3000, nloops=40):
+    db.meta({"start_ns": "1000000", "end_ns": str(10 ** 12), "duration_ns": str(10 ** 12),
+             "block_threshold_ns": "1000000", "dropped_events": "12", "dropped_messages": "3"})
+    db.insert("loops", [(i, 1, 1000 + i, rng.randrange(10 ** 12),
+                         rng.choice([None, rng.randrange(10 ** 12)])) for i in range(1, nloops + 1)])
+
+    def ts():
+        r = rng.random()
+        if r < 0.01:
+            return rng.choice([I64_MIN, I64_MAX, 0, -1])
+        return rng.randrange(10 ** 12)
+
+    def tid():
+        return rng.randrange(-5, ntasks + 50) if rng.random() < 0.05 else rng.randrange(1, ntasks + 1)
+
+    tasks = [(i, rng.randrange(1, nloops + 3), rng.choice([None, tid()]),
+              ("cast", rng.choice(HOSTILE[:14]) + str(i).encode()), None, None, ts(),
+              rng.randrange(2), rng.choice([None, ts()]), rng.choice([None, 4, 5, 6, 0, 99, -1]),
+              rng.choice([0, -5, -125, 7, None]), rng.choice([None, 1, 2, 3, 0, 50]))
+             for i in range(1, ntasks + 1)]
+    db.insert("tasks", tasks)
+    db.insert("task_stats", [(i, rng.randrange(10 ** 10), rng.randrange(10 ** 9),
+                              rng.randrange(10 ** 11), rng.randrange(100), rng.randrange(100),
+                              rng.randrange(10 ** 9), rng.randrange(5), rng.randrange(10 ** 8))
+                             for i in range(1, ntasks + 1)])
+    rows = []
+    for _ in range(nevents):
+        kind = rng.randrange(0, 16) if rng.random() < 0.95 else rng.randrange(-100, 10 ** 6)
+        reason = rng.randrange(0, 10) if rng.random() < 0.9 else rng.randrange(-10 ** 6, 10 ** 6)
+        task = None if rng.random() < 0.1 else tid()
+        arg0 = tid() if rng.random() < 0.6 else rng.randrange(-2 ** 40, 2 ** 40)
+        rows.append((ts(), rng.randrange(1, nloops + 3), task, kind, reason, arg0,
+                     rng.randrange(-10 ** 9, 10 ** 12)))
+    db.con.executemany("INSERT INTO events VALUES(?,?,?,?,?,?,?)", rows)
+    db.con.executemany("INSERT INTO stacks VALUES(?,?)", [(i, 8) for i in range(1, 301)])
+    db.con.executemany("INSERT INTO frames VALUES(?,?,?,?,?,?,?)",
+                       [(s, d, rng.randrange(2 ** 40), f"fn{rng.randrange(400)}",
+                         rng.choice([None, f"/src/f{rng.randrange(30)}.c"]), rng.randrange(900),
+                         rng.choice([None, "/usr/lib/libc.so.6", "[vdso]", "/app/bin"]))
+                        for s in range(1, 301) for d in range(8)])
+    db.con.executemany("INSERT INTO blocking VALUES(?,?,?,?,?,?,?,?,?)",
+                       [(i, rng.randrange(1, nloops + 3), rng.choice([None, tid()]), ts(),
+                         rng.randrange(-10 ** 6, 10 ** 10), rng.randrange(0, 4),
+                         rng.choice([None, 0, 35, 7, 100000]), rng.randrange(0, 320),
+                         rng.randrange(-1, 5)) for i in range(1, 3001)])
+    db.con.executemany("INSERT OR IGNORE INTO blocking_victims VALUES(?,?,?,?,?,?)",
+                       [(rng.randrange(1, 3100), tid(), ts(), ts(), rng.randrange(-10 ** 9, 10 ** 9),
+                         rng.randrange(-1, 6)) for _ in range(6000)])
+
+
+def build_bogus(db, rng):
+    """Records shaped to hit per-event correlated lookups: one task that only
+    runs, one only woken by timers, one only leaking, and 20k unfinished or
+    failed tasks among 40k cancels and awaits."""
+    db.meta({"start_ns": "0", "end_ns": str(10 ** 11), "block_threshold_ns": "1000000"})
+    db.insert("loops", [(1, 1, 1, 0, None)])
+    n = 20_000
+    db.con.executemany("INSERT INTO tasks VALUES(?,?,?,?,?,?,?,?,?,?,?,?)",
+                       [(i, 1, None if i < 4 else rng.randrange(1, n), f"t{i}", "fn", 1, 0, 0,
+                         None if i % 2 else 10 ** 10, None if i % 2 else 5, -5, None)
+                        for i in range(1, n + 4)])
+    db.con.executemany("INSERT INTO task_stats VALUES(?,?,?,?,?,?,?,?,?)",
+                       [(i, 10 ** 10, 0, 0, 60_000, 0, 10 ** 10, 0, 0) for i in range(1, n + 4)])
+    ev = [(k * 1000, 1, 1, 4, None, None, None) for k in range(60_000)]
+    ev += [(k * 1000, 1, 2, 6, 1, 0, None) for k in range(60_000)]
+    ev += [(k * 1000, 1, 3, 9, 1, None, None) for k in range(20_000)]
+    ev += [(rng.randrange(10 ** 11), 1, rng.randrange(4, n + 4), 8, None, rng.randrange(n), None)
+           for _ in range(30_000)]
+    ev += [(rng.randrange(10 ** 11), 1, rng.randrange(4, n + 4), 5, 4, rng.randrange(n), None)
+           for _ in range(30_000)]
+    db.con.executemany("INSERT INTO events VALUES(?,?,?,?,?,?,?)", ev)
+
+
+def build_empty(db):
+    pass
+
+
+TRACES = {
+    "names": build_names,
+    "extremes": build_extremes,
+    "span": build_span,
+    "random": None,
+    "bogus": None,
+    "empty": build_empty,
+}
+
+
+def commands(task_id):
+    return [
+        (["info"], "term"), (["info", "--json"], "json"),
+        (["tasks"], "term"), (["tasks", "--json"], "json"),
+        (["tasks", "--sort", "lifetime"], "term"),
+        (["timeline"], "term"), (["timeline", "--svg", "{out}/t.svg"], "term:svg"),
+        (["timeline", "--from", "0", "--to", "9000000000s"], "term"),
+        (["blocking"], "term"), (["blocking", "--json"], "json"),
+        (["blocking", "--by", "task"], "term"), (["blocking", "--by", "syscall"], "term"),
+        (["graph", "--kind", "blocking", "-o", "{out}/g.dot"], "term:dot"),
+        (["graph", "--kind", "blocking", "-o", "{out}/g.svg"], "term:svg"),
+        (["graph", "--kind", "tasks", "-o", "{out}/g.dot"], "term:dot"),
+        (["graph", "--kind", "tasks", "-o", "{out}/g.svg"], "term:svg"),
+        (["graph", "--kind", "lifecycle", "-o", "{out}/g.dot"], "term:dot"),
+        (["graph", "--kind", "lifecycle", "-o", "{out}/g.svg"], "term:svg"),
+        (["graph", "--kind", "lifecycle", "--task", str(task_id), "-o", "{out}/g.dot"], "term:dot"),
+        (["graph", "--kind", "lifecycle", "--task", str(task_id), "-o", "{out}/g.svg"], "term:svg"),
+        (["export", "-o", "{out}/e.json"], "term:json"),
+        (["export", "-o", "-"], "json"),
+        (["lint"], "term"), (["lint", "--json"], "json"),
+        (["sql", "SELECT * FROM tasks"], "term"), (["sql", "SELECT * FROM meta"], "term"),
+        (["sql", "SELECT * FROM events_named LIMIT 500"], "term"),
+        (["sql", "--json", "SELECT * FROM frames"], "json"),
+    ]
+
+
+def reject_constant(name):
+    raise ValueError(f"non-standard JSON constant {name}")
+
+
+def check_json_bytes(data):
+    doc = json.loads(data.decode("utf-8"), parse_constant=reject_constant)
+    # Python accepts lone surrogates (\ud800): UTF-8 strict parsers do not.
+    json.dumps(doc, ensure_ascii=False).encode("utf-8")
+
+
+def check_terminal(data, what):
+    try:
+        s = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        return f"{what} is not valid UTF-8: {e}"
+    for i, ch in enumerate(s):
+        o = ord(ch)
+        if (o < 0x20 and ch != "\n") or 0x7f <= o < 0xa0:
+            return f"{what} holds control character U+{o:04X} at {i}: {s[max(0, i - 30):i + 10]!r}"
+    return None
+
+
+def check_file(path, how):
+    if not os.path.exists(path):
+        return f"{os.path.basename(path)} was not written"
+    data = open(path, "rb").read()
+    try:
+        if how == "svg":
+            ET.fromstring(data)
+        elif how == "json":
+            check_json_bytes(data)
+        elif how == "dot":
+            p = subprocess.run(["dot", "-Tcanon", path], capture_output=True, timeout=60)
+            if p.returncode != 0 or p.stderr.strip():
+                return f"Graphviz does not read {os.path.basename(path)} cleanly: " \
+                       f"{p.stderr.decode(errors='replace').strip()[:300]}"
+    except Exception as e:                       # noqa: BLE001 -- report any parse error
+        return f"{os.path.basename(path)} is malformed: {e}"
+    return None
+
+
+# Under ASan (build-asan), Graphviz's renderers keep memory until exit:
+# those library leaks are suppressed, loopscope's own are not.
+ENV = {**os.environ, "COLUMNS": "100",
+       "LSAN_OPTIONS": ":".join(filter(None, [os.environ.get("LSAN_OPTIONS"),
+                                              "suppressions=" + os.path.join(HERE, "lsan.supp"),
+                                              "print_suppressions=0"]))}
+
+
+def run_one(a, db, name, cmd, how, out):
+    for f in os.listdir(out):
+        os.unlink(os.path.join(out, f))
+    argv = [a.loopscope, cmd[0], db, *(c.replace("{out}", out) for c in cmd[1:])]
+    shown = " ".join(cmd)
+    t0 = time.monotonic()
+    try:
+        p = subprocess.run(argv, capture_output=True, timeout=TIMEOUT, env=ENV)
+    except subprocess.TimeoutExpired:
+        return f"{name}: {shown}: did not finish in {TIMEOUT}s"
+    dt = time.monotonic() - t0
+    err = p.stderr.decode(errors="replace")
+    lines = [l for l in err.splitlines() if l.strip()]
+    if p.returncode < 0:
+        return f"{name}: {shown}: killed by signal {-p.returncode}\n{err[-2000:]}"
+    if "Sanitizer" in err or "runtime error" in err:
+        return f"{name}: {shown}: sanitizer report\n{err[-3000:]}"
+    if p.returncode not in (0, 1):
+        return f"{name}: {shown}: exit status {p.returncode}\n{err[-1000:]}"
+    if p.returncode == 1 and (len(lines) != 1 or not lines[0].startswith("error: ")):
+        return f"{name}: {shown}: expected one 'error:' line, got {lines[:4]}"
+    bad = check_terminal(p.stderr, "stderr")
+    if bad:
+        return f"{name}: {shown}: {bad}"
+    kind, _, file_kind = how.partition(":")
+    if kind == "term":
+        bad = check_terminal(p.stdout, "stdout")
+    elif p.returncode == 0:
+        try:
+            check_json_bytes(p.stdout)
+            bad = None
+        except Exception as e:                   # noqa: BLE001
+            bad = f"stdout is not valid JSON: {e}: {p.stdout[:200]!r}"
+    if bad:
+        return f"{name}: {shown}: {bad}"
+    if file_kind and p.returncode == 0:
+        path = next(c for c in argv if c.startswith(out))
+        bad = check_file(path, file_kind)
+        if bad:
+            return f"{name}: {shown}: {bad}"
+    if a.verbose:
+        print(f"  ok {name}: {shown} (exit {p.returncode}, {dt:.2f}s)")
+    return None
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--loopscope", required=True)
+    ap.add_argument("--fixtures", required=True)
+    ap.add_argument("--only", action="append", help="only this trace (names, extremes, ...)")
+    ap.add_argument("--keep", help="also copy the databases here")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("-v", "--verbose", action="store_true")
+    a = ap.parse_args()
+    tmp = tempfile.mkdtemp(prefix="lshostile-")
+    failures = runs = 0
+    try:
+        out = os.path.join(tmp, "out")
+        os.makedirs(out)
+        for name, build in TRACES.items():
+            if a.only and name not in a.only:
+                continue
+            path = os.path.join(tmp, f"{name}.db")
+            db = Db(path, a.fixtures)
+            if name in ("random", "bogus"):
+                (build_random if name == "random" else build_bogus)(db, random.Random(a.seed))
+            else:
+                build(db)
+            db.finish()
+            if a.keep:
+                os.makedirs(a.keep, exist_ok=True)
+                shutil.copy(path, a.keep)
+            task_id = {"names": len(HOSTILE) - 1, "extremes": 15}.get(name, 1)
+            for cmd, how in commands(task_id):
+                runs += 1
+                bad = run_one(a, path, name, cmd, how, out)
+                if bad:
+                    failures += 1
+                    print("FAIL " + bad)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print(f"{runs} runs, {failures} failures")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
