@@ -144,11 +144,12 @@ static void print_victims(ls_trace *t, int64_t id, int64_t ndelayed, ls_json *j)
             ls_json_key(j, "task"); ls_json_str(j, name);
             ls_json_key(j, "delay_ns"); ls_json_int(j, delay);
             ls_json_key(j, "cause");
-            ls_json_str(j, cause_names[sqlite3_column_int(st, 3) & 3]);
+            int64_t cause = sqlite3_column_int64(st, 3);
+            ls_json_str(j, cause_names[cause >= 1 && cause <= 3 ? cause : 0]);
             ls_json_end_object(j);
         } else if (shown++ < 8) {
             char d[32];
-            int cause = sqlite3_column_int(st, 3);
+            int64_t cause = sqlite3_column_int64(st, 3);
             printf(" %s +%s%s%s", name ? ls_term(name) : "?", cause == 3 ? "<=" : "",
                    ls_fmt_dur(d, sizeof(d), delay),
                    cause == 2 ? " (timer)" : cause == 3 ? " (io)" : "");

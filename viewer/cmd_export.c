@@ -935,7 +935,8 @@ static void other_data(exporter *x)
 {
     static const char *const keys[] = {
         "tool", "target_cmdline", "target_pid", "host", "kernel", "start_utc", "mode",
-        "block_threshold_ns", "dropped_events",
+        "block_threshold_ns", "dropped_messages", "dropped_bytes", "rejected_records",
+        "read_errors", "dropped_events_claimed", "dropped_events",
     };
     FILE *f = x->w.f;
     fputs("\"otherData\":{", f);

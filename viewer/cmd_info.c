@@ -13,8 +13,10 @@
 static const char usage[] =
     "usage: loopscope info TRACE [--json]\n"
     "\n"
-    "What was recorded: target, duration, loops, tasks, events, dropped events,\n"
-    "settings, blocking episodes.\n"
+    "What was recorded: target, duration, loops, tasks, events, what was lost\n"
+    "(ring-buffer messages, their bytes and the events the target claims were in\n"
+    "them; malformed records rejected; unreadable batches), settings, blocking\n"
+    "episodes.\n"
     "\n"
     "example: loopscope info trace.db\n";
 
@@ -26,6 +28,35 @@ static int64_t q_int(ls_trace *t, const char *sql)
         v = sqlite3_column_int64(st, 0);
     sqlite3_finalize(st);
     return v;
+}
+
+/* What was lost, one line each; nothing when all is zero. */
+static void print_drops(const ls_drops *d)
+{
+    char claim[96] = "";
+    if (d->claimed >= 0)
+        snprintf(claim, sizeof(claim), " (the target claims %lld event%s in them)",
+                 (long long)d->claimed, d->claimed == 1 ? "" : "s");
+    if (d->messages < 0) {
+        printf("drops:     not recorded\n");
+        if (d->claimed > 0)
+            printf("dropped:   the target claims %lld event%s lost (unverified) -- this trace "
+                   "may be LOSSY\n", (long long)d->claimed, d->claimed == 1 ? "" : "s");
+    } else if (d->messages > 0) {
+        char bytes[48] = "";
+        if (d->bytes >= 0)
+            snprintf(bytes, sizeof(bytes), " (%.0f KiB)", (double)d->bytes / 1024);
+        printf("dropped:   %lld message%s%s lost in the ring buffer%s -- this trace is LOSSY\n",
+               (long long)d->messages, d->messages == 1 ? "" : "s", bytes, claim);
+    } else if (d->claimed > 0) {
+        printf("dropped:   no message lost in the ring buffer, but the target claims %lld "
+               "event%s lost (unverified)\n", (long long)d->claimed, d->claimed == 1 ? "" : "s");
+    }
+    if (d->rejected > 0)
+        printf("malformed records rejected: %lld\n", (long long)d->rejected);
+    if (d->read_errors > 0)
+        printf("read errors: %lld batch%s could not be read\n", (long long)d->read_errors,
+               d->read_errors == 1 ? "" : "es");
 }
 
 int cmd_info(int argc, char **argv)
@@ -44,8 +75,9 @@ int cmd_info(int argc, char **argv)
          *host = ls_meta(t, "host"), *kernel = ls_meta(t, "kernel"), *mode = ls_meta(t, "mode"),
          *blk = ls_meta(t, "blocking_detection"), *sys = ls_meta(t, "syscalls");
     int64_t pid = ls_meta_int(t, "target_pid", 0), dur = ls_meta_int(t, "duration_ns", 0),
-            thr = ls_meta_int(t, "block_threshold_ns", 0),
-            dropped = ls_meta_int(t, "dropped_events", 0);
+            thr = ls_meta_int(t, "block_threshold_ns", 0);
+    ls_drops dr;
+    ls_read_drops(t, &dr);
     int64_t nloops = q_int(t, "SELECT count(*) FROM loops"),
             ntasks = q_int(t, "SELECT count(*) FROM tasks"),
             nfin = q_int(t, "SELECT count(*) FROM tasks WHERE final_state = 4"),
@@ -88,7 +120,19 @@ int cmd_info(int argc, char **argv)
         ls_json_key(&j, "leaked"); ls_json_int(&j, nleak);
         ls_json_end_object(&j);
         ls_json_key(&j, "events"); ls_json_int(&j, nev);
-        ls_json_key(&j, "dropped_events"); ls_json_int(&j, dropped);
+        /* drop counters: null when the recorder did not write them */
+        static const char *const keys[] = { "dropped_messages", "dropped_bytes",
+                                            "rejected_records", "read_errors",
+                                            "dropped_events_claimed" };
+        int64_t vals[] = { dr.messages, dr.bytes, dr.rejected, dr.read_errors, dr.claimed };
+        for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+            ls_json_key(&j, keys[i]);
+            if (vals[i] < 0)
+                ls_json_null(&j);
+            else
+                ls_json_int(&j, vals[i]);
+        }
+        ls_json_key(&j, "lossy"); ls_json_bool(&j, ls_drops_lossy(&dr));
         ls_json_key(&j, "blocking_episodes"); ls_json_int(&j, nblk);
         ls_json_key(&j, "blocked_ns"); ls_json_int(&j, blkns);
         ls_json_end_object(&j);
@@ -107,10 +151,10 @@ int cmd_info(int argc, char **argv)
                "%lld pre-existing, %lld leaked)\n", (long long)ntasks, (long long)nfin,
                (long long)nfail, (long long)ncanc, (long long)npend, (long long)npre,
                (long long)nleak);
-        printf("events:    %lld%s\n", (long long)nev,
-               dropped ? "" : " (none dropped)");
-        if (dropped)
-            printf("dropped:   %lld events -- this trace is LOSSY\n", (long long)dropped);
+        /* "none dropped" only from the recorder's own counters, present and 0 */
+        bool none = dr.messages == 0 && !ls_drops_lossy(&dr);
+        printf("events:    %lld%s\n", (long long)nev, none ? " (none dropped)" : "");
+        print_drops(&dr);
         printf("blocking:  %lld episode%s, %s in all, longest %s\n", (long long)nblk,
                nblk == 1 ? "" : "s", ls_fmt_dur(d3, sizeof(d3), blkns),
                ls_fmt_dur(d4, sizeof(d4), maxblk));

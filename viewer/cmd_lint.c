@@ -63,8 +63,12 @@ static const char usage[] =
     "  late-timer         a sleep whose timer fired more than DUR after its\n"
     "                     deadline (the timer_lateness view); one per task,\n"
     "                     with the count and the worst\n"
-    "  lossy-trace        the recording dropped events or could not read\n"
-    "                     batches: other rules may miss or misreport\n"
+    "  lossy-trace        the recording lost ring-buffer messages (meta\n"
+    "                     dropped_messages; dropped_events_claimed is what the\n"
+    "                     target says was in them), rejected malformed records\n"
+    "                     or could not read batches, or (an older trace) the\n"
+    "                     target claims dropped events: other rules may miss or\n"
+    "                     misreport\n"
     "\n"
     "  --late DUR   late-timer threshold (default: THRESHOLD, or 5ms if unset)\n"
     "  --strict     exit 1 when any warning fires (for CI)\n"
@@ -570,18 +574,51 @@ static void late_row(lint *L, sqlite3_stmt *st)
 
 static void lossy(lint *L)
 {
-    int64_t drop = ls_meta_int(L->t, "dropped_events", 0);
-    int64_t msgs = ls_meta_int(L->t, "dropped_messages", 0);
-    int64_t rerr = ls_meta_int(L->t, "read_errors", 0);
-    if (drop <= 0 && msgs <= 0 && rerr <= 0)
+    ls_drops d;
+    ls_read_drops(L->t, &d);
+    if (!ls_drops_lossy(&d))
         return;
-    warn_begin(L, R_LOSSY, -1, NULL, "the recording lost data: %lld dropped events, %lld dropped "
-               "messages, %lld unreadable batches; other warnings may be missing or wrong "
-               "(record with a larger --ringbuf)", (long long)drop, (long long)msgs,
-               (long long)rerr);
-    ev_int(L, "dropped_events", drop);
-    ev_int(L, "dropped_messages", msgs);
-    ev_int(L, "read_errors", rerr);
+    char what[320] = "", part[128];
+    const char *sep = "";
+    if (d.messages > 0) {
+        char extra[96] = "";
+        if (d.bytes >= 0 && d.claimed >= 0)
+            snprintf(extra, sizeof(extra), " (%.0f KiB; the target claims %lld events in them)",
+                     (double)d.bytes / 1024, (long long)d.claimed);
+        else if (d.bytes >= 0)
+            snprintf(extra, sizeof(extra), " (%.0f KiB)", (double)d.bytes / 1024);
+        else if (d.claimed >= 0)
+            snprintf(extra, sizeof(extra), " (the target claims %lld events in them)",
+                     (long long)d.claimed);
+        snprintf(part, sizeof(part), "%lld ring-buffer message%s lost%s", (long long)d.messages,
+                 d.messages == 1 ? "" : "s", extra);
+        strcat(what, part);
+        sep = ", ";
+    } else if (d.claimed > 0) {
+        snprintf(part, sizeof(part), "the target claims %lld events lost (unverified)",
+                 (long long)d.claimed);
+        strcat(what, part);
+        sep = ", ";
+    }
+    if (d.rejected > 0) {
+        snprintf(part, sizeof(part), "%s%lld malformed record%s rejected", sep,
+                 (long long)d.rejected, d.rejected == 1 ? "" : "s");
+        strcat(what, part);
+        sep = ", ";
+    }
+    if (d.read_errors > 0) {
+        snprintf(part, sizeof(part), "%s%lld unreadable batch%s", sep, (long long)d.read_errors,
+                 d.read_errors == 1 ? "" : "es");
+        strcat(what, part);
+    }
+    warn_begin(L, R_LOSSY, -1, NULL, "the recording lost data: %s; other warnings may be "
+               "missing or wrong (record with a larger --ringbuf-kb)", what);
+    static const char *const keys[] = { "dropped_messages", "dropped_bytes", "rejected_records",
+                                        "read_errors", "dropped_events_claimed" };
+    int64_t vals[] = { d.messages, d.bytes, d.rejected, d.read_errors, d.claimed };
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+        if (vals[i] >= 0)
+            ev_int(L, keys[i], vals[i]);
     warn_end(L);
 }
 

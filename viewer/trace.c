@@ -165,6 +165,26 @@ int64_t ls_meta_int(ls_trace *t, const char *key, int64_t dflt)
     return r;
 }
 
+void ls_read_drops(ls_trace *t, ls_drops *d)
+{
+    d->messages = ls_meta_int(t, "dropped_messages", -1);
+    d->bytes = ls_meta_int(t, "dropped_bytes", -1);
+    d->rejected = ls_meta_int(t, "rejected_records", -1);
+    d->read_errors = ls_meta_int(t, "read_errors", -1);
+    d->claimed = ls_meta_int(t, "dropped_events_claimed", -1);
+    if (d->claimed < 0)
+        d->claimed = ls_meta_int(t, "dropped_events", -1);
+    int64_t *all[] = { &d->messages, &d->bytes, &d->rejected, &d->read_errors, &d->claimed };
+    for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
+        if (*all[i] < -1)
+            *all[i] = -1;                 /* a negative count is no count */
+}
+
+bool ls_drops_lossy(const ls_drops *d)
+{
+    return d->messages > 0 || d->rejected > 0 || d->read_errors > 0 || d->claimed > 0;
+}
+
 int64_t ls_col_ts(sqlite3_stmt *st, int i)
 {
     return ls_ts(sqlite3_column_int64(st, i));

@@ -44,6 +44,22 @@ int64_t ls_col_ts(sqlite3_stmt *st, int i);
 /* A meta value as a clamped time, dflt when absent or not a number. */
 int64_t ls_meta_ts(ls_trace *t, const char *key, int64_t dflt);
 
+/* What the recording lost, from meta (tracer/SCHEMA.md); -1 for a counter
+ * that is absent (an older recorder) or not a count.  messages, bytes,
+ * rejected and read_errors are counted by the recorder or the kernel;
+ * claimed is what the target reported for the lost batches
+ * (dropped_events_claimed, or the older dropped_events), unverified. */
+typedef struct ls_drops {
+    int64_t messages;         /* dropped_messages: ring-buffer messages lost */
+    int64_t bytes;            /* dropped_bytes: payload bytes in them */
+    int64_t rejected;         /* rejected_records: malformed records refused */
+    int64_t read_errors;      /* read_errors: batches that could not be read */
+    int64_t claimed;          /* events the target claims were in the lost batches */
+} ls_drops;
+void ls_read_drops(ls_trace *t, ls_drops *d);
+/* Anything lost or refused (a lossy trace). */
+bool ls_drops_lossy(const ls_drops *d);
+
 /* A meta value (malloc'd), or NULL. */
 char *ls_meta(ls_trace *t, const char *key);
 int64_t ls_meta_int(ls_trace *t, const char *key, int64_t dflt);
