@@ -13,6 +13,13 @@ colour, with enough non-white pixels to be a drawing.  The run_golden.py
 cases only check that the SVGs parse as XML; this checks that a browser
 draws them.
 
+A broken SVG also renders as a picture: Chromium's XML error page (a pink
+box, then the drawing up to the first error).  So each SVG is first parsed
+strictly (xml.etree) and loaded in Chromium with --dump-dom, whose DOM must
+hold no <parsererror>.  A self-test runs first: truncated, bad-entity,
+unclosed-tag and invalid-character SVGs must each be reported (by Chromium
+too, not only by the XML parser), and a good one must pass.
+
 Exit 77 (skip) when chromium is not installed, unless CI=true: then 1.
 """
 import argparse
@@ -24,6 +31,7 @@ import subprocess
 import sys
 import tempfile
 import zlib
+import xml.etree.ElementTree as ET
 
 SKIP = 77
 
@@ -46,6 +54,67 @@ def render(chromium, svg, png, tmp):
     if p.returncode != 0 or not os.path.exists(png):
         return f"chromium failed (exit {p.returncode}): {p.stderr.strip()[-500:]}"
     return None
+
+
+def chromium_dom_error(chromium, svg, tmp):
+    """Chromium's verdict on the markup: an error string when its DOM holds
+    a parsererror (the XML error page), else None."""
+    profile = tempfile.mkdtemp(prefix="chromium-", dir=tmp)
+    cmd = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+           "--no-first-run", "--disable-background-networking", "--disable-component-update",
+           "--disable-sync", f"--user-data-dir={profile}", "--dump-dom",
+           "file://" + os.path.abspath(svg)]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=120, errors="replace")
+    if p.returncode != 0:
+        return f"chromium --dump-dom failed (exit {p.returncode}): {p.stderr.strip()[-300:]}"
+    if "<parsererror" in p.stdout:
+        i = p.stdout.find("<div")
+        return f"{svg}: Chromium shows its XML error page: {p.stdout[i:i + 200]}"
+    if "<svg" not in p.stdout:
+        return f"{svg}: Chromium's DOM has no <svg>"
+    return None
+
+
+def markup_error(chromium, svg, tmp):
+    """Strict XML first, then what Chromium makes of it."""
+    try:
+        ET.parse(svg)
+    except ET.ParseError as e:
+        return f"{svg}: not well-formed XML: {e}"
+    return chromium_dom_error(chromium, svg, tmp)
+
+
+GOOD_SVG = ('<?xml version="1.0" encoding="UTF-8"?>\n'
+            '<svg xmlns="http://www.w3.org/2000/svg" width="300" height="100">'
+            '<rect width="200" height="60" fill="#2e9e44"/><text x="10" y="90">ok &amp; fine</text>'
+            '</svg>\n')
+BROKEN_SVGS = {
+    "truncated": GOOD_SVG[:GOOD_SVG.index("<text")],
+    "bad entity": GOOD_SVG.replace("&amp;", "&nbsp;"),
+    "unclosed tag": GOOD_SVG.replace("</text>", ""),
+    "invalid character": GOOD_SVG.replace("fine", "fi\x01ne"),
+}
+
+
+def self_test(chromium, tmp):
+    """The checks reject what they must: each broken SVG is reported, by
+    Chromium's DOM as well as by the XML parser, and a good one passes."""
+    errs = []
+    for what, text in BROKEN_SVGS.items():
+        path = os.path.join(tmp, f"selftest-{what.replace(' ', '-')}.svg")
+        with open(path, "w") as f:
+            f.write(text)
+        if not markup_error(chromium, path, tmp):
+            errs.append(f"self-test: a {what} SVG is accepted")
+        elif not chromium_dom_error(chromium, path, tmp):
+            errs.append(f"self-test: Chromium's error page for a {what} SVG goes unnoticed")
+    path = os.path.join(tmp, "selftest-good.svg")
+    with open(path, "w") as f:
+        f.write(GOOD_SVG)
+    err = markup_error(chromium, path, tmp)
+    if err:
+        errs.append(f"self-test: a good SVG is rejected: {err}")
+    return errs
 
 
 def paeth(a, b, c):
@@ -142,6 +211,11 @@ def main():
         return SKIP
     tmp = tempfile.mkdtemp(prefix="svgrender-")
     try:
+        errs = self_test(chromium, tmp)
+        if errs:
+            print("FAIL self_test\n" + "\n".join(errs))
+            return 1
+        print(f"ok self_test: {len(BROKEN_SVGS)} broken SVGs reported, a good one accepted")
         svgs = list(a.svg)
         for i, db in enumerate(a.fixture):
             out = os.path.join(tmp, f"timeline-{i}.svg")
@@ -159,7 +233,7 @@ def main():
         for i, svg in enumerate(svgs):
             png = os.path.join(tmp, f"render-{i}.png")
             print(f"render {svg}")
-            err = render(chromium, svg, png, tmp)
+            err = markup_error(chromium, svg, tmp) or render(chromium, svg, png, tmp)
             if not err:
                 try:
                     err = check_png(png)
