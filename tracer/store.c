@@ -488,7 +488,8 @@ static const char ls_post_sql[] =
     " WHERE kind = 2;"
     /* Victims: wake events near each episode, with the task's next run and
      * its previous suspend.  cause 1: woken before the episode ended, ran
-     * after it; 2: its sleep's deadline fell inside the episode; 3: woken
+     * after it; 2: its sleep's deadline came before the
+     * episode's end (it could not fire until the loop was free); 3: woken
      * for I/O by the first poll after the episode (the fd became ready at
      * some point before: the delay is an upper bound). */
     "INSERT OR IGNORE INTO blocking_victims(blocking_id, task_id, ready_ns, ran_ns, delay_ns, cause)"
@@ -507,7 +508,7 @@ static const char ls_post_sql[] =
     "  FROM ep JOIN events ev ON ev.loop_id = ep.loop_id AND ev.kind = 6"
     "   AND ev.ts_ns BETWEEN ep.s - 1000000000 AND ep.e + 1000000000),"
     " c AS (SELECT *, CASE WHEN wake_ns < e THEN 1"
-    "   WHEN waker = 1 AND deadline >= s AND deadline < e THEN 2"
+    "   WHEN waker = 1 AND deadline < e THEN 2"
     "   WHEN waker = 2 AND wake_ns >= px AND (next_poll IS NULL OR wake_ns < next_poll) THEN 3"
     "   END AS cause FROM w)"
     " SELECT bid, task_id, CASE cause WHEN 1 THEN wake_ns WHEN 2 THEN deadline ELSE s END AS ready,"

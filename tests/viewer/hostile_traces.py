@@ -374,7 +374,7 @@ def check_file(path, how):
 # those library leaks are suppressed, loopscope's own are not.
 ENV = {**os.environ, "COLUMNS": "100",
        "LSAN_OPTIONS": ":".join(filter(None, [os.environ.get("LSAN_OPTIONS"),
-                                              "suppressions=" + os.path.join(HERE, "lsan.supp"),
+                                              "suppressions=" + os.path.join(HERE, "..", "lsan.supp"),
                                               "print_suppressions=0"]))}
 
 
