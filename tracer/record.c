@@ -417,13 +417,13 @@ static bool ls_rec_valid(const struct evl_rec *e, int64_t not_before, int64_t no
     case EVL_PROBE_ID_task_cancel:
         return e->task != 0;
     case EVL_PROBE_ID_task_suspend:
-        return e->task && ls_in_list((int)e->a32, reasons, LS_N(reasons)) && e->a32 < 256;
+        return e->task && ls_in_list((int)e->a32, reasons, LS_N(reasons));
     case EVL_PROBE_ID_task_wake:
-        return e->task && ls_in_list((int)e->a32, wakers, LS_N(wakers)) && e->a32 < 256;
+        return e->task && ls_in_list((int)e->a32, wakers, LS_N(wakers));
     case EVL_PROBE_ID_task_finish:
-        return e->task && ls_in_list((int)e->a32, finals, LS_N(finals)) && e->a32 < 256;
+        return e->task && ls_in_list((int)e->a32, finals, LS_N(finals));
     case EVL_PROBE_ID_task_leak:
-        return e->task && ls_in_list((int)e->a32, leaks, LS_N(leaks)) && e->a32 < 256;
+        return e->task && ls_in_list((int)e->a32, leaks, LS_N(leaks));
     case EVL_PROBE_ID_poll_enter:
     case EVL_PROBE_ID_poll_exit:
     case EVL_PROBE_ID_callback_begin:
