@@ -48,6 +48,8 @@ import sys
 import tempfile
 import time
 
+from tracer_bench import dropped, exit_on_sigterm  # the same helpers, one copy
+
 UNITS = {"us": 1e-6, "ms": 1e-3, "s": 1.0}
 
 
@@ -67,16 +69,6 @@ def wrk(url, seconds, connections, threads):
     return float(rps.group(1)), float(p99.group(1)) * UNITS[p99.group(2)], int(total.group(1))
 
 
-def dropped(meta):
-    """What a trace lost: ring-buffer messages the kernel dropped plus events
-    the target says it dropped (meta dropped_messages + dropped_events_claimed;
-    older traces have one dropped_events).  An error when neither is there,
-    so that a schema change cannot read as "nothing dropped"."""
-    keys = [k for k in ("dropped_messages", "dropped_events_claimed", "dropped_events")
-            if k in meta]
-    if not keys:
-        raise RuntimeError(f"the trace's meta table has no dropped_* counts: {sorted(meta)}")
-    return sum(int(meta[k]) for k in keys)
 
 def cpu_seconds(pid):
     """User + system CPU time of a process (all its threads) so far."""
@@ -157,11 +149,6 @@ def free_port():
         return s.getsockname()[1]
 
 
-def exit_on_sigterm():
-    """SIGTERM (a timeout, kill) ends Python without unwinding: turn it into
-    SystemExit so the finally blocks stop the children and remove the
-    temporary files."""
-    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
 
 
 def main():

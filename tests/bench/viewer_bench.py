@@ -13,12 +13,13 @@ A benchmark: it prints numbers, it does not pass or fail.
 import argparse
 import os
 import shutil
-import signal
 import sqlite3
 import subprocess
 import sys
 import tempfile
 import time
+
+from tracer_bench import exit_on_sigterm  # the same helpers, one copy
 
 
 def peak_rss(cmd):
@@ -35,11 +36,6 @@ def peak_rss(cmd):
     return float(secs), int(rss)
 
 
-def exit_on_sigterm():
-    """SIGTERM (a timeout, kill) ends Python without unwinding: turn it into
-    SystemExit so the finally blocks stop the children and remove the
-    temporary files."""
-    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
 
 
 def main():
