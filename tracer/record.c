@@ -86,6 +86,7 @@ typedef struct recorder {
     uint64_t blocks;
     int64_t attach_ns;        /* before the first probe was attached */
     int64_t start_ns;
+    int64_t end_ns;           /* when recording stopped (open spans end there) */
     bool target_gone;
     int64_t consume_until;    /* ls_on_msg yields back to the main loop then */
     unsigned since_check;
@@ -379,7 +380,7 @@ static void ls_account(recorder *r, ls_task *a, const struct evl_rec *e, bool pr
 static void ls_close_open(ls_task *a, void *arg)
 {
     recorder *r = arg;
-    int64_t stop = r->start_ns ? ls_now() : 0;
+    int64_t stop = r->end_ns;
     for (size_t l = 0; l < r->nloops; l++)
         if (r->loops[l].id == a->loop && r->loops[l].stopped)
             stop = r->loops[l].stopped;
@@ -1169,6 +1170,7 @@ int cmd_record(int argc, char **argv)
     ls_flush_open_episodes(r);
     ls_store_syscalls(r);
     ls_write_end_meta(r, why);
+    r->end_ns = ls_now();
     ls_tasks_each(r->tasks, ls_close_open, r);
     uint64_t dropped = ls_stat(r, LS_STAT_DROPPED_MSGS), rejected = r->rejected + r->rejected_msgs;
     uint64_t nev = ls_store_nevents(r->store);
