@@ -97,6 +97,28 @@ CREATE TABLE syscall_stats(
   max_ns INTEGER NOT NULL,
   PRIMARY KEY(tid, nr)
 ) WITHOUT ROWID;
+-- Generic loop mode (a process without libevl, meta.mode = 'generic'): a
+-- loop thread's iterations (wait call to wait call), summed per window.
+CREATE TABLE loop_windows(
+  loop_id INTEGER NOT NULL,     -- loops.id (the thread id in generic mode)
+  start_ns INTEGER NOT NULL,
+  end_ns INTEGER NOT NULL,
+  iterations INTEGER NOT NULL,  -- wait calls that returned in the window
+  wait_ns INTEGER NOT NULL,     -- time inside the wait call: idle
+  busy_ns INTEGER NOT NULL,     -- time from a wait's return to the next wait
+  max_busy_ns INTEGER NOT NULL, -- the longest such stretch (iteration latency)
+  PRIMARY KEY(loop_id, start_ns)
+) WITHOUT ROWID;
+-- Iteration latency (busy time of one iteration) over the whole recording,
+-- per loop, in power-of-two buckets [lo_ns, hi_ns).
+CREATE TABLE iteration_hist(
+  loop_id INTEGER NOT NULL,
+  lo_ns INTEGER NOT NULL,
+  hi_ns INTEGER NOT NULL,
+  count INTEGER NOT NULL,
+  busy_ns INTEGER NOT NULL,     -- sum of the iterations' busy time
+  PRIMARY KEY(loop_id, lo_ns)
+) WITHOUT ROWID;
 CREATE TABLE blocking_kinds(id INTEGER PRIMARY KEY, name TEXT NOT NULL);
 
 -- Names for the integer codes, so the stock sqlite3 shell reads well.
