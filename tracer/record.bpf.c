@@ -22,6 +22,10 @@ const volatile __u32 target_tgid = 0;
 const volatile __u64 block_threshold_ns = 10000000;
 const volatile bool detect_blocking = true;
 const volatile bool trace_syscalls = false;
+/* Generic loop mode (a process without libevl): loop threads, iterations
+ * and idle time come from the wait syscalls, not from libevl's probes. */
+const volatile bool generic = false;
+const volatile __u64 window_ns = 20000000;
 
 struct {
     __uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -70,6 +74,7 @@ struct {
 struct block_msg {
     struct ls_msg_hdr h;
     struct ls_block b;
+    struct ls_pystack py;     /* nframes 0 unless the target is CPython */
     __u8 stack[LS_STACK_BYTES];
 };
 
@@ -107,6 +112,16 @@ struct {
     __type(key, __u32);
     __type(value, struct block_msg);
 } block_scratch SEC(".maps");
+
+/* Generic mode: an on-CPU episode is sent when its step ends (the next
+ * wait call), with its duration; until then it waits here. */
+struct {
+    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(max_entries, 256);
+    __uint(map_flags, BPF_F_NO_PREALLOC);
+    __type(key, __u32);
+    __type(value, struct block_msg);
+} oncpu_open SEC(".maps");
 
 /* Last step reported as on-CPU per loop thread (one report per step). */
 struct {
@@ -388,33 +403,87 @@ static __always_inline void copy_regs(__u64 *d, struct pt_regs *r)
     d[16] = BPF_CORE_READ(r, ip);
 }
 
+/* What a loop thread is doing, in either mode: libevl publishes it
+ * (evl_loop_pub, the target's word), the generic mode keeps it here from
+ * the wait syscalls (struct ls_gloop). */
+struct lview {
+    __u64 loop;
+    __u64 pub;                /* evl_loop_pub address, 0 in generic mode */
+    __u64 task;               /* running libevl task, 0 if none or generic */
+    __u64 since;              /* the step began (0: not known) */
+    __u32 phase;              /* enum evl_phase */
+    __u32 steps;              /* identifies the step */
+};
+
+struct {
+    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(max_entries, 1024);
+    __type(key, __u32);
+    __type(value, struct ls_gloop);
+} gloops SEC(".maps");
+
+static const struct ls_gloop gloop_zero;  /* too big for the BPF stack */
+
+/* False if tid is no loop thread, or is idle in its wait. */
+static __always_inline bool loop_view(__u32 tid, struct lview *v)
+{
+    if (generic) {
+        struct ls_gloop *g = bpf_map_lookup_elem(&gloops, &tid);
+        if (!g || g->in_wait)
+            return false;
+        v->loop = tid;
+        v->pub = 0;
+        v->task = 0;
+        v->since = g->since;
+        v->phase = EVL_PHASE_CALLBACK;
+        v->steps = g->steps;
+        return true;
+    }
+    struct loop_thread *lt = bpf_map_lookup_elem(&loop_threads, &tid);
+    struct evl_loop_pub pub;
+    if (!lt || bpf_probe_read_user(&pub, sizeof(pub), (void *)lt->pub) ||
+        pub.phase == EVL_PHASE_POLL)
+        return false;
+    v->loop = lt->loop;
+    v->pub = lt->pub;
+    v->task = pub.task;
+    v->since = pub.since;
+    v->phase = pub.phase;
+    v->steps = pub.steps;
+    return true;
+}
+
 /* Fill the per-CPU scratch message for the current (loop) thread. */
 static __always_inline struct block_msg *
-block_begin(struct loop_thread *lt, struct evl_loop_pub *pub, __u32 kind, struct pt_regs *regs,
-            __s64 syscall, __u64 now)
+block_begin(__u32 tid, struct lview *v, __u32 kind, struct pt_regs *regs, __s64 syscall, __u64 now)
 {
     __u32 cpu = bpf_get_smp_processor_id();
     struct block_msg *m = bpf_map_lookup_elem(&block_scratch, &cpu);
     if (!m)
         return NULL;
-    fill_hdr(&m->h, LS_MSG_BLOCK, lt->loop, lt->pub);
+    fill_hdr(&m->h, LS_MSG_BLOCK, v->loop, v->pub);
     m->b.kind = kind;
-    m->b.start_ns = kind == LS_BLOCK_OFFCPU ? now : pub->since;
+    m->b.start_ns = kind == LS_BLOCK_OFFCPU ? now : v->since;
     m->b.sample_ns = now;
     m->b.dur_ns = 0;
-    m->b.task = pub->task;
-    m->b.phase = pub->phase;
-    m->b.steps = pub->steps;
+    m->b.task = v->task;
+    m->b.phase = v->phase;
+    m->b.steps = v->steps;
     m->b.syscall = syscall;
     copy_regs(m->b.regs, regs);
+    m->py.nframes = 0;
+    m->py.flags = 0;
+    m->py.task = 0;
+    m->py.task_name_len = 0;
     m->b.stack_len = copy_stack(m->stack, m->b.regs[7]);
-    m->h.len = sizeof(m->b) + m->b.stack_len;
+    m->h.len = sizeof(m->b) + sizeof(m->py) + m->b.stack_len;
     return m;
 }
 
 static __always_inline void block_send(struct block_msg *m)
 {
-    __u64 size = sizeof(m->h) + sizeof(m->b) + (m->b.stack_len & (LS_STACK_BYTES * 2 - 1));
+    __u64 size = sizeof(m->h) + sizeof(m->b) + sizeof(m->py) +
+                 (m->b.stack_len & (LS_STACK_BYTES * 2 - 1));
     if (size > sizeof(*m))
         size = sizeof(*m);
     if (bpf_ringbuf_output(&events, m, size, 0)) {
@@ -458,23 +527,20 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
     if (prev->tgid != target_tgid)
         return 0;
     __u32 ptid = prev->pid;
-    struct loop_thread *lt = bpf_map_lookup_elem(&loop_threads, &ptid);
-    if (!lt)
-        return 0;
-    struct evl_loop_pub pub;
-    if (bpf_probe_read_user(&pub, sizeof(pub), (void *)lt->pub) || pub.phase == EVL_PHASE_POLL)
+    struct lview v;
+    if (!loop_view(ptid, &v))
         return 0;
 
     struct step_off *so = bpf_map_lookup_elem(&step_off, &ptid);
     if (!so) {
-        struct step_off init = { .steps = pub.steps };
+        struct step_off init = { .steps = v.steps };
         bpf_map_update_elem(&step_off, &ptid, &init, BPF_ANY);
         so = bpf_map_lookup_elem(&step_off, &ptid);
         if (!so)
             return 0;
     }
-    if (so->steps != pub.steps) {
-        so->steps = pub.steps;
+    if (so->steps != v.steps) {
+        so->steps = v.steps;
         so->off_ns = 0;
     }
     so->out_ns = now;
@@ -486,11 +552,11 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
     __u64 ip = BPF_CORE_READ(regs, ip);
     struct block_msg *o = bpf_map_lookup_elem(&offcpu, &ptid);
     if (o) {
-        if (o->b.steps == pub.steps && o->b.syscall == nr && o->b.regs[16] == ip)
+        if (o->b.steps == v.steps && o->b.syscall == nr && o->b.regs[16] == ip)
             return 0;                 /* still the same blocking call */
         episode_close(ptid);
     }
-    struct block_msg *m = block_begin(lt, &pub, LS_BLOCK_OFFCPU, regs, nr, now);
+    struct block_msg *m = block_begin(ptid, &v, LS_BLOCK_OFFCPU, regs, nr, now);
     if (m)
         bpf_map_update_elem(&offcpu, &ptid, m, BPF_ANY);
     return 0;
@@ -500,32 +566,175 @@ SEC("perf_event")
 int on_cpu_sample(struct bpf_perf_event_data *ctx)
 {
     __u32 tid = (__u32)bpf_get_current_pid_tgid();
-    struct loop_thread *lt = bpf_map_lookup_elem(&loop_threads, &tid);
-    if (!lt || !from_target())
+    struct lview v;
+    if (!from_target() || !loop_view(tid, &v))
         return 0;
-    struct evl_loop_pub pub;
-    if (bpf_probe_read_user(&pub, sizeof(pub), (void *)lt->pub))
-        return 0;
-    if ((pub.phase != EVL_PHASE_TASK && pub.phase != EVL_PHASE_CALLBACK) || !pub.since)
+    if ((v.phase != EVL_PHASE_TASK && v.phase != EVL_PHASE_CALLBACK) || !v.since)
         return 0;
     __u64 now = bpf_ktime_get_ns();
     __u64 off = 0;
     struct step_off *so = bpf_map_lookup_elem(&step_off, &tid);
-    if (so && so->steps == pub.steps)
+    if (so && so->steps == v.steps)
         off = so->off_ns;
-    if (now - pub.since < block_threshold_ns + off)
+    if (now - v.since < block_threshold_ns + off)
         return 0;                     /* less CPU time than the threshold */
     __u32 *last = bpf_map_lookup_elem(&oncpu_reported, &tid);
-    if (last && *last == pub.steps)
+    if (last && *last == v.steps)
         return 0;
     /* User registers: the sample's if it interrupted user code, else the
      * ones saved at kernel entry. */
     struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
-    struct block_msg *m = block_begin(lt, &pub, LS_BLOCK_ONCPU, regs, -1, now);
+    struct block_msg *m = block_begin(tid, &v, LS_BLOCK_ONCPU, regs, -1, now);
     if (!m)
         return 0;
-    bpf_map_update_elem(&oncpu_reported, &tid, &pub.steps, BPF_ANY);
-    block_send(m);
+    bpf_map_update_elem(&oncpu_reported, &tid, &v.steps, BPF_ANY);
+    if (generic)
+        bpf_map_update_elem(&oncpu_open, &tid, m, BPF_ANY);
+    else
+        block_send(m);
+    return 0;
+}
+
+/* Generic mode: the step of tid ends at now; send its on-CPU episode, if
+ * any, with the step's CPU time: wall time minus time switched out. */
+static __always_inline void oncpu_close(__u32 tid, __u64 now)
+{
+    struct block_msg *o = bpf_map_lookup_elem(&oncpu_open, &tid);
+    if (!o)
+        return;
+    __u64 off = 0;
+    struct step_off *so = bpf_map_lookup_elem(&step_off, &tid);
+    if (so && so->steps == o->b.steps)
+        off = so->off_ns;
+    __u64 wall = now - o->b.start_ns;
+    o->b.dur_ns = wall > off ? wall - off : 0;
+    block_send(o);
+    bpf_map_delete_elem(&oncpu_open, &tid);
+}
+
+/* ------------------------------------------------------ generic loop mode
+ *
+ * A thread of the target that enters epoll_wait, epoll_pwait or
+ * epoll_pwait2 (with --wait-calls all also poll, ppoll, select, pselect6)
+ * is a loop thread; inside that call it is idle.  The entry ends an
+ * iteration's busy stretch (and any off-CPU episode: the loop waits
+ * again), the return starts the next one.  Iterations are summed per
+ * window and sent when a window of window_ns has passed, at an entry. */
+
+static __always_inline __u32 log2_u64(__u64 v)
+{
+    __u32 r = 0, s;
+    s = (v > 0xffffffffull) << 5; v >>= s; r |= s;
+    s = (v > 0xffff) << 4; v >>= s; r |= s;
+    s = (v > 0xff) << 3; v >>= s; r |= s;
+    s = (v > 0xf) << 2; v >>= s; r |= s;
+    s = (v > 0x3) << 1; v >>= s; r |= s;
+    r |= (v >> 1);
+    return r;
+}
+
+static __always_inline void window_send(__u32 tid, struct ls_gloop *g, __u64 now)
+{
+    struct {
+        struct ls_msg_hdr h;
+        struct ls_window w;
+    } *m = bpf_ringbuf_reserve(&events, sizeof(*m), 0);
+    g->w.end_ns = now;
+    if (!m) {
+        stat_add(LS_STAT_DROPPED_MSGS, 1);
+        stat_add(LS_STAT_DROPPED_BYTES, sizeof(g->w));
+    } else {
+        fill_hdr(&m->h, LS_MSG_WINDOW, tid, 0);
+        m->h.len = sizeof(m->w);
+        __builtin_memcpy(&m->w, &g->w, sizeof(m->w));
+        bpf_ringbuf_submit(m, BPF_RB_NO_WAKEUP);
+    }
+    __builtin_memset(&g->w, 0, sizeof(g->w));
+    g->w.start_ns = now;
+}
+
+static __always_inline int wait_enter(void)
+{
+    if (!generic || !from_target())
+        return 0;
+    __u32 tid = (__u32)bpf_get_current_pid_tgid();
+    __u64 now = bpf_ktime_get_ns();
+    struct ls_gloop *g = bpf_map_lookup_elem(&gloops, &tid);
+    if (!g) {
+        if (bpf_map_update_elem(&gloops, &tid, &gloop_zero, BPF_NOEXIST))
+            return 0;                 /* more than 1024 loop threads */
+        g = bpf_map_lookup_elem(&gloops, &tid);
+        if (!g)
+            return 0;
+        g->w.start_ns = now;
+        emit_loop(LS_MSG_LOOP_START, tid, 0);
+    }
+    if (detect_blocking) {
+        episode_close(tid);
+        oncpu_close(tid, now);
+    }
+    if (g->since) {
+        __u64 busy = now - g->since;
+        g->w.iterations++;
+        g->w.busy_ns += busy;
+        if (busy > g->w.max_busy_ns)
+            g->w.max_busy_ns = busy;
+        __u32 b = log2_u64(busy);
+        if (b >= LS_HIST_BUCKETS)
+            b = LS_HIST_BUCKETS - 1;
+        g->w.hist[b]++;
+        g->w.hist_ns[b] += busy;
+    }
+    g->in_wait = 1;
+    g->enter_ns = now;
+    if (now - g->w.start_ns >= window_ns)
+        window_send(tid, g, now);
+    return 0;
+}
+
+static __always_inline int wait_exit(void)
+{
+    if (!generic)
+        return 0;
+    __u32 tid = (__u32)bpf_get_current_pid_tgid();
+    struct ls_gloop *g = bpf_map_lookup_elem(&gloops, &tid);
+    if (!g || !g->in_wait)
+        return 0;
+    __u64 now = bpf_ktime_get_ns();
+    g->w.wait_ns += now - g->enter_ns;
+    g->in_wait = 0;
+    g->since = now;
+    g->steps++;
+    return 0;
+}
+
+#define LS_WAIT_CALL(name)                                                       \
+    SEC("tracepoint/syscalls/sys_enter_" #name)                                  \
+    int on_enter_##name(void *ctx) { return wait_enter(); }                      \
+    SEC("tracepoint/syscalls/sys_exit_" #name)                                   \
+    int on_exit_##name(void *ctx) { return wait_exit(); }
+
+LS_WAIT_CALL(epoll_wait)
+LS_WAIT_CALL(epoll_pwait)
+LS_WAIT_CALL(epoll_pwait2)
+LS_WAIT_CALL(poll)
+LS_WAIT_CALL(ppoll)
+LS_WAIT_CALL(select)
+LS_WAIT_CALL(pselect6)
+
+/* A loop thread that exits: forget it (thread ids are reused). */
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(on_thread_exit, struct task_struct *t)
+{
+    if (t->tgid != target_tgid)
+        return 0;
+    __u32 tid = t->pid;
+    struct ls_gloop *g = bpf_map_lookup_elem(&gloops, &tid);
+    if (!g)
+        return 0;
+    window_send(tid, g, bpf_ktime_get_ns());
+    emit_loop(LS_MSG_LOOP_STOP, tid, 0);
+    bpf_map_delete_elem(&gloops, &tid);
     return 0;
 }
 

@@ -29,6 +29,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -44,6 +46,7 @@
 #define LS_STACK_IDS 4096         /* distinct stacks remembered for dedup */
 #define LS_MAX_LOOPS 1024         /* loop ids accepted per recording */
 #define LS_MIN_RINGBUF_KB 256     /* room for a few full batches (64 KiB each) */
+#define LS_WINDOW_NS 20000000ull  /* generic mode: iterations summed per 20 ms */
 
 typedef struct recorder {
     /* options */
@@ -52,6 +55,8 @@ typedef struct recorder {
     double duration;          /* seconds, 0 = until stopped */
     bool force;
     bool no_batch;
+    enum { LS_MODE_AUTO, LS_MODE_LIBEVL, LS_MODE_GENERIC } mode;
+    bool wait_all;            /* --wait-calls all: poll/select loops too */
     bool quiet;
     unsigned ringbuf_kb;
     double block_threshold_ms;
@@ -59,7 +64,10 @@ typedef struct recorder {
     bool syscalls;
     char **cmd;               /* -- CMD ARGS */
     /* state */
-    char binary[PATH_MAX];    /* the ELF file holding the evl probes */
+    char binary[PATH_MAX];    /* the ELF file holding the evl probes, or
+                               * in generic mode the target's executable */
+    bool generic;             /* recording in the generic loop mode */
+    char runtime[128];        /* what the target runs on (meta.runtime) */
     struct record_bpf *skel;
     struct bpf_link *links[LS_MAX_LINKS];
     int nlinks;
@@ -76,6 +84,8 @@ typedef struct recorder {
         int64_t last_ts;      /* its newest accepted record: records of a
                                * loop never go back in time */
         bool snapshot_asked;  /* a snapshot was requested (or not needed) */
+        uint64_t hist[LS_HIST_BUCKETS];     /* generic: iteration latency */
+        uint64_t hist_ns[LS_HIST_BUCKETS];  /* and the busy time in each bucket */
     } *loops;
     size_t nloops, loops_cap;
     uint32_t sampled_tids[LS_MAX_LOOP_THREADS]; /* loop threads with a cpu sampler */
@@ -87,6 +97,7 @@ typedef struct recorder {
     int64_t attach_ns;        /* before the first probe was attached */
     int64_t start_ns;
     int64_t end_ns;           /* when recording stopped (open spans end there) */
+    int64_t detach_ns;        /* when the programs were detached */
     bool target_gone;
     int64_t consume_until;    /* ls_on_msg yields back to the main loop then */
     unsigned since_check;
@@ -172,8 +183,8 @@ out:
 }
 
 /* Find the file that holds libevl in the target: its executable, else a
- * mapped shared library.  Fills r->binary. */
-static int ls_find_probes(recorder *r)
+ * mapped shared library.  Fills r->binary; -1 if there is none. */
+static int ls_probe_file(recorder *r)
 {
     char exe[64];
     snprintf(exe, sizeof(exe), "/proc/%d/exe", r->pid);
@@ -200,10 +211,26 @@ static int ls_find_probes(recorder *r)
         }
         fclose(f);
     }
+    return -1;
+}
+
+/* Choose the mode: libevl's probes when the target has them (unless
+ * --mode generic), else the generic loop mode (unless --mode libevl). */
+static int ls_find_probes(recorder *r)
+{
+    char exe[64];
+    snprintf(exe, sizeof(exe), "/proc/%d/exe", r->pid);
+    if (r->mode != LS_MODE_GENERIC && ls_probe_file(r) == 0)
+        return 0;
     char target[PATH_MAX] = "?";
     ssize_t n = readlink(exe, target, sizeof(target) - 1);
     if (n > 0)
         target[n] = 0;
+    if (r->mode != LS_MODE_LIBEVL) {
+        r->generic = true;
+        snprintf(r->binary, sizeof(r->binary), "%s", target);
+        return 0;
+    }
     return ls_err("pid %d (%s) has no loopscope probes: no USDT provider 'evl' in %s or in "
                   "its mapped libraries (is it built with libevl and EVL_PROBES on?)",
                   r->pid, target, exe);
@@ -534,6 +561,26 @@ static int64_t ls_stack_id(recorder *r, uint32_t tid, const struct ls_block *b, 
     return id;
 }
 
+/* Generic mode: the asyncio task a blocking episode happened in, as a
+ * tasks row named after it; its id is a hash of the Task's address and
+ * name (an address is reused once a task is freed).  0 if none. */
+static uint64_t ls_generic_task(recorder *r, uint64_t loop, const struct ls_pystack *py)
+{
+    (void)r;
+    if (!py->task)
+        return 0;
+    size_t n = py->task_name_len < LS_PY_TASK_NAME ? py->task_name_len : LS_PY_TASK_NAME;
+    const char *name = py->task_name;
+    uint64_t h = 1469598103934665603ull;
+    for (int i = 0; i < 8; i++)
+        h = (h ^ ((py->task >> (8 * i)) & 0xff)) * 1099511628211ull;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (uint8_t)name[i]) * 1099511628211ull;
+    h &= INT64_MAX;
+    ls_store_task_named(r->store, h ? h : 1, loop, n ? name : "?", n ? n : 1);
+    return h ? h : 1;
+}
+
 /* A blocking episode.  The BPF side wrote it, but from what the target
  * published: the task id and, for on-CPU episodes, the step's start
  * (pub.since) are the target's word, so the start is kept inside
@@ -541,7 +588,9 @@ static int64_t ls_stack_id(recorder *r, uint32_t tid, const struct ls_block *b, 
 static void ls_on_block(recorder *r, const struct ls_msg_hdr *h)
 {
     const struct ls_block *b = (const void *)(h + 1);
-    if (h->len < sizeof(*b) || b->stack_len > h->len - sizeof(*b) ||
+    const struct ls_pystack *py = (const void *)(b + 1);
+    size_t fixed = sizeof(*b) + sizeof(*py);
+    if (h->len < fixed || b->stack_len > h->len - fixed ||
         (b->kind != LS_BLOCK_OFFCPU && b->kind != LS_BLOCK_ONCPU))
         return;
     struct ls_loop_info *li = ls_loop_seen(r, h->loop, h->pid, h->tid, (int64_t)h->ts);
@@ -557,10 +606,13 @@ static void ls_on_block(recorder *r, const struct ls_msg_hdr *h)
     }
     if (dur < 0)
         dur = 0;
-    if (b->task)
+    if (b->task && !r->generic)
         ls_task_row(r, ls_task_seen(r, h->loop, b->task), h->loop, b->task);
-    int64_t stack = ls_stack_id(r, h->tid, b, (const uint8_t *)(b + 1));
-    ls_store_blocking(r->store, h->loop, b->task, start, dur, (int)b->kind, b->syscall, stack);
+    uint64_t task = b->task;
+    if (r->generic)
+        task = ls_generic_task(r, h->loop, py);
+    int64_t stack = ls_stack_id(r, h->tid, b, (const uint8_t *)(py + 1));
+    ls_store_blocking(r->store, h->loop, task, start, dur, (int)b->kind, b->syscall, stack);
     r->blocks++;
 }
 
@@ -585,12 +637,75 @@ static void ls_store_syscalls(recorder *r)
     }
 }
 
-/* At the end: episodes still open in BPF (the loop has not polled since). */
+/* At the end: episodes still open in BPF (the loop has not polled since):
+ * off-CPU ones, and in the generic mode on-CPU ones. */
+static void ls_flush_open_map(recorder *r, struct bpf_map *map);
+
 static void ls_flush_open_episodes(recorder *r)
 {
     if (r->no_blocking || !r->skel)
         return;
-    struct bpf_map *map = r->skel->maps.offcpu;
+    ls_flush_open_map(r, r->skel->maps.offcpu);
+    if (r->generic)
+        ls_flush_open_map(r, r->skel->maps.oncpu_open);
+}
+
+static void ls_flush_open_map(recorder *r, struct bpf_map *map)
+{
+    size_t vsize = bpf_map__value_size(map);
+    uint8_t *v = malloc(vsize);
+    uint32_t key, next;
+    int rc = bpf_map__get_next_key(map, NULL, &next, sizeof(next));
+    while (v && rc == 0) {
+        key = next;
+        rc = bpf_map__get_next_key(map, &key, &next, sizeof(next));
+        if (bpf_map__lookup_elem(map, &key, sizeof(key), v, vsize, 0) != 0)
+            continue;
+        struct ls_msg_hdr *h = (struct ls_msg_hdr *)(void *)v;
+        struct ls_block *b = (struct ls_block *)(h + 1);
+        /* Still asleep, or (on-CPU) still in its step when we detached,
+         * unless the loop had entered its wait since (generic mode). */
+        int64_t end = r->detach_ns;
+        struct ls_gloop g;
+        if (r->generic && bpf_map__lookup_elem(r->skel->maps.gloops, &key, sizeof(key), &g,
+                                               sizeof(g), 0) == 0 &&
+            g.in_wait && g.steps == b->steps && (int64_t)g.enter_ns < end)
+            end = (int64_t)g.enter_ns;
+        if (!b->dur_ns)
+            b->dur_ns = end > (int64_t)b->start_ns ? (uint64_t)(end - (int64_t)b->start_ns) : 0;
+        if (b->dur_ns >= (uint64_t)(r->block_threshold_ms * 1e6))
+            ls_on_block(r, h);
+    }
+    free(v);
+}
+
+static void ls_ingest_msg(recorder *r, const void *data, size_t size);
+
+/* Generic mode: a window of a loop thread's iterations (written by the BPF
+ * side from kernel times, not by the target). */
+static void ls_on_window(recorder *r, struct ls_loop_info *li, const struct ls_window *w)
+{
+    if (w->end_ns < w->start_ns || w->end_ns > INT64_MAX)
+        return;
+    uint64_t n = 0;
+    for (int b = 0; b < LS_HIST_BUCKETS; b++) {
+        li->hist[b] += w->hist[b];
+        li->hist_ns[b] += w->hist_ns[b];
+        n += w->hist[b];
+    }
+    if (!n && !w->wait_ns && !w->busy_ns)
+        return;                       /* nothing happened: no row */
+    ls_store_window(r->store, li->id, (int64_t)w->start_ns, (int64_t)w->end_ns, w->iterations,
+                    w->wait_ns, w->busy_ns, w->max_busy_ns);
+}
+
+/* At the end: the windows still being summed in BPF, then each loop's
+ * iteration histogram. */
+static void ls_flush_windows(recorder *r)
+{
+    if (!r->generic || !r->skel)
+        return;
+    struct bpf_map *map = r->skel->maps.gloops;
     size_t vsize = bpf_map__value_size(map);
     uint8_t *v = malloc(vsize);
     uint32_t key, next;
@@ -601,17 +716,22 @@ static void ls_flush_open_episodes(recorder *r)
         rc = bpf_map__get_next_key(map, &key, &next, sizeof(next));
         if (bpf_map__lookup_elem(map, &key, sizeof(key), v, vsize, 0) != 0)
             continue;
-        struct ls_msg_hdr *h = (struct ls_msg_hdr *)(void *)v;
-        struct ls_block *b = (struct ls_block *)(h + 1);
-        if (!b->dur_ns)               /* still asleep right now */
-            b->dur_ns = (uint64_t)(now - (int64_t)b->start_ns);
-        if (b->dur_ns >= (uint64_t)(r->block_threshold_ms * 1e6))
-            ls_on_block(r, h);
+        if (vsize != sizeof(struct ls_gloop))
+            break;
+        struct ls_window *w = &((struct ls_gloop *)(void *)v)->w;
+        struct ls_loop_info *li = ls_loop_seen(r, key, (uint32_t)r->pid, key, w->start_ns);
+        if (!li)
+            continue;
+        w->end_ns = (uint64_t)now;
+        ls_on_window(r, li, w);
     }
     free(v);
+    for (size_t i = 0; i < r->nloops; i++)
+        for (int b = 0; b < LS_HIST_BUCKETS; b++)
+            if (r->loops[i].hist[b])
+                ls_store_hist(r->store, r->loops[i].id, b ? 1ll << b : 0, 2ll << b,
+                              r->loops[i].hist[b], r->loops[i].hist_ns[b]);
 }
-
-static void ls_ingest_msg(recorder *r, const void *data, size_t size);
 
 /* Ask a loop for its task snapshot again (evl-probes.h: snapshot_req).
  * Needed when the loop did not see our attach as a rise of the semaphore:
@@ -670,19 +790,28 @@ static void ls_ingest_msg(recorder *r, const void *data, size_t size)
     switch (h->type) {
     case LS_MSG_LOOP_START:
         li->snapshot_asked = true;    /* it starts under our eyes: no tasks yet */
-        ls_store_event(r->store, (int64_t)h->ts, h->loop, 0, EVL_PROBE_ID_loop_start, h->tid,
-                       (int64_t)h->arg, 0);
+        if (!r->generic)              /* generic traces have no events */
+            ls_store_event(r->store, (int64_t)h->ts, h->loop, 0, EVL_PROBE_ID_loop_start,
+                           h->tid, (int64_t)h->arg, 0);
         break;
     case LS_MSG_LOOP_STOP:
         li->stopped = (int64_t)h->ts;
         ls_store_loop_stop(r->store, h->loop, (int64_t)h->ts);
-        ls_store_event(r->store, (int64_t)h->ts, h->loop, 0, EVL_PROBE_ID_loop_stop, h->tid, 0, 0);
+        if (!r->generic)
+            ls_store_event(r->store, (int64_t)h->ts, h->loop, 0, EVL_PROBE_ID_loop_stop,
+                           h->tid, 0, 0);
+        break;
+    case LS_MSG_WINDOW:
+        if (h->len >= sizeof(struct ls_window))
+            ls_on_window(r, li, (const struct ls_window *)(const void *)p);
         break;
     case LS_MSG_BLOCK:
         ls_on_block(r, h);
         break;
     case LS_MSG_BATCH:
     case LS_MSG_REC:
+        if (r->generic)
+            break;
         if (!li->snapshot_asked) {
             li->snapshot_asked = true;
             ls_request_snapshot(r, h->arg);
@@ -729,6 +858,82 @@ static int ls_attach(recorder *r, struct bpf_program *prog, const char *probe)
     return 0;
 }
 
+/* The generic mode's wait-call programs, enter and exit (tracepoints
+ * syscalls:sys_enter_NAME / sys_exit_NAME); the first three are the epoll
+ * family, the rest only with --wait-calls all. */
+#define LS_WAIT_PROGS(s) { \
+    { s->progs.on_enter_epoll_wait, s->progs.on_exit_epoll_wait }, \
+    { s->progs.on_enter_epoll_pwait, s->progs.on_exit_epoll_pwait }, \
+    { s->progs.on_enter_epoll_pwait2, s->progs.on_exit_epoll_pwait2 }, \
+    { s->progs.on_enter_poll, s->progs.on_exit_poll }, \
+    { s->progs.on_enter_ppoll, s->progs.on_exit_ppoll }, \
+    { s->progs.on_enter_select, s->progs.on_exit_select }, \
+    { s->progs.on_enter_pselect6, s->progs.on_exit_pselect6 } }
+#define LS_EPOLL_CALLS 3
+
+/* libbpf finds the syscall tracepoints' ids in tracefs: mount it where it
+ * looks first when it is not mounted anywhere (a bare system, a fresh
+ * container; we run as root). */
+static int ls_need_tracefs(void)
+{
+    if (access("/sys/kernel/tracing/events/syscalls", F_OK) == 0 ||
+        access("/sys/kernel/debug/tracing/events/syscalls", F_OK) == 0)
+        return 0;
+    if (mount("nodev", "/sys/kernel/tracing", "tracefs", 0, NULL) < 0)
+        return ls_err("the generic mode needs the syscall tracepoints: tracefs is not mounted "
+                      "and mounting it on /sys/kernel/tracing failed: %s", strerror(errno));
+    if (access("/sys/kernel/tracing/events/syscalls", F_OK) != 0)
+        return ls_err("the generic mode needs the syscall tracepoints: this kernel has none "
+                      "(CONFIG_FTRACE_SYSCALLS)");
+    return 0;
+}
+
+static int ls_attach_generic(recorder *r)
+{
+    struct record_bpf *s = r->skel;
+    struct bpf_program *wait[][2] = LS_WAIT_PROGS(s);
+    int n = r->wait_all ? (int)(sizeof(wait) / sizeof(wait[0])) : LS_EPOLL_CALLS;
+    int err = ls_need_tracefs();
+    if (err)
+        return err;
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < 2; j++) {
+            struct bpf_link *l = r->nlinks < LS_MAX_LINKS ? bpf_program__attach(wait[i][j]) : NULL;
+            if (!l)
+                return ls_err("cannot attach to the tracepoint of %s: %s",
+                              bpf_program__name(wait[i][j]), strerror(errno));
+            r->links[r->nlinks++] = l;
+        }
+    struct bpf_link *l = bpf_program__attach(s->progs.on_thread_exit);
+    if (!l)
+        return ls_err("cannot attach to the sched_process_exit tracepoint: %s", strerror(errno));
+    r->links[r->nlinks++] = l;
+    return 0;
+}
+
+/* Generic mode: only the programs of the wait calls asked for are loaded;
+ * libevl mode: none of them. */
+static void ls_choose_programs(recorder *r)
+{
+    struct record_bpf *s = r->skel;
+    struct bpf_program *wait[][2] = LS_WAIT_PROGS(s);
+    int n = !r->generic ? 0 : r->wait_all ? (int)(sizeof(wait) / sizeof(wait[0])) : LS_EPOLL_CALLS;
+    for (size_t i = 0; i < sizeof(wait) / sizeof(wait[0]); i++)
+        for (int j = 0; j < 2; j++)
+            bpf_program__set_autoload(wait[i][j], (int)i < n);
+    bpf_program__set_autoload(s->progs.on_thread_exit, r->generic);
+    struct bpf_program *usdt[] = {
+        s->progs.on_loop_start, s->progs.on_loop_stop, s->progs.on_batch,
+        s->progs.on_task_create, s->progs.on_task_run, s->progs.on_task_suspend,
+        s->progs.on_task_wake, s->progs.on_task_finish, s->progs.on_task_cancel,
+        s->progs.on_task_leak, s->progs.on_poll_enter, s->progs.on_poll_exit,
+        s->progs.on_callback_begin, s->progs.on_callback_end,
+    };
+    if (r->generic)
+        for (size_t i = 0; i < sizeof(usdt) / sizeof(usdt[0]); i++)
+            bpf_program__set_autoload(usdt[i], false);
+}
+
 static int ls_attach_all(recorder *r)
 {
     struct record_bpf *s = r->skel;
@@ -764,6 +969,8 @@ static int ls_attach_all(recorder *r)
             return ls_err("cannot attach to the sched_switch tracepoint: %s", strerror(errno));
         r->links[r->nlinks++] = l;
     }
+    if (r->generic)
+        return ls_attach_generic(r);
     for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
         bool want = i < 2 || t[i].batched != r->no_batch;
         if (!want)
@@ -800,9 +1007,11 @@ static int ls_spawn(recorder *r)
         return ls_err("cannot execute '%s': %s", path, strerror(errno));
     if (!realpath(path, r->binary))
         return ls_err("cannot resolve '%s': %s", path, strerror(errno));
-    if (!ls_has_evl_probes(r->binary))
+    bool probes = r->mode != LS_MODE_GENERIC && ls_has_evl_probes(r->binary);
+    if (!probes && r->mode == LS_MODE_LIBEVL)
         return ls_err("'%s' has no loopscope probes in its executable (for libevl in a shared "
                       "library, start the program and use -p PID)", r->binary);
+    r->generic = !probes;
     int fds[2];
     if (pipe2(fds, O_CLOEXEC) < 0)
         return ls_err("pipe: %s", strerror(errno));
@@ -823,6 +1032,66 @@ static int ls_spawn(recorder *r)
     r->pid = c;
     r->go_pipe = fds[1];
     return 0;
+}
+
+/* What the target runs on (meta.runtime, the first line). */
+static void ls_detect_runtime(recorder *r)
+{
+    if (!r->generic) {
+        snprintf(r->runtime, sizeof(r->runtime), "libevl");
+        return;
+    }
+    const char *base = strrchr(r->binary, '/');
+    base = base ? base + 1 : r->binary;
+    if (!strncmp(base, "python", 6))
+        snprintf(r->runtime, sizeof(r->runtime), "CPython");
+    else if (!strcmp(base, "node") || !strcmp(base, "nodejs"))
+        snprintf(r->runtime, sizeof(r->runtime), "Node.js");
+    else
+        snprintf(r->runtime, sizeof(r->runtime), "native");
+}
+
+/* Generic mode: threads already asleep in a wait call when we attach are
+ * loop threads from the start (else a thread is one from its next wait
+ * call on): read from /proc/PID/task/TID/syscall. */
+static void ls_find_waiting_threads(recorder *r)
+{
+    static const long calls[] = { SYS_epoll_wait, SYS_epoll_pwait, 441 /* epoll_pwait2 */,
+                                  SYS_poll, SYS_ppoll, SYS_select, SYS_pselect6 };
+    int ncalls = r->wait_all ? (int)(sizeof(calls) / sizeof(calls[0])) : LS_EPOLL_CALLS;
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/task", r->pid);
+    DIR *d = opendir(path);
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        char *end;
+        long tid = strtol(e->d_name, &end, 10);
+        if (*end || tid <= 0 || tid > INT32_MAX)
+            continue;
+        char sp[96], buf[64];
+        snprintf(sp, sizeof(sp), "/proc/%d/task/%ld/syscall", r->pid, tid);
+        int fd = open(sp, O_RDONLY | O_CLOEXEC);
+        ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+        if (fd >= 0)
+            close(fd);
+        if (n <= 0)
+            continue;
+        buf[n] = 0;
+        long nr = strtol(buf, &end, 10);
+        bool waits = false;
+        for (int i = 0; i < ncalls; i++)
+            waits |= end != buf && nr == calls[i];
+        if (!waits)
+            continue;
+        int64_t now = ls_now();
+        struct ls_gloop g = { .in_wait = 1, .enter_ns = (uint64_t)now, .w.start_ns = (uint64_t)now };
+        uint32_t key = (uint32_t)tid;
+        if (bpf_map__update_elem(r->skel->maps.gloops, &key, sizeof(key), &g, sizeof(g),
+                                 BPF_NOEXIST) == 0)
+            ls_loop_seen(r, key, (uint32_t)r->pid, key, now);
+    }
+    if (d)
+        closedir(d);
 }
 
 /* ----------------------------------------------------------------- meta */
@@ -859,7 +1128,13 @@ static void ls_write_meta(recorder *r, int argc, char **argv)
     for (int i = 0; i < argc && n < (ssize_t)sizeof(buf) - 1; i++)
         n += snprintf(buf + n, sizeof(buf) - (size_t)n, "%s%s", i ? " " : "", argv[i]);
     ls_store_meta(r->store, "recorder_cmdline", "%s", buf);
-    ls_store_meta(r->store, "mode", "%s", r->no_batch ? "unbatched" : "batched");
+    ls_store_meta(r->store, "mode", "%s", r->generic ? "generic"
+                                          : r->no_batch ? "unbatched" : "batched");
+    ls_store_meta(r->store, "runtime", "%s", r->runtime);
+    if (r->generic) {
+        ls_store_meta(r->store, "wait_calls", "%s", r->wait_all ? "all" : "epoll");
+        ls_store_meta(r->store, "window_ns", "%llu", (unsigned long long)LS_WINDOW_NS);
+    }
     ls_store_meta(r->store, "ringbuf_kb", "%u", r->ringbuf_kb);
     ls_store_meta(r->store, "blocking_detection", "%s", r->no_blocking ? "off" : "on");
     ls_store_meta(r->store, "syscalls", "%s", r->syscalls ? "on" : "off");
@@ -909,9 +1184,11 @@ static void ls_usage(FILE *f)
     fputs("usage: loopscope record -p PID [-o FILE] [-d SECONDS] [options]\n"
           "       loopscope record [-o FILE] [-d SECONDS] [options] -- CMD [ARGS...]\n"
           "\n"
-          "Attach to a running libevl program (or start one) and record its task\n"
-          "lifecycle into a SQLite trace.  Ends on Ctrl-C/SIGTERM, after --duration,\n"
-          "or when the target exits.\n"
+          "Attach to a running program (or start one) and record it into a SQLite\n"
+          "trace: the task lifecycle of a libevl program, or in the generic loop mode\n"
+          "(any other process: Python asyncio, Node.js, libuv, redis ...) its loop\n"
+          "threads' iterations and blocking calls.  Ends on Ctrl-C/SIGTERM, after\n"
+          "--duration, or when the target exits.\n"
           "\n"
           "  -p, --pid PID        attach to this running process\n"
           "  -o, --output FILE    trace database to write (default: trace.db)\n"
@@ -923,6 +1200,11 @@ static void ls_usage(FILE *f)
           "      --no-blocking    do not detect blocking (no sched_switch program)\n"
           "      --syscalls       also time every syscall of the loop threads (costs\n"
           "                       every process on the machine ~0.1-0.2 us per syscall)\n"
+          "      --mode MODE      auto (default: libevl if the target has its probes,\n"
+          "                       else generic), libevl or generic\n"
+          "      --wait-calls SET generic mode: the calls a loop waits in: epoll (default:\n"
+          "                       epoll_wait, epoll_pwait, epoll_pwait2) or all (also\n"
+          "                       poll, ppoll, select, pselect6)\n"
           "  -q, --quiet          no live status line\n"
           "\n"
           "example: loopscope record -p $(pidof server) -d 10 -o server.db\n", f);
@@ -941,6 +1223,8 @@ static int ls_parse(recorder *r, int argc, char **argv)
         { "block-threshold", required_argument, NULL, 't' },
         { "no-blocking", no_argument, NULL, 'N' },
         { "syscalls", no_argument, NULL, 'S' },
+        { "mode", required_argument, NULL, 'M' },
+        { "wait-calls", required_argument, NULL, 'W' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
@@ -993,6 +1277,21 @@ static int ls_parse(recorder *r, int argc, char **argv)
             break;
         case 'S':
             r->syscalls = true;
+            break;
+        case 'M':
+            if (!strcmp(optarg, "auto"))
+                r->mode = LS_MODE_AUTO;
+            else if (!strcmp(optarg, "libevl"))
+                r->mode = LS_MODE_LIBEVL;
+            else if (!strcmp(optarg, "generic"))
+                r->mode = LS_MODE_GENERIC;
+            else
+                return ls_err("invalid --mode '%s' (auto, libevl or generic)", optarg);
+            break;
+        case 'W':
+            if (strcmp(optarg, "epoll") && strcmp(optarg, "all"))
+                return ls_err("invalid --wait-calls '%s' (epoll or all)", optarg);
+            r->wait_all = !strcmp(optarg, "all");
             break;
         case 'h':
             ls_usage(stdout);
@@ -1069,6 +1368,9 @@ int cmd_record(int argc, char **argv)
     r->skel->rodata->block_threshold_ns = (uint64_t)(r->block_threshold_ms * 1e6);
     r->skel->rodata->detect_blocking = !r->no_blocking;
     r->skel->rodata->trace_syscalls = r->syscalls;
+    r->skel->rodata->generic = r->generic;
+    r->skel->rodata->window_ns = LS_WINDOW_NS;
+    ls_choose_programs(r);
     if (!r->syscalls) {
         bpf_program__set_autoload(r->skel->progs.on_sys_enter, false);
         bpf_program__set_autoload(r->skel->progs.on_sys_exit, false);
@@ -1100,7 +1402,10 @@ int cmd_record(int argc, char **argv)
         goto cleanup;
     }
     r->start_ns = ls_now();
+    ls_detect_runtime(r);
     ls_write_meta(r, argc, argv);
+    if (r->generic && !r->child)
+        ls_find_waiting_threads(r);
     if (r->child) {
         if (write(r->go_pipe, "g", 1) != 1) {
             err = ls_err("cannot start '%s': %s", r->cmd[0], strerror(errno));
@@ -1117,7 +1422,8 @@ int cmd_record(int argc, char **argv)
     sigaction(SIGHUP, &sa, NULL);
     bool tty = !r->quiet && isatty(2);
     if (!r->quiet)
-        fprintf(stderr, "recording pid %d (%s) into '%s'%s\n", r->pid, r->binary, r->out,
+        fprintf(stderr, "recording pid %d (%s) in the %s into '%s'%s\n", r->pid, r->binary,
+                r->generic ? "generic loop mode" : "libevl mode", r->out,
                 tty ? "; Ctrl-C to stop" : "");
     int64_t deadline = r->duration > 0 ? r->start_ns + (int64_t)(r->duration * 1e9) : 0;
     int64_t last_status = r->start_ns;
@@ -1159,6 +1465,7 @@ int cmd_record(int argc, char **argv)
 
     /* Detach first (the target keeps running, semaphores drop to 0), then
      * take what is still in the ring buffer. */
+    r->detach_ns = ls_now();
     for (int i = 0; i < r->nlinks; i++)
         bpf_link__destroy(r->links[i]);
     r->nlinks = 0;
@@ -1168,6 +1475,7 @@ int cmd_record(int argc, char **argv)
     while (ls_consume(r, 200000000) < 0)
         ;                             /* nothing new arrives once detached */
     ls_flush_open_episodes(r);
+    ls_flush_windows(r);
     ls_store_syscalls(r);
     ls_write_end_meta(r, why);
     r->end_ns = ls_now();
@@ -1182,10 +1490,16 @@ int cmd_record(int argc, char **argv)
         goto cleanup;
     }
     if (!r->quiet || dropped || rejected) {
-        fprintf(stderr, "recorded %llu events, %llu tasks, %llu loop%s from pid %d in %.1f s "
-                        "into '%s' (%s)", (unsigned long long)nev,
-                (unsigned long long)r->tasks_created, (unsigned long long)r->nloops,
-                r->nloops == 1 ? "" : "s", r->pid, secs, r->out, why);
+        if (r->generic)
+            fprintf(stderr, "recorded %llu blocking episode%s, %llu loop thread%s from pid %d in "
+                            "%.1f s into '%s' (%s)", (unsigned long long)r->blocks,
+                    r->blocks == 1 ? "" : "s", (unsigned long long)r->nloops,
+                    r->nloops == 1 ? "" : "s", r->pid, secs, r->out, why);
+        else
+            fprintf(stderr, "recorded %llu events, %llu tasks, %llu loop%s from pid %d in %.1f s "
+                            "into '%s' (%s)", (unsigned long long)nev,
+                    (unsigned long long)r->tasks_created, (unsigned long long)r->nloops,
+                    r->nloops == 1 ? "" : "s", r->pid, secs, r->out, why);
         if (dropped)
             fprintf(stderr, "; LOSSY: %llu messages dropped (the target claims %llu events "
                             "in them)", (unsigned long long)dropped,

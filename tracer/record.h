@@ -8,20 +8,22 @@
 #define LOOPSCOPE_RECORD_H
 
 #include "evl-probes.h"
+#include "pystack.h"
 
 enum ls_msg_type {
     LS_MSG_BATCH = 1,       /* payload: len bytes of struct evl_rec records */
     LS_MSG_REC = 2,         /* payload: one evl_rec (+ name), unbatched mode */
     LS_MSG_LOOP_START = 3,  /* payload: none (pub in hdr.arg) */
     LS_MSG_LOOP_STOP = 4,
-    LS_MSG_BLOCK = 5,       /* payload: struct ls_block + stack bytes */
+    LS_MSG_BLOCK = 5,       /* payload: struct ls_block + struct ls_pystack + stack bytes */
+    LS_MSG_WINDOW = 6,      /* generic mode: payload struct ls_window (loop = tid) */
 };
 
 struct ls_msg_hdr {
     __u32 type;             /* enum ls_msg_type */
     __u32 len;              /* payload bytes following the header */
     __u64 ts;               /* bpf_ktime_get_ns() at the probe (CLOCK_MONOTONIC) */
-    __u64 loop;             /* loop id */
+    __u64 loop;             /* loop id (generic mode: the loop thread's tid) */
     __u64 arg;              /* LOOP_*: evl_loop_pub address; BATCH: pub too */
     __u32 pid;              /* tgid */
     __u32 tid;
@@ -54,6 +56,34 @@ struct ls_block {
     __u64 sample_ns;        /* on-CPU: when the sample was taken */
 };
 _Static_assert(sizeof(struct ls_block) == 192, "ls_block layout");
+
+/* Generic loop mode: a loop thread's iterations summed over a window.  An
+ * iteration ends when the thread enters its wait call (epoll_wait ...);
+ * its busy time runs from the previous wait's return to that entry. */
+#define LS_HIST_BUCKETS 40  /* busy time in [2^b, 2^(b+1)) ns; bucket 0 holds 0 and 1 */
+
+struct ls_window {
+    __u64 start_ns;
+    __u64 end_ns;
+    __u64 iterations;
+    __u64 wait_ns;          /* inside the wait call */
+    __u64 busy_ns;          /* between a return and the next entry */
+    __u64 max_busy_ns;
+    __u32 hist[LS_HIST_BUCKETS];    /* iterations per busy-time bucket */
+    __u64 hist_ns[LS_HIST_BUCKETS]; /* their busy time */
+};
+_Static_assert(sizeof(struct ls_window) == 48 + 12 * LS_HIST_BUCKETS, "ls_window layout");
+
+/* Generic mode: the BPF side's state of one loop thread (map gloops, read
+ * back by the recorder at the end for the last window).  A thread of the
+ * target becomes a loop thread when it enters a wait call. */
+struct ls_gloop {
+    __u64 since;            /* last return from the wait call, 0 before it */
+    __u64 enter_ns;         /* entry into the wait call, while inside */
+    __u32 in_wait;
+    __u32 steps;            /* wait returns so far: identifies a step */
+    struct ls_window w;     /* the window being summed */
+};
 
 /* --syscalls: time spent in each syscall by each loop thread. */
 struct ls_sys_key {

@@ -38,6 +38,7 @@ struct ls_store {
     sqlite3_stmt *ins_one;
     sqlite3_stmt *ins_task, *fin_task, *ins_loop, *stop_loop, *ins_meta;
     sqlite3_stmt *ins_stack, *ins_frame, *ins_block, *ins_stat, *leak_task, *ins_unknown;
+    sqlite3_stmt *ins_named, *ins_window, *ins_hist;
     int64_t rows[LS_ROWS_PER_INSERT][LS_EVENT_COLS];
     int nrows;                /* buffered in rows[] */
     uint64_t nevents;
@@ -196,6 +197,12 @@ ls_store *ls_store_create(const char *path, bool force, char *err, size_t errlen
         "WHERE NOT (excluded.preexisting AND tasks.created_ns IS NOT NULL)");
     s->ins_unknown = ls_prepare(s,
         "INSERT OR IGNORE INTO tasks(id,loop_id,name,preexisting) VALUES(?,?,'?',1)");
+    s->ins_named = ls_prepare(s,
+        "INSERT OR IGNORE INTO tasks(id,loop_id,name,preexisting) VALUES(?,?,?,0)");
+    s->ins_window = ls_prepare(s, "INSERT OR REPLACE INTO loop_windows(loop_id,start_ns,end_ns,"
+                                  "iterations,wait_ns,busy_ns,max_busy_ns) VALUES(?,?,?,?,?,?,?)");
+    s->ins_hist = ls_prepare(s, "INSERT OR REPLACE INTO iteration_hist(loop_id,lo_ns,hi_ns,count,"
+                                "busy_ns) VALUES(?,?,?,?,?)");
     s->fin_task = ls_prepare(s,
         "INSERT INTO tasks(id,loop_id,name,ended_ns,final_state,error,preexisting) "
         "VALUES(?,?,'?',?,?,?,1) ON CONFLICT(id) DO UPDATE SET ended_ns=excluded.ended_ns, "
@@ -214,7 +221,8 @@ ls_store *ls_store_create(const char *path, bool force, char *err, size_t errlen
     s->leak_task = ls_prepare(s, "UPDATE tasks SET leak = ? WHERE id = ?");
     if (!s->ins_many || !s->ins_one || !s->ins_task || !s->fin_task || !s->ins_loop ||
         !s->stop_loop || !s->ins_meta || !s->ins_stack || !s->ins_frame || !s->ins_block ||
-        !s->ins_stat || !s->leak_task || !s->ins_unknown)
+        !s->ins_stat || !s->leak_task || !s->ins_unknown || !s->ins_named || !s->ins_window ||
+        !s->ins_hist)
         goto fail_db;
     return s;
 fail_db:
@@ -372,6 +380,38 @@ void ls_store_task_unknown(ls_store *s, uint64_t task, uint64_t loop)
     ls_step(s, s->ins_unknown);
 }
 
+void ls_store_task_named(ls_store *s, uint64_t task, uint64_t loop, const char *name,
+                         size_t name_len)
+{
+    sqlite3_bind_int64(s->ins_named, 1, (int64_t)task);
+    sqlite3_bind_int64(s->ins_named, 2, (int64_t)loop);
+    ls_bind_text(s->ins_named, 3, name, name_len);
+    ls_step(s, s->ins_named);
+}
+
+/* Bind n integers to st's parameters 1..n and run it. */
+static void ls_step_ints(ls_store *s, sqlite3_stmt *st, const int64_t *v, int n)
+{
+    for (int i = 0; i < n; i++)
+        sqlite3_bind_int64(st, i + 1, v[i]);
+    ls_step(s, st);
+}
+
+void ls_store_window(ls_store *s, uint64_t loop, int64_t start, int64_t end, uint64_t iterations,
+                     uint64_t wait_ns, uint64_t busy_ns, uint64_t max_busy_ns)
+{
+    int64_t v[] = { (int64_t)loop, start, end, (int64_t)iterations, (int64_t)wait_ns,
+                    (int64_t)busy_ns, (int64_t)max_busy_ns };
+    ls_step_ints(s, s->ins_window, v, 7);
+}
+
+void ls_store_hist(ls_store *s, uint64_t loop, int64_t lo, int64_t hi, uint64_t count,
+                   uint64_t busy_ns)
+{
+    int64_t v[] = { (int64_t)loop, lo, hi, (int64_t)count, (int64_t)busy_ns };
+    ls_step_ints(s, s->ins_hist, v, 5);
+}
+
 void ls_store_task_leak(ls_store *s, uint64_t task, int kind)
 {
     sqlite3_bind_int(s->leak_task, 1, kind);
@@ -473,19 +513,21 @@ void ls_store_syscall_stat(ls_store *s, uint64_t loop, uint32_t tid, uint32_t nr
 }
 
 /* After capture, with the indexes built: the duration of on-CPU episodes
- * (their step's end, minus off-CPU episodes inside it), the tasks each
- * episode delayed, and their count. */
+ * (their step's end, minus off-CPU episodes inside it; in the generic mode
+ * the BPF side measured it), the tasks each episode delayed, and their
+ * count. */
+#define LS_NOT_GENERIC "NOT EXISTS (SELECT 1 FROM meta WHERE key = 'mode' AND value = 'generic')"
 static const char ls_post_sql[] =
     "UPDATE blocking SET dur_ns = coalesce(("
     "  SELECT min(e.ts_ns) FROM events e WHERE e.ts_ns > blocking.start_ns AND ("
     "    (blocking.task_id IS NOT NULL AND e.task_id = blocking.task_id AND e.kind IN (5, 7))"
     "    OR (blocking.task_id IS NULL AND e.loop_id = blocking.loop_id AND e.kind = 13))),"
     "  (SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'end_ns')) - start_ns"
-    " WHERE kind = 2;"
+    " WHERE kind = 2 AND " LS_NOT_GENERIC ";"
     "UPDATE blocking SET dur_ns = dur_ns - coalesce((SELECT sum(o.dur_ns) FROM blocking o"
     "  WHERE o.kind = 1 AND o.loop_id = blocking.loop_id AND o.start_ns >= blocking.start_ns"
     "  AND o.start_ns < blocking.start_ns + blocking.dur_ns), 0)"
-    " WHERE kind = 2;"
+    " WHERE kind = 2 AND " LS_NOT_GENERIC ";"
     /* Victims: wake events near each episode, with the task's next run and
      * its previous suspend.  cause 1: woken before the episode ended, ran
      * after it; 2: its sleep's deadline came before the
@@ -541,7 +583,7 @@ static void ls_finalize_all(ls_store *s)
     sqlite3_stmt *sts[] = { s->ins_many, s->ins_one, s->ins_task, s->fin_task,
                             s->ins_loop, s->stop_loop, s->ins_meta, s->ins_stack,
                             s->ins_frame, s->ins_block, s->ins_stat, s->leak_task,
-                            s->ins_unknown };
+                            s->ins_unknown, s->ins_named, s->ins_window, s->ins_hist };
     for (size_t i = 0; i < sizeof(sts) / sizeof(sts[0]); i++)
         sqlite3_finalize(sts[i]);
 }

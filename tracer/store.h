@@ -42,6 +42,16 @@ void ls_store_task_create(ls_store *s, uint64_t task, uint64_t loop, uint64_t pa
  * unless it has one: events never name a task missing from tasks. */
 void ls_store_task_unknown(ls_store *s, uint64_t task, uint64_t loop);
 void ls_store_task_leak(ls_store *s, uint64_t task, int kind);
+/* Generic mode: a task known only by its name (an asyncio Task), unless
+ * it has a row. */
+void ls_store_task_named(ls_store *s, uint64_t task, uint64_t loop, const char *name,
+                         size_t name_len);
+/* Generic mode: a window of a loop thread's iterations, and (at the end)
+ * a bucket of its iteration-latency histogram. */
+void ls_store_window(ls_store *s, uint64_t loop, int64_t start, int64_t end, uint64_t iterations,
+                     uint64_t wait_ns, uint64_t busy_ns, uint64_t max_busy_ns);
+void ls_store_hist(ls_store *s, uint64_t loop, int64_t lo, int64_t hi, uint64_t count,
+                   uint64_t busy_ns);
 void ls_store_task_finish(ls_store *s, uint64_t task, uint64_t loop, int64_t ended, int state,
                           int64_t error);
 
