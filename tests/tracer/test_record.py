@@ -320,11 +320,15 @@ def errors():
     expect_error(["-p", "999999999"], "no process with pid 999999999")
     expect_error(["-p", "abc"], "invalid pid 'abc'")
     expect_error([], "give either -p PID or -- CMD")
-    expect_error(["-p", str(os.getpid())], "has no loopscope probes")
+    # Without probes the default mode records in the generic loop mode
+    # (test_generic.py); --mode libevl insists on them.
+    expect_error(["--mode", "libevl", "-p", str(os.getpid())], "has no loopscope probes")
+    expect_error(["--mode", "bogus", "-p", "1"], "invalid --mode 'bogus'")
+    expect_error(["--wait-calls", "bogus", "-p", "1"], "invalid --wait-calls 'bogus'")
     expect_error(["-d", "-1", "-p", "1"], "invalid duration")
     expect_error(["-o", "/nonexistent-dir/x.db", "--", os.path.join(A.examples, "lifecycle")],
                  "cannot create trace '/nonexistent-dir/x.db'")
-    expect_error(["--", "/bin/true"], "has no loopscope probes")
+    expect_error(["--mode", "libevl", "--", "/bin/true"], "has no loopscope probes")
     expect_error(["--", "no-such-command-xyz"], "command not found")
     db = tmpdb()
     record("-o", db, "--", os.path.join(A.examples, "lifecycle"))
