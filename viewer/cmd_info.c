@@ -2,6 +2,7 @@
  * cmd_info.c -- `loopscope info TRACE`: what was recorded.
  */
 #include "commands.h"
+#include "loopstat.h"
 #include "output.h"
 #include "trace.h"
 
@@ -17,6 +18,13 @@ static const char usage[] =
     "(ring-buffer messages, their bytes and the events the target claims were in\n"
     "them; malformed records rejected; unreadable batches), settings, blocking\n"
     "episodes.\n"
+    "\n"
+    "A trace of the generic loop mode (a process not built on libevl: no task\n"
+    "lifecycle) also shows its runtime and, per loop thread, the iterations\n"
+    "(a wait call's return to the next one's), iterations per second, the share\n"
+    "of time busy (not in the wait call) and the histogram of the busy time per\n"
+    "iteration (the loop's lag) with p50/p90/p99 -- upper bounds of the\n"
+    "power-of-two buckets that hold them -- and the longest iteration measured.\n"
     "\n"
     "example: loopscope info trace.db\n";
 
@@ -59,6 +67,183 @@ static void print_drops(const ls_drops *d)
                d->read_errors == 1 ? "" : "es");
 }
 
+#define HIST_BAR 40            /* width of a histogram bar */
+#define MAX_LOOPS_SHOWN 32     /* loop threads detailed in the text output */
+
+/* What the generic loop mode's wait_calls meta value means. */
+static const char *wait_calls_text(const char *w)
+{
+    if (!w)
+        return "not recorded";
+    if (!strcmp(w, "epoll"))
+        return "epoll_wait and epoll_pwait";
+    if (!strcmp(w, "all"))
+        return "every wait call (epoll, poll, select)";
+    return NULL;
+}
+
+static double pct(int64_t part, int64_t whole)
+{
+    return whole > 0 ? 100.0 * (double)part / (double)whole : 0;
+}
+
+/* "p50 < 262us" or "p99 <= 52.4ms" (the measured maximum bounds it). */
+static void print_quantile(const ls_loopstat *l, const char *name, double q, const char *sep)
+{
+    int64_t lo, hi;
+    bool capped;
+    char d[32];
+    if (ls_hist_quantile(l, q, &lo, &hi, &capped))
+        printf("%s%s %s %s", sep, name, capped ? "<=" : "<", ls_fmt_dur(d, sizeof(d), hi));
+}
+
+/* bpftrace-like: one row per bucket from the first to the last non-empty. */
+static void print_hist(const ls_loopstat *l)
+{
+    int first = -1, last = -1;
+    int64_t top = 0;
+    for (int i = 0; i < l->nhist; i++)
+        if (l->hist[i].count > 0) {
+            if (first < 0)
+                first = i;
+            last = i;
+            if (l->hist[i].count > top)
+                top = l->hist[i].count;
+        }
+    if (first < 0)
+        return;
+    printf("  %-22s %10s %-*s %s\n", "busy per iteration", "iterations", HIST_BAR + 2, "",
+           "share of busy time");
+    for (int i = first; i <= last; i++) {
+        const ls_bucket *b = &l->hist[i];
+        char d1[32], d2[32], range[80], bar[HIST_BAR + 1];
+        snprintf(range, sizeof(range), "[%s, %s)", b->lo ? ls_fmt_dur(d1, sizeof(d1), b->lo) : "0",
+                 ls_fmt_dur(d2, sizeof(d2), b->hi));
+        int n = top > 0 ? (int)((double)b->count * HIST_BAR / (double)top + 0.5) : 0;
+        if (n == 0 && b->count > 0)
+            n = 1;
+        memset(bar, '@', (size_t)n);
+        bar[n] = 0;
+        printf("  %-22s %10lld |%-*s| %5.1f%%\n", range, (long long)b->count, HIST_BAR, bar,
+               pct(b->busy, l->hist_busy));
+    }
+}
+
+/* Per loop thread: iterations, rate, busy share, latency histogram. */
+static void print_loop_threads(const ls_loopstat *ls, size_t n, const char *stop)
+{
+    char d1[32], d2[32];
+    for (size_t i = 0; i < n && i < MAX_LOOPS_SHOWN; i++) {
+        const ls_loopstat *l = &ls[i];
+        printf("\nloop thread %lld", (long long)l->tid);
+        if (l->id != l->tid)
+            printf(" (loop %lld)", (long long)l->id);
+        if (l->windows) {
+            double secs = (double)l->covered_ns / 1e9;
+            printf(": %lld iteration%s in %s (%.0f/s), busy %.1f%% (waiting %.1f%%)\n",
+                   (long long)l->iterations, l->iterations == 1 ? "" : "s",
+                   ls_fmt_dur(d1, sizeof(d1), l->covered_ns),
+                   secs > 0 ? (double)l->iterations / secs : 0.0,
+                   pct(l->busy_ns, ls_sat_add(l->busy_ns, l->wait_ns)),
+                   pct(l->wait_ns, ls_sat_add(l->busy_ns, l->wait_ns)));
+        } else {
+            printf(": no iteration windows recorded\n");
+        }
+        if (l->bad_windows || l->overlaps)
+            printf("  (windows: %lld malformed ignored, %lld overlapping the previous one: "
+                   "figures approximate)\n", (long long)l->bad_windows, (long long)l->overlaps);
+        if (l->hist_count > 0) {
+            printf("  iteration latency (busy time per iteration):");
+            print_quantile(l, "p50", 0.50, " ");
+            print_quantile(l, "p90", 0.90, ", ");
+            print_quantile(l, "p99", 0.99, ", ");
+            if (l->windows)
+                printf(", max %s", ls_fmt_dur(d2, sizeof(d2), l->max_busy_ns));
+            printf("\n  (p50/p90/p99: upper bounds of the power-of-two buckets holding them%s)\n",
+                   l->windows ? "; max: measured" : "");
+            print_hist(l);
+        } else {
+            printf("  iteration latency: histogram missing (written when the recording ends; "
+                   "stop reason: %s)%s%s\n", stop ? ls_term(stop) : "?",
+                   l->windows ? "; longest iteration in the windows: " : "",
+                   l->windows ? ls_fmt_dur(d2, sizeof(d2), l->max_busy_ns) : "");
+        }
+        if (l->hist_bad)
+            printf("  (histogram: %lld malformed bucket%s ignored)\n", (long long)l->hist_bad,
+                   l->hist_bad == 1 ? "" : "s");
+    }
+    if (n > MAX_LOOPS_SHOWN)
+        printf("\n%zu more loop threads not shown (see --json)\n", n - MAX_LOOPS_SHOWN);
+}
+
+static void json_quantile(ls_json *j, const ls_loopstat *l, const char *key, double q)
+{
+    int64_t lo, hi;
+    bool capped;
+    ls_json_key(j, key);
+    if (!ls_hist_quantile(l, q, &lo, &hi, &capped)) {
+        ls_json_null(j);
+        return;
+    }
+    ls_json_begin_object(j);
+    ls_json_key(j, "lo_ns"); ls_json_int(j, lo);
+    ls_json_key(j, "hi_ns"); ls_json_int(j, hi);
+    ls_json_key(j, "hi_is_max"); ls_json_bool(j, capped);
+    ls_json_end_object(j);
+}
+
+static void json_loop_threads(ls_json *j, const ls_loopstat *ls, size_t n)
+{
+    ls_json_key(j, "loop_threads");
+    ls_json_begin_array(j);
+    for (size_t i = 0; i < n; i++) {
+        const ls_loopstat *l = &ls[i];
+        double secs = (double)l->covered_ns / 1e9;
+        ls_json_begin_object(j);
+        ls_json_key(j, "loop_id"); ls_json_int(j, l->id);
+        ls_json_key(j, "tid"); ls_json_int(j, l->tid);
+        ls_json_key(j, "windows"); ls_json_int(j, l->windows);
+        ls_json_key(j, "malformed_windows"); ls_json_int(j, l->bad_windows);
+        ls_json_key(j, "overlapping_windows"); ls_json_int(j, l->overlaps);
+        ls_json_key(j, "iterations"); ls_json_int(j, l->iterations);
+        ls_json_key(j, "covered_ns"); ls_json_int(j, l->covered_ns);
+        ls_json_key(j, "iterations_per_s"); ls_json_double(j, secs > 0 ? (double)l->iterations / secs : 0);
+        ls_json_key(j, "busy_ns"); ls_json_int(j, l->busy_ns);
+        ls_json_key(j, "wait_ns"); ls_json_int(j, l->wait_ns);
+        ls_json_key(j, "busy_pct"); ls_json_double(j, pct(l->busy_ns, ls_sat_add(l->busy_ns, l->wait_ns)));
+        ls_json_key(j, "max_busy_ns");
+        if (l->windows)
+            ls_json_int(j, l->max_busy_ns);
+        else
+            ls_json_null(j);
+        ls_json_key(j, "histogram");
+        if (l->hist_count <= 0) {
+            ls_json_null(j);
+        } else {
+            ls_json_begin_object(j);
+            ls_json_key(j, "iterations"); ls_json_int(j, l->hist_count);
+            json_quantile(j, l, "p50", 0.50);
+            json_quantile(j, l, "p90", 0.90);
+            json_quantile(j, l, "p99", 0.99);
+            ls_json_key(j, "buckets");
+            ls_json_begin_array(j);
+            for (int b = 0; b < l->nhist; b++) {
+                ls_json_begin_object(j);
+                ls_json_key(j, "lo_ns"); ls_json_int(j, l->hist[b].lo);
+                ls_json_key(j, "hi_ns"); ls_json_int(j, l->hist[b].hi);
+                ls_json_key(j, "count"); ls_json_int(j, l->hist[b].count);
+                ls_json_key(j, "busy_ns"); ls_json_int(j, l->hist[b].busy);
+                ls_json_end_object(j);
+            }
+            ls_json_end_array(j);
+            ls_json_end_object(j);
+        }
+        ls_json_key(j, "malformed_buckets"); ls_json_int(j, l->hist_bad);
+        ls_json_end_object(j);
+    }
+    ls_json_end_array(j);
+}
+
 int cmd_info(int argc, char **argv)
 {
     bool json = false;
@@ -90,6 +275,24 @@ int cmd_info(int argc, char **argv)
             nblk = q_int(t, "SELECT count(*) FROM blocking"),
             blkns = q_int(t, "SELECT CAST(total(dur_ns) AS INTEGER) FROM blocking"),
             maxblk = q_int(t, "SELECT coalesce(max(dur_ns), 0) FROM blocking");
+    bool generic = ls_is_generic(t);
+    char *runtime = ls_meta(t, "runtime"), *waits = ls_meta(t, "wait_calls"),
+         *jit = ls_meta(t, "jit_symbols");
+    int64_t window = ls_meta_int(t, "window_ns", -1);
+    ls_loopstat *ls = NULL;
+    size_t nls = 0;
+    if (!ls_loopstats_read(t, &ls, &nls)) {
+        free(tool); free(cmd); free(start); free(why); free(host); free(kernel); free(mode);
+        free(blk); free(sys); free(runtime); free(waits); free(jit);
+        ls_trace_close(t);
+        return 1;
+    }
+    /* Loop threads are detailed for generic traces, and for any trace
+     * whose windows or histogram have rows. */
+    bool iters = generic;
+    for (size_t i = 0; i < nls; i++)
+        iters |= ls[i].windows > 0 || ls[i].nhist > 0 || ls[i].bad_windows || ls[i].hist_bad;
+    int64_t nasync = generic ? q_int(t, "SELECT count(*) FROM tasks") : 0;
     char d1[32], d2[32], d3[32], d4[32];
     if (json) {
         ls_json j;
@@ -110,15 +313,20 @@ int cmd_info(int argc, char **argv)
         ls_json_key(&j, "block_threshold_ns"); ls_json_int(&j, thr);
         ls_json_key(&j, "syscalls"); ls_json_str(&j, sys);
         ls_json_key(&j, "loops"); ls_json_int(&j, nloops);
-        ls_json_key(&j, "tasks"); ls_json_begin_object(&j);
-        ls_json_key(&j, "total"); ls_json_int(&j, ntasks);
-        ls_json_key(&j, "finished"); ls_json_int(&j, nfin);
-        ls_json_key(&j, "failed"); ls_json_int(&j, nfail);
-        ls_json_key(&j, "cancelled"); ls_json_int(&j, ncanc);
-        ls_json_key(&j, "pending"); ls_json_int(&j, npend);
-        ls_json_key(&j, "preexisting"); ls_json_int(&j, npre);
-        ls_json_key(&j, "leaked"); ls_json_int(&j, nleak);
-        ls_json_end_object(&j);
+        ls_json_key(&j, "tasks");
+        if (generic) {
+            ls_json_null(&j);             /* no lifecycle: asyncio_tasks below */
+        } else {
+            ls_json_begin_object(&j);
+            ls_json_key(&j, "total"); ls_json_int(&j, ntasks);
+            ls_json_key(&j, "finished"); ls_json_int(&j, nfin);
+            ls_json_key(&j, "failed"); ls_json_int(&j, nfail);
+            ls_json_key(&j, "cancelled"); ls_json_int(&j, ncanc);
+            ls_json_key(&j, "pending"); ls_json_int(&j, npend);
+            ls_json_key(&j, "preexisting"); ls_json_int(&j, npre);
+            ls_json_key(&j, "leaked"); ls_json_int(&j, nleak);
+            ls_json_end_object(&j);
+        }
         ls_json_key(&j, "events"); ls_json_int(&j, nev);
         /* drop counters: null when the recorder did not write them */
         static const char *const keys[] = { "dropped_messages", "dropped_bytes",
@@ -135,6 +343,20 @@ int cmd_info(int argc, char **argv)
         ls_json_key(&j, "lossy"); ls_json_bool(&j, ls_drops_lossy(&dr));
         ls_json_key(&j, "blocking_episodes"); ls_json_int(&j, nblk);
         ls_json_key(&j, "blocked_ns"); ls_json_int(&j, blkns);
+        if (generic) {
+            ls_json_key(&j, "lifecycle"); ls_json_bool(&j, false);
+            ls_json_key(&j, "runtime"); ls_json_str(&j, runtime);
+            ls_json_key(&j, "wait_calls"); ls_json_str(&j, waits);
+            ls_json_key(&j, "window_ns");
+            if (window >= 0)
+                ls_json_int(&j, window);
+            else
+                ls_json_null(&j);
+            ls_json_key(&j, "jit_symbols"); ls_json_str(&j, jit);
+            ls_json_key(&j, "asyncio_tasks"); ls_json_int(&j, nasync);
+        }
+        if (iters)
+            json_loop_threads(&j, ls, nls);
         ls_json_end_object(&j);
     } else {
         printf("trace:     %s (schema %d, %.1f KiB)\n", ls_term(path), LS_TRACE_SCHEMA, sb.st_size / 1024.0);
@@ -143,22 +365,49 @@ int cmd_info(int argc, char **argv)
         printf("recorded:  %s, %s (%s)\n", start ? ls_term(start) : "?", ls_fmt_dur(d1, sizeof(d1), dur),
                why ? ls_term(why) : "?");
         printf("host:      %s, %s\n", host ? ls_term(host) : "?", kernel ? ls_term(kernel) : "?");
+        if (generic) {
+            const char *wt = wait_calls_text(waits);
+            printf("mode:      generic loop mode (no task lifecycle: the process is not built on "
+                   "libevl)\n");
+            printf("runtime:   %s; the loop's wait: %s", runtime ? ls_term(runtime) : "?",
+                   wt ? wt : ls_term(waits));
+            if (window > 0)
+                printf("; windows of %s", ls_fmt_dur(d1, sizeof(d1), window));
+            printf("\n");
+            if (jit)
+                printf("jit:       %s\n", ls_term(jit));
+        }
         printf("settings:  %s, blocking detection %s (threshold %s), syscalls %s\n",
                mode ? ls_term(mode) : "?", blk ? ls_term(blk) : "?", ls_fmt_dur(d2, sizeof(d2), thr),
                sys ? ls_term(sys) : "off");
-        printf("loops:     %lld\n", (long long)nloops);
-        printf("tasks:     %lld (%lld finished, %lld failed, %lld cancelled, %lld pending; "
-               "%lld pre-existing, %lld leaked)\n", (long long)ntasks, (long long)nfin,
-               (long long)nfail, (long long)ncanc, (long long)npend, (long long)npre,
-               (long long)nleak);
         /* "none dropped" only from the recorder's own counters, present and 0 */
         bool none = dr.messages == 0 && !ls_drops_lossy(&dr);
-        printf("events:    %lld%s\n", (long long)nev, none ? " (none dropped)" : "");
+        if (generic) {
+            printf("loops:     %lld loop thread%s\n", (long long)nloops, nloops == 1 ? "" : "s");
+            printf("tasks:     no task lifecycle; %lld asyncio task%s named in blocking "
+                   "episodes\n", (long long)nasync, nasync == 1 ? "" : "s");
+            if (nev)
+                printf("events:    %lld%s\n", (long long)nev, none ? " (none dropped)" : "");
+            else
+                printf("events:    none: generic mode records loop iterations, not task "
+                       "events%s\n", none ? " (none dropped)" : "");
+        } else {
+            printf("loops:     %lld\n", (long long)nloops);
+            printf("tasks:     %lld (%lld finished, %lld failed, %lld cancelled, %lld pending; "
+                   "%lld pre-existing, %lld leaked)\n", (long long)ntasks, (long long)nfin,
+                   (long long)nfail, (long long)ncanc, (long long)npend, (long long)npre,
+                   (long long)nleak);
+            printf("events:    %lld%s\n", (long long)nev, none ? " (none dropped)" : "");
+        }
         print_drops(&dr);
         printf("blocking:  %lld episode%s, %s in all, longest %s\n", (long long)nblk,
                nblk == 1 ? "" : "s", ls_fmt_dur(d3, sizeof(d3), blkns),
                ls_fmt_dur(d4, sizeof(d4), maxblk));
+        if (iters)
+            print_loop_threads(ls, nls, why);
     }
+    ls_loopstats_free(ls, nls);
+    free(runtime); free(waits); free(jit);
     free(tool); free(cmd); free(start); free(why); free(host); free(kernel); free(mode);
     free(blk); free(sys);
     ls_trace_close(t);

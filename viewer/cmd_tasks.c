@@ -26,6 +26,12 @@ static const char usage[] =
     "  --limit N       at most N rows\n"
     "  --json          JSON array instead of a table\n"
     "\n"
+    "A trace of the generic loop mode (a process not built on libevl) has no task\n"
+    "lifecycle: the command says so in one line and lists the asyncio tasks named\n"
+    "in blocking episodes instead (id = the Task object's address, loop thread,\n"
+    "episodes, blocked time, longest), exit status 0; --sort takes id, name or\n"
+    "blocking there, --state is refused.\n"
+    "\n"
     "example: loopscope tasks trace.db --sort busy --limit 10\n";
 
 struct opts {
@@ -77,6 +83,70 @@ static int on_opt(int c, const char *arg, void *ctx)
     return 0;
 }
 
+/* Generic mode: no lifecycle; the asyncio tasks of blocking episodes. */
+static int generic_tasks(ls_trace *t, const struct opts *o, bool json)
+{
+    if (o->state) {
+        ls_error("tasks: --state needs task lifecycle, which a generic loop mode trace does not "
+                 "have");
+        return 1;
+    }
+    const char *order = !strcmp(o->sort, "name, id") ? "t.name, t.id"
+                        : !strcmp(o->sort, "blocked_ns DESC, id") ? "blocked DESC, t.id" : "t.id";
+    char *sql = NULL;
+    if (asprintf(&sql,
+        "SELECT t.id, t.name, t.loop_id, count(b.id),"
+        "  CAST(total(max(b.dur_ns, 0)) AS INTEGER) AS blocked, coalesce(max(b.dur_ns), 0)"
+        " FROM tasks t LEFT JOIN blocking b ON b.task_id = t.id"
+        " WHERE (?1 IS NULL OR t.name GLOB ?1) GROUP BY t.id ORDER BY %s LIMIT ?2", order) < 0)
+        return 1;
+    sqlite3_stmt *st = ls_prepare(t, sql);
+    free(sql);
+    if (!st)
+        return 1;
+    if (o->name)
+        sqlite3_bind_text(st, 1, o->name, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 2, o->limit > 0 ? o->limit : -1);
+    static const ls_col cols[] = {
+        { "ID", "id", true }, { "NAME", "name", false }, { "THREAD", "loop_id", true },
+        { "BLOCK", "blocking", true }, { "BLOCKED", "blocked_ns", true },
+        { "LONGEST", "longest_blocking_ns", true },
+    };
+    ls_table *tab = ls_table_new(cols, sizeof(cols) / sizeof(cols[0]));
+    int step;
+    size_t rows = 0;
+    while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+        char hex[32];
+        int64_t id = sqlite3_column_int64(st, 0);
+        snprintf(hex, sizeof(hex), "0x%llx", (unsigned long long)id);
+        if (json)
+            ls_table_int(tab, id);
+        else
+            ls_table_str(tab, hex);       /* an object address */
+        ls_table_str(tab, (const char *)sqlite3_column_text(st, 1));
+        ls_table_int(tab, sqlite3_column_int64(st, 2));
+        ls_table_int(tab, sqlite3_column_int64(st, 3));
+        ls_table_dur(tab, ls_col_ts(st, 4));
+        ls_table_dur(tab, ls_col_ts(st, 5));
+        rows++;
+    }
+    bool ok = ls_step_ok(t, st, step);
+    sqlite3_finalize(st);
+    if (!ok) {
+        ls_table_free(tab);
+        return 1;
+    }
+    if (!json)
+        printf("generic loop mode: no task lifecycle (the process is not built on libevl); "
+               "%zu asyncio task%s named in blocking episodes%s\n", rows, rows == 1 ? "" : "s",
+               rows ? ":" : "");
+    if (json || rows)
+        ls_table_print(tab, stdout, json);
+    else
+        ls_table_free(tab);
+    return 0;
+}
+
 int cmd_tasks(int argc, char **argv)
 {
     struct opts o = { .sort = "id" };
@@ -96,6 +166,11 @@ int cmd_tasks(int argc, char **argv)
     ls_trace *t = ls_trace_open(path);
     if (!t)
         return 1;
+    if (ls_is_generic(t)) {
+        rc = generic_tasks(t, &o, json);
+        ls_trace_close(t);
+        return rc;
+    }
     int64_t start = ls_meta_int(t, "start_ns", 0), end = ls_meta_int(t, "end_ns", 0);
     char *sql = NULL;
     if (asprintf(&sql,

@@ -220,20 +220,64 @@ int64_t ls_parse_duration(const char *s)
     return (int64_t)(v * mul + 0.5);
 }
 
+bool ls_is_generic(ls_trace *t)
+{
+    char *m = ls_meta(t, "mode");
+    bool g = m && !strcmp(m, "generic");
+    free(m);
+    return g;
+}
+
+bool ls_has_table(ls_trace *t, const char *name)
+{
+    sqlite3_stmt *st = NULL;
+    bool yes = false;
+    if (sqlite3_prepare_v2(t->db, "SELECT 1 FROM sqlite_master WHERE name = ? AND type IN"
+                                  " ('table', 'view')", -1, &st, NULL) == SQLITE_OK) {
+        sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+        yes = sqlite3_step(st) == SQLITE_ROW;
+    }
+    sqlite3_finalize(st);
+    return yes;
+}
+
+/* Generic mode: the application is the Python code (module 'python') and
+ * the JIT's JavaScript ('[jit]') but not the interpreter's own library code
+ * (CPython's standard library, frozen modules, Node's internals); native
+ * frames count as application code only in a 'native' runtime, or outside
+ * the interpreter's executable (meta target_binary: its C functions such as
+ * time_sleep are the runtime, not the program). */
+static const char generic_app_sql[] =
+    "CREATE TEMP VIEW IF NOT EXISTS app_frames AS"
+    " SELECT stack_id, depth, function, file, line, module FROM frames"
+    " WHERE CASE WHEN module = 'python' THEN coalesce(file, '') NOT LIKE '/usr/lib/python%'"
+    "     AND coalesce(file, '') NOT LIKE '/usr/local/lib/python%'"
+    "     AND coalesce(file, '') NOT LIKE '<frozen %'"
+    "   WHEN module = '[jit]' THEN coalesce(function, '') NOT LIKE '%node:%'"
+    "   ELSE coalesce(module, '') NOT LIKE '/usr/lib/%'"
+    "     AND coalesce(module, '') NOT LIKE '/lib/%'"
+    "     AND coalesce(module, '') NOT LIKE '[%'"
+    "     AND (coalesce((SELECT value FROM meta WHERE key = 'runtime'), 'native') LIKE 'native%'"
+    "       OR coalesce(module, '') IS NOT"
+    "          coalesce((SELECT value FROM meta WHERE key = 'target_binary'), '')) END;";
+
 bool ls_create_app_frames(ls_trace *t)
 {
-    static const char sql[] =
+    static const char libevl_app_sql[] =
         "CREATE TEMP VIEW IF NOT EXISTS app_frames AS"
         " SELECT stack_id, depth, function, file, line, module FROM frames"
         " WHERE coalesce(module, '') NOT LIKE '/usr/lib/%'"
         "   AND coalesce(module, '') NOT LIKE '/lib/%'"
         "   AND coalesce(module, '') NOT LIKE '[%'"
-        "   AND coalesce(function, '') NOT LIKE 'evl\\_\\_%' ESCAPE '\\';"
+        "   AND coalesce(function, '') NOT LIKE 'evl\\_\\_%' ESCAPE '\\';";
+    static const char sites_sql[] =
         "CREATE TEMP VIEW IF NOT EXISTS sites AS"
         " SELECT a.stack_id, a.function, a.file, a.line FROM app_frames a"
         " WHERE a.depth = (SELECT min(b.depth) FROM app_frames b WHERE b.stack_id = a.stack_id);";
     char *msg = NULL;
-    if (sqlite3_exec(t->db, sql, NULL, NULL, &msg) != SQLITE_OK) {
+    const char *app = ls_is_generic(t) ? generic_app_sql : libevl_app_sql;
+    if (sqlite3_exec(t->db, app, NULL, NULL, &msg) != SQLITE_OK ||
+        sqlite3_exec(t->db, sites_sql, NULL, NULL, &msg) != SQLITE_OK) {
         ls_error("reading trace '%s': %s", t->path, msg ? msg : "?");
         sqlite3_free(msg);
         return false;

@@ -60,6 +60,12 @@ void ls_read_drops(ls_trace *t, ls_drops *d);
 /* Anything lost or refused (a lossy trace). */
 bool ls_drops_lossy(const ls_drops *d);
 
+/* meta mode = 'generic' (tracer/SCHEMA.md): a process not built on libevl,
+ * recorded without task lifecycle; its loops are threads. */
+bool ls_is_generic(ls_trace *t);
+/* A table (or view) of that name exists: older traces lack the newer ones. */
+bool ls_has_table(ls_trace *t, const char *name);
+
 /* A meta value (malloc'd), or NULL. */
 char *ls_meta(ls_trace *t, const char *key);
 int64_t ls_meta_int(ls_trace *t, const char *key, int64_t dflt);
