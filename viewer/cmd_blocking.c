@@ -26,6 +26,11 @@ static const char usage[] =
     "  --limit N    list at most N episodes (default 10; totals cover all)\n"
     "  --json       JSON instead of text\n"
     "\n"
+    "In a trace of the generic loop mode (a process not built on libevl) an\n"
+    "episode names its loop thread and, when it happened in an asyncio task, the\n"
+    "task; the application frames are the program's Python (or JIT-compiled)\n"
+    "code, not the interpreter's.\n"
+    "\n"
     "example: loopscope blocking trace.db --by task --min 5ms\n";
 
 struct opts {
@@ -75,7 +80,7 @@ static char *site_text(const char *file, int line, const char *fn)
 }
 
 /* The stack of one episode: application frames first, then the rest. */
-static void print_stack(ls_trace *t, int64_t stack, ls_json *j)
+static void print_stack(ls_trace *t, int64_t stack, ls_json *j, bool generic)
 {
     sqlite3_stmt *st = ls_prepare(t,
         "SELECT f.function, f.file, f.line, f.module,"
@@ -103,7 +108,7 @@ static void print_stack(ls_trace *t, int64_t stack, ls_json *j)
             continue;
         }
         if (!app && !in_system) {
-            printf("      -- system and libevl frames --\n");
+            printf("      -- system and %s frames --\n", generic ? "runtime" : "libevl");
             in_system = true;
         }
         if (file)
@@ -164,17 +169,17 @@ static void print_victims(ls_trace *t, int64_t id, int64_t ndelayed, ls_json *j)
 
 static const char episodes_sql[] =
     "SELECT b.id, b.task_id, t.name, b.start_ns - ?1, b.dur_ns, k.name, y.name, b.stack_id,"
-    "  s.function, s.file, s.line, b.delayed_tasks"
+    "  s.function, s.file, s.line, b.delayed_tasks, b.loop_id"
     " FROM blocking b LEFT JOIN tasks t ON t.id = b.task_id"
     " LEFT JOIN blocking_kinds k ON k.id = b.kind LEFT JOIN syscalls y ON y.nr = b.syscall"
     " LEFT JOIN sites s ON s.stack_id = b.stack_id"
     " WHERE b.dur_ns >= ?2 ORDER BY b.dur_ns DESC, b.id LIMIT ?3";
 
 /* Group keys: the expression totals are grouped by. */
-static const char *group_expr(const char *by)
+static const char *group_expr(const char *by, bool generic)
 {
     if (!strcmp(by, "task"))
-        return "coalesce(t.name, '(callback)')";
+        return generic ? "coalesce(t.name, '(no asyncio task)')" : "coalesce(t.name, '(callback)')";
     if (!strcmp(by, "syscall"))
         return "coalesce(y.name, CASE b.kind WHEN 2 THEN '(on-cpu)' ELSE '(none)' END)";
     return "CASE WHEN s.file IS NULL THEN coalesce(s.function, '(no application frame)')"
@@ -205,6 +210,7 @@ int cmd_blocking(int argc, char **argv)
     }
     int64_t start = ls_meta_int(t, "start_ns", 0), thr = ls_meta_int(t, "block_threshold_ns", 0);
     char *detect = ls_meta(t, "blocking_detection");
+    bool generic = ls_is_generic(t);
     ls_json jj, *j = NULL;
     char d1[32], d2[32], d3[32];
 
@@ -256,14 +262,28 @@ int cmd_blocking(int argc, char **argv)
             else
                 ls_json_int(j, sqlite3_column_int64(st, 1));
             ls_json_key(j, "task"); ls_json_str(j, task);
+            if (generic) {
+                ls_json_key(j, "thread"); ls_json_int(j, sqlite3_column_int64(st, 12));
+            }
             ls_json_key(j, "start_ns"); ls_json_int(j, sqlite3_column_int64(st, 3));
             ls_json_key(j, "dur_ns"); ls_json_int(j, dur);
             ls_json_key(j, "kind"); ls_json_str(j, kind);
             ls_json_key(j, "syscall"); ls_json_str(j, sys);
             ls_json_key(j, "site"); ls_json_str(j, site);
-            print_stack(t, stack, j);
+            print_stack(t, stack, j, generic);
             print_victims(t, id, ndelayed, j);
             ls_json_end_object(j);
+        } else if (generic) {
+            char who[64];
+            snprintf(who, sizeof(who), " (0x%llx)", (unsigned long long)sqlite3_column_int64(st, 1));
+            printf("\n#%d  %s %s%s%s on thread %lld, %s%s%s, at +%s\n", ++rank,
+                   ls_fmt_dur(d1, sizeof(d1), dur), kind ? ls_term(kind) : "?", sys ? " in " : "",
+                   sys ? ls_term(sys) : "", (long long)sqlite3_column_int64(st, 12),
+                   task ? "in asyncio task " : "outside any asyncio task", task ? ls_term(task) : "",
+                   task ? who : "", ls_fmt_dur(d3, sizeof(d3), sqlite3_column_int64(st, 3)));
+            printf("    called from %s\n", site ? ls_term(site) : "?");
+            print_stack(t, stack, NULL, generic);
+            print_victims(t, id, ndelayed, NULL);
         } else {
             printf("\n#%d  %s %s%s%s in %s (task id %lld), at +%s\n", ++rank,
                    ls_fmt_dur(d1, sizeof(d1), dur), kind ? ls_term(kind) : "?", sys ? " in " : "",
@@ -271,7 +291,7 @@ int cmd_blocking(int argc, char **argv)
                    (long long)sqlite3_column_int64(st, 1),
                    ls_fmt_dur(d3, sizeof(d3), sqlite3_column_int64(st, 3)));
             printf("    called from %s\n", site ? ls_term(site) : "?");
-            print_stack(t, stack, NULL);
+            print_stack(t, stack, NULL, generic);
             print_victims(t, id, ndelayed, NULL);
         }
         free(site);
@@ -289,7 +309,7 @@ int cmd_blocking(int argc, char **argv)
         " FROM blocking b LEFT JOIN tasks t ON t.id = b.task_id"
         " LEFT JOIN blocking_kinds k ON k.id = b.kind LEFT JOIN syscalls y ON y.nr = b.syscall"
         " LEFT JOIN sites s ON s.stack_id = b.stack_id"
-        " WHERE b.dur_ns >= ?1 GROUP BY k ORDER BY total(b.dur_ns) DESC, k", group_expr(o.by)) < 0)
+        " WHERE b.dur_ns >= ?1 GROUP BY k ORDER BY total(b.dur_ns) DESC, k", group_expr(o.by, generic)) < 0)
         goto fail;
     st = ls_prepare(t, sql);
     free(sql);

@@ -17,6 +17,7 @@
  */
 #define _GNU_SOURCE
 #include "commands.h"
+#include "loopstat.h"
 #include "output.h"
 #include "trace.h"
 
@@ -38,6 +39,12 @@ static const char usage[] =
     "                     held at least THRESHOLD by a blocking call (off-cpu) or\n"
     "                     a long computation (on-cpu); one warning per episode,\n"
     "                     with the application's call site\n"
+    "  loop-lag           a loop thread of a generic loop mode trace whose\n"
+    "                     iterations (a wait call's return to the next wait: the\n"
+    "                     loop does not listen meanwhile) lasted at least\n"
+    "                     THRESHOLD: its longest (loop_windows max_busy_ns), or\n"
+    "                     its p99 when the power-of-two bucket holding it starts\n"
+    "                     at THRESHOLD or above (iteration_hist); one per thread\n"
     "  never-yields       a task whose longest step (task_run to its next suspend\n"
     "                     or finish) lasted at least THRESHOLD, or at least\n"
     "                     max(1ms, THRESHOLD/10) and half of its lifetime; one per\n"
@@ -70,6 +77,9 @@ static const char usage[] =
     "                     target claims dropped events: other rules may miss or\n"
     "                     misreport\n"
     "\n"
+    "A generic loop mode trace (a process not built on libevl) has no task\n"
+    "lifecycle: only blocking-step, loop-lag and lossy-trace apply to it.\n"
+    "\n"
     "  --late DUR   late-timer threshold (default: THRESHOLD, or 5ms if unset)\n"
     "  --strict     exit 1 when any warning fires (for CI)\n"
     "  --json       a JSON array of {rule, task_id, task, message, evidence}\n"
@@ -98,10 +108,10 @@ static int on_opt(int c, const char *arg, void *ctx)
 }
 
 /* The rules, in output order; the index is the counter slot. */
-enum { R_BLOCKING, R_NEVER_YIELDS, R_LEAKED, R_LOST_WAKEUP, R_UNRETRIEVED, R_SELF_WAKE,
-       R_LATE_TIMER, R_LOSSY, R_COUNT };
+enum { R_BLOCKING, R_LOOP_LAG, R_NEVER_YIELDS, R_LEAKED, R_LOST_WAKEUP, R_UNRETRIEVED,
+       R_SELF_WAKE, R_LATE_TIMER, R_LOSSY, R_COUNT };
 static const char *const rule_ids[R_COUNT] = {
-    "blocking-step", "never-yields", "leaked-task", "lost-wakeup", "unretrieved-error",
+    "blocking-step", "loop-lag", "never-yields", "leaked-task", "lost-wakeup", "unretrieved-error",
     "self-wake", "late-timer", "lossy-trace",
 };
 
@@ -109,6 +119,7 @@ typedef struct lint {
     ls_trace *t;
     ls_json *j;                /* NULL: text */
     int64_t start, end, thr, late;
+    bool generic;              /* generic loop mode: no task lifecycle */
     long counts[R_COUNT];
     long total;
 } lint;
@@ -249,7 +260,7 @@ static const char *task_or(const char *name) { return name ? name : "?"; }
 
 static const char blocking_sql[] =
     "SELECT b.id, b.task_id, t.name, b.start_ns, b.dur_ns, b.kind, y.name, s.file, s.line,"
-    "  s.function, b.delayed_tasks"
+    "  s.function, b.delayed_tasks, b.loop_id"
     " FROM blocking b LEFT JOIN tasks t ON t.id = b.task_id"
     " LEFT JOIN syscalls y ON y.nr = b.syscall LEFT JOIN sites s ON s.stack_id = b.stack_id"
     " ORDER BY b.start_ns, b.id";
@@ -263,7 +274,13 @@ static void blocking_row(lint *L, sqlite3_stmt *st)
     bool oncpu = sqlite3_column_int(st, 5) == 2;
     char *site = site_text(col_text(st, 7), sqlite3_column_int(st, 8), col_text(st, 9));
     char who[300], delay[64] = "";
-    if (task >= 0)
+    if (L->generic && !col_null(st, 1))
+        snprintf(who, sizeof(who), "asyncio task '%s' on thread %lld", task_or(name),
+                 (long long)sqlite3_column_int64(st, 11));
+    else if (L->generic)
+        snprintf(who, sizeof(who), "thread %lld (outside any asyncio task)",
+                 (long long)sqlite3_column_int64(st, 11));
+    else if (task >= 0)
         snprintf(who, sizeof(who), "task '%s' (id %lld)", task_or(name), (long long)task);
     else
         snprintf(who, sizeof(who), "a callback");
@@ -282,6 +299,64 @@ static void blocking_row(lint *L, sqlite3_stmt *st)
     ev_int(L, "delayed_tasks", delayed);
     warn_end(L);
     free(site);
+}
+
+/* ------------------------------------------------------------- loop-lag */
+
+static void loop_lag(lint *L, const ls_loopstat *l)
+{
+    int64_t lo = 0, hi = 0, slow = 0, slow_from = -1;
+    bool capped = false, p99 = ls_hist_quantile(l, 0.99, &lo, &hi, &capped);
+    for (int i = 0; i < l->nhist; i++)
+        if (l->hist[i].lo >= L->thr && l->hist[i].count > 0) {
+            slow = ls_sat_add(slow, l->hist[i].count);
+            if (slow_from < 0)
+                slow_from = l->hist[i].lo;
+        }
+    bool by_max = l->windows > 0 && l->max_busy_ns >= L->thr, by_p99 = p99 && lo >= L->thr;
+    if (!by_max && !by_p99)
+        return;
+    char p[96] = "", n[128] = "";
+    if (p99)
+        snprintf(p, sizeof(p), "; p99 %s %s", capped ? "<=" : "<", dur(hi));
+    if (slow)
+        snprintf(n, sizeof(n), "; %lld iteration%s of %s or more", (long long)slow,
+                 slow == 1 ? "" : "s", dur(slow_from));
+    if (by_max)
+        warn_begin(L, R_LOOP_LAG, -1, NULL, "loop thread %lld lagged: an iteration kept it from "
+                   "its wait call for %s (in the window at %s)%s%s", (long long)l->tid,
+                   dur(l->max_busy_ns), at(L, l->max_at_ns), p, n);
+    else
+        warn_begin(L, R_LOOP_LAG, -1, NULL, "loop thread %lld lagged: 1%% of its iterations "
+                   "kept it from its wait call for %s or more%s", (long long)l->tid, dur(lo), n);
+    ev_int(L, "thread", l->tid);
+    ev_int(L, "iterations", l->hist_count > l->iterations ? l->hist_count : l->iterations);
+    if (l->windows) {
+        ev_int(L, "max_busy_ns", l->max_busy_ns);
+        ev_int(L, "max_window_start_ns", l->max_at_ns - L->start);
+    }
+    if (p99) {
+        ev_int(L, "p99_lo_ns", lo);
+        ev_int(L, "p99_hi_ns", hi);
+    }
+    if (l->hist_count > 0)
+        ev_int(L, "slow_iterations", slow);
+    ev_int(L, "threshold_ns", L->thr);
+    warn_end(L);
+}
+
+static bool loop_lag_all(lint *L)
+{
+    ls_loopstat *ls;
+    size_t n;
+    if (!ls_loopstats_read(L->t, &ls, &n)) {
+        ls_loopstats_free(ls, n);
+        return false;
+    }
+    for (size_t i = 0; i < n; i++)
+        loop_lag(L, &ls[i]);
+    ls_loopstats_free(ls, n);
+    return true;
 }
 
 /* --------------------------------------------------------- never-yields */
@@ -661,6 +736,7 @@ int cmd_lint(int argc, char **argv)
     L.thr = ls_meta_ts(t, "block_threshold_ns", 0);
     if (L.thr <= 0)
         L.thr = 10000000;
+    L.generic = ls_is_generic(t);
     L.late = o.late >= 0 ? ls_ts(o.late) : ls_meta_int(t, "block_threshold_ns", 0) > 0 ? L.thr : 5000000;
     bool ok = ls_create_app_frames(t);
     char *msg = NULL;
@@ -680,9 +756,12 @@ int cmd_lint(int argc, char **argv)
         { lost_sql, lost_row }, { unretrieved_sql, unretrieved_row }, { self_sql, self_row },
         { late_sql, late_row },
     };
-    for (size_t i = 0; ok && i < sizeof(rules) / sizeof(rules[0]); i++) {
+    /* Generic traces have no lifecycle: blocking-step and loop-lag only. */
+    for (size_t i = 0; ok && i < (L.generic ? 1 : sizeof(rules) / sizeof(rules[0])); i++) {
         sqlite3_stmt *st = prep(&L, rules[i].sql);
         ok = st && run_rows(&L, st, rules[i].row);
+        if (ok && i == 0)
+            ok = loop_lag_all(&L);
     }
     if (ok)
         lossy(&L);
@@ -690,7 +769,8 @@ int cmd_lint(int argc, char **argv)
         ls_json_end_array(L.j);
     } else if (ok) {
         if (!L.total) {
-            printf("no warnings\n");
+            printf("no warnings%s\n", L.generic ? " (generic loop mode: the task lifecycle rules "
+                                                 "do not apply)" : "");
         } else {
             printf("%ld warning%s (", L.total, L.total == 1 ? "" : "s");
             const char *sep = "";

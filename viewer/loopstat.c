@@ -79,8 +79,10 @@ static void window_row(ls_loopstat *l, sqlite3_stmt *st)
     l->iterations = ls_sat_add(l->iterations, it);
     l->wait_ns = ls_sat_add(l->wait_ns, wait);
     l->busy_ns = ls_sat_add(l->busy_ns, busy);
-    if (mx > l->max_busy_ns)
+    if (mx > l->max_busy_ns || l->windows == 1) {
         l->max_busy_ns = mx;
+        l->max_at_ns = s;
+    }
 }
 
 /* loop_id, lo_ns, hi_ns, count, busy_ns, by loop and lo. */

@@ -32,6 +32,7 @@ typedef struct ls_loopstat {
     int64_t iterations, wait_ns, busy_ns, max_busy_ns;   /* sums (saturating), max */
     int64_t covered_ns;        /* time covered by windows (overlaps counted once) */
     int64_t first_ns, last_ns; /* first window start, last window end */
+    int64_t max_at_ns;         /* start of the window holding the longest iteration */
     /* iteration_hist, by lo_ns */
     ls_bucket *hist;
     int nhist;
