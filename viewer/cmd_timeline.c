@@ -22,6 +22,7 @@
  */
 #define _GNU_SOURCE
 #include "commands.h"
+#include "loopstat.h"
 #include "output.h"
 #include "trace.h"
 
@@ -57,6 +58,14 @@ static const char usage[] =
     "                 state, reason, start and duration)\n"
     "  --no-color     no colours (also when NO_COLOR is set or not on a terminal)\n"
     "  --ascii        ASCII glyphs even on a UTF-8 terminal\n"
+    "\n"
+    "A trace of the generic loop mode (a process not built on libevl: no task\n"
+    "lifecycle) gets one row per loop thread (\"thread TID\"; --loop TID picks one,\n"
+    "--limit caps the rows, --tasks does not apply) from its iteration windows\n"
+    "(loop_windows): per column blocked (a blocking episode) > busy for at least\n"
+    "half of the time (not in the wait call) > partly busy (10% or more) >\n"
+    "waiting; blank: no window.  A window's busy and wait times are spread evenly\n"
+    "over it, so columns finer than the windows are approximate.\n"
     "\n"
     "example: loopscope timeline trace.db --from 1.5s --to 1.7s --tasks 'handle_conn*'\n";
 
@@ -125,7 +134,15 @@ typedef struct lane {
     spans st;                    /* state spans, in time order */
     spans blk;                   /* blocking episodes */
     bool binned;                 /* st resolved per column: times are approximate */
+    bool thread;                 /* generic mode: a loop thread's row */
+    struct gcol *gc;             /* generic mode: per column sums (owned) */
 } lane;
+
+/* Generic mode: what one column of a loop thread's row holds, in ns (and
+ * iterations), from the windows overlapping it. */
+typedef struct gcol {
+    double busy, wait, iters, cover;
+} gcol;
 
 /* What the whole command works on. */
 typedef struct tl {
@@ -136,6 +153,9 @@ typedef struct tl {
     size_t nlanes;
     char *susp_names[32], *wake_names[32], *sys_names[512]; /* lookup tables, by id */
     sqlite3_stmt *q_before, *q_after, *q_range, *q_count;
+    bool generic;                /* generic loop mode: loop thread rows */
+    char **owned;                /* strings spans point to (generic titles) */
+    size_t nowned;
 } tl;
 
 static void spans_push(spans *s, span x)
@@ -390,12 +410,26 @@ static void bin_task(tl *x, lane *ln, int ncols)
     }
 }
 
+/* A title kept until the end: "what in asyncio task NAME" (name may be
+ * NULL); NULL when out of memory. */
+static const char *keep(tl *x, const char *what, const char *task)
+{
+    char *s = NULL, **v = realloc(x->owned, (x->nowned + 1) * sizeof(*v));
+    if (!v)
+        return NULL;
+    x->owned = v;
+    if (asprintf(&s, "%s%s%s", what, task ? " in asyncio task " : "", task ? task : "") < 0)
+        return NULL;
+    return x->owned[x->nowned++] = s;
+}
+
 /* Blocking episodes overlapping the window, onto their task's lane and
  * their loop's lane. */
 static bool load_blocking(tl *x)
 {
     sqlite3_stmt *st = ls_prepare(x->t,
-        "SELECT b.start_ns, b.dur_ns, b.loop_id, b.task_id, b.kind, b.syscall FROM blocking b"
+        "SELECT b.start_ns, b.dur_ns, b.loop_id, b.task_id, b.kind, b.syscall, t.name"
+        " FROM blocking b LEFT JOIN tasks t ON t.id = b.task_id"
         " WHERE b.start_ns < ?2 AND b.start_ns + b.dur_ns > ?1 ORDER BY b.start_ns, b.id");
     if (!st)
         return false;
@@ -411,6 +445,11 @@ static bool load_blocking(tl *x)
         const char *sys = sqlite3_column_type(st, 5) == SQLITE_NULL ? NULL
                           : name_of(x->sys_names, 512, sqlite3_column_int64(st, 5));
         const char *why = kind == 2 ? "on-cpu: a long step" : sys ? sys : "off-cpu";
+        if (x->generic) {                /* the asyncio task by name, not its address */
+            const char *tn = (const char *)sqlite3_column_text(st, 6);
+            why = keep(x, kind == 2 ? "on-cpu" : sys ? sys : "off-cpu", tn);
+            task = -1;
+        }
         span sp = { s < x->from ? x->from : s, e > x->to ? x->to : e, ST_BLOCK, why, task, 0 };
         for (size_t i = 0; i < x->nlanes; i++) {
             lane *ln = &x->lanes[i];
@@ -431,7 +470,7 @@ static bool load_blocking(tl *x)
 static void lane_label(const lane *ln, char *buf, size_t w)
 {
     if (ln->is_loop) {
-        snprintf(buf, w + 1, "loop %lld", (long long)ln->id);
+        snprintf(buf, w + 1, "%s %lld", ln->thread ? "thread" : "loop", (long long)ln->id);
         return;
     }
     char id[24];
@@ -547,55 +586,32 @@ static int terminal_width(void)
     return 100;
 }
 
-static void print_terminal(tl *x, const struct opts *o, const char *path, size_t ntasks,
-                           size_t nmatch, int nloops)
+/* One terminal row: the label, then the first `last` cells' glyphs. */
+static void print_cells(const char *label, const unsigned char *cells, int last, bool color,
+                        bool utf8)
 {
-    bool tty = isatty(STDOUT_FILENO);
-    const char *nc = getenv("NO_COLOR");
-    bool color = tty && !o->no_color && !(nc && *nc);
-    const char *cs = nl_langinfo(CODESET);
-    bool utf8 = tty && !o->ascii && cs && !strcmp(cs, "UTF-8");
-    int width = terminal_width();
-    int ncols = width - NAME_W - 1;
-    if (ncols < 10)
-        ncols = 10;
-    double q = (double)(x->to - x->from) / ncols;
-    char d1[32], d2[32], d3[32], d4[32];
-
-    printf("%s: %zu task%s on %d loop%s, %s .. %s (%s), one column = %s\n", ls_term(path), ntasks,
-           ntasks == 1 ? "" : "s", nloops, nloops == 1 ? "" : "s",
-           fmt_at(d1, sizeof(d1), x->from - x->start), fmt_at(d2, sizeof(d2), x->to - x->start),
-           ls_fmt_dur(d3, sizeof(d3), x->to - x->from), ls_fmt_dur(d4, sizeof(d4), (int64_t)q));
-
-    unsigned char *cells = malloc((size_t)ncols);
-    char label[NAME_W + 1];
-    for (size_t i = 0; i < x->nlanes; i++) {
-        lane *ln = &x->lanes[i];
-        lane_cells(x, ln, ncols, cells, NULL);
-        int last = ncols;
-        while (last > 0 && cells[last - 1] == ST_NONE)
-            last--;
-        lane_label(ln, label, NAME_W);
-        printf("%-*s", NAME_W, label);
-        if (last)
-            putchar(' ');
-        int prev = -1;
-        for (int c = 0; c < last; c++) {
-            int s = cells[c];
-            if (color && s != prev)
-                fputs(prev > ST_NONE ? "\033[0m" : "", stdout), fputs(ansi_color[s], stdout);
-            prev = s;
-            if (utf8)
-                fputs(utf8_glyph[s], stdout);
-            else
-                putchar(ascii_glyph[s]);
-        }
-        if (color && prev > ST_NONE)
-            fputs("\033[0m", stdout);
-        putchar('\n');
+    printf("%-*s", NAME_W, label);
+    if (last)
+        putchar(' ');
+    int prev = -1;
+    for (int c = 0; c < last; c++) {
+        int s = cells[c];
+        if (color && s != prev)
+            fputs(prev > ST_NONE ? "\033[0m" : "", stdout), fputs(ansi_color[s], stdout);
+        prev = s;
+        if (utf8)
+            fputs(utf8_glyph[s], stdout);
+        else
+            putchar(ascii_glyph[s]);
     }
-    free(cells);
+    if (color && prev > ST_NONE)
+        fputs("\033[0m", stdout);
+    putchar('\n');
+}
 
+/* The time axis under the rows, q ns per column. */
+static void print_axis(const tl *x, int ncols, double q, bool utf8)
+{
     /* The axis: a tick about every 12 columns, labels where they fit. */
     int64_t step = nice_step(q * 12);
     int64_t rel0 = x->from - x->start;
@@ -638,6 +654,42 @@ static void print_terminal(tl *x, const struct opts *o, const char *path, size_t
         printf("%*s %s\n", NAME_W, "", labels);
     free(ticks);
     free(labels);
+}
+
+static void print_terminal(tl *x, const struct opts *o, const char *path, size_t ntasks,
+                           size_t nmatch, int nloops)
+{
+    bool tty = isatty(STDOUT_FILENO);
+    const char *nc = getenv("NO_COLOR");
+    bool color = tty && !o->no_color && !(nc && *nc);
+    const char *cs = nl_langinfo(CODESET);
+    bool utf8 = tty && !o->ascii && cs && !strcmp(cs, "UTF-8");
+    int width = terminal_width();
+    int ncols = width - NAME_W - 1;
+    if (ncols < 10)
+        ncols = 10;
+    double q = (double)(x->to - x->from) / ncols;
+    char d1[32], d2[32], d3[32], d4[32];
+
+    printf("%s: %zu task%s on %d loop%s, %s .. %s (%s), one column = %s\n", ls_term(path), ntasks,
+           ntasks == 1 ? "" : "s", nloops, nloops == 1 ? "" : "s",
+           fmt_at(d1, sizeof(d1), x->from - x->start), fmt_at(d2, sizeof(d2), x->to - x->start),
+           ls_fmt_dur(d3, sizeof(d3), x->to - x->from), ls_fmt_dur(d4, sizeof(d4), (int64_t)q));
+
+    unsigned char *cells = malloc((size_t)ncols);
+    char label[NAME_W + 1];
+    for (size_t i = 0; i < x->nlanes; i++) {
+        lane *ln = &x->lanes[i];
+        lane_cells(x, ln, ncols, cells, NULL);
+        int last = ncols;
+        while (last > 0 && cells[last - 1] == ST_NONE)
+            last--;
+        lane_label(ln, label, NAME_W);
+        print_cells(label, cells, last, color, utf8);
+    }
+    free(cells);
+
+    print_axis(x, ncols, q, utf8);
 
     /* The legend, then what was left out. */
     printf("legend:");
@@ -719,15 +771,16 @@ static void svg_dense(FILE *f, tl *x, const lane *ln, double y)
     free(run);
 }
 
-static bool write_svg(tl *x, const char *file, const char *path, size_t ntasks, size_t nmatch)
+/* The picture's start: prolog, styles, background, and the title's
+ * "<text>PATH: " (the caller writes the rest of the title). */
+static FILE *svg_open(const tl *x, const char *file, const char *path)
 {
     FILE *f = fopen(file, "w");
     if (!f) {
         ls_error("timeline: cannot write '%s': %m", file);
-        return false;
+        return NULL;
     }
     int h = SVG_TOP + (int)x->nlanes * SVG_ROW_H + 50;
-    char d1[32], d2[32], d3[32];
     fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
                "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
                "viewBox=\"0 0 %d %d\" font-family=\"sans-serif\" font-size=\"12\">\n",
@@ -743,27 +796,33 @@ static bool write_svg(tl *x, const char *file, const char *path, size_t ntasks, 
     fprintf(f, "<rect width=\"100%%\" height=\"100%%\" fill=\"#fff\"/>\n");
     fprintf(f, "<text x=\"10\" y=\"20\" font-size=\"14\" font-weight=\"bold\">");
     ls_xml_write(f, path);
-    fprintf(f, ": %zu task%s, %s .. %s (%s)", ntasks, ntasks == 1 ? "" : "s",
-            fmt_at(d1, sizeof(d1), x->from - x->start), fmt_at(d2, sizeof(d2), x->to - x->start), ls_fmt_dur(d3, sizeof(d3), x->to - x->from));
-    if (nmatch > ntasks)
-        fprintf(f, ", %zu more not shown", nmatch - ntasks);
-    fprintf(f, "</text>\n");
-    /* Legend. */
+    fputs(": ", f);
+    return f;
+}
+
+typedef struct svg_leg {
+    int cls;                     /* CSS class s<N> */
+    const char *name;
+} svg_leg;
+
+/* The legend line: the classes, then the blocking class and a hint. */
+static void svg_legend(FILE *f, const svg_leg *leg, size_t n, const char *blocking)
+{
     int lx = 10;
-    static const struct { int cls; const char *name; } leg[] = {
-        { 3, "running" }, { 5, "ran briefly" }, { 2, "ready" }, { 1, "suspended" },
-    };
-    for (size_t i = 0; i < sizeof(leg) / sizeof(leg[0]); i++) {
+    for (size_t i = 0; i < n; i++) {
         fprintf(f, "<rect class=\"s%d\" x=\"%d\" y=\"%d\" width=\"14\" height=\"%d\"/>"
                    "<text x=\"%d\" y=\"42\">%s</text>\n", leg[i].cls, lx, leg[i].cls == 1 ? 35 : 31,
                 leg[i].cls == 1 ? 4 : 12, lx + 18, leg[i].name);
         lx += 110;
     }
     fprintf(f, "<rect class=\"s4\" x=\"%d\" y=\"31\" width=\"14\" height=\"12\"/>"
-               "<text x=\"%d\" y=\"42\">blocking the loop</text>\n", lx, lx + 18);
+               "<text x=\"%d\" y=\"42\">%s</text>\n", lx, lx + 18, blocking);
     fprintf(f, "<text x=\"%d\" y=\"42\" fill=\"#666\">hover a span for details</text>\n", lx + 170);
+}
 
-    /* Grid and axis. */
+/* Grid lines and the time axis under the rows. */
+static void svg_axis(FILE *f, const tl *x)
+{
     double q = (double)(x->to - x->from) / SVG_LANE_W;
     int64_t step = nice_step(q * 90);
     int64_t rel0 = x->from - x->start;
@@ -780,20 +839,57 @@ static bool write_svg(tl *x, const char *file, const char *path, size_t ntasks, 
     }
     fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#444\"/>\n</g>\n",
             SVG_NAME_W, axis_y, SVG_NAME_W + SVG_LANE_W, axis_y);
+}
+
+/* A row's group, label and stripe; returns its top y (the caller closes
+ * the group). */
+static double svg_row_begin(FILE *f, const lane *ln, size_t i)
+{
+    double y = SVG_TOP + (double)i * SVG_ROW_H;
+    char label[64];
+    lane_label(ln, label, 26);
+    fprintf(f, "<g>\n<text class=\"name\" x=\"10\" y=\"%.1f\"%s>", y + 12,
+            ln->is_loop ? " font-weight=\"bold\"" : "");
+    ls_xml_write(f, label);
+    fprintf(f, "</text>\n");
+    if (i % 2 == 0)
+        fprintf(f, "<rect x=\"%d\" y=\"%.1f\" width=\"%d\" height=\"%d\" fill=\"#f6f7f9\"/>\n",
+                SVG_NAME_W, y, SVG_LANE_W, SVG_ROW_H);
+    return y;
+}
+
+static bool svg_close(FILE *f, const char *file)
+{
+    fprintf(f, "</svg>\n");
+    if (fclose(f) != 0) {
+        ls_error("timeline: cannot write '%s': %m", file);
+        return false;
+    }
+    return true;
+}
+
+static bool write_svg(tl *x, const char *file, const char *path, size_t ntasks, size_t nmatch)
+{
+    FILE *f = svg_open(x, file, path);
+    if (!f)
+        return false;
+    char d1[32], d2[32], d3[32];
+    fprintf(f, "%zu task%s, %s .. %s (%s)", ntasks, ntasks == 1 ? "" : "s",
+            fmt_at(d1, sizeof(d1), x->from - x->start), fmt_at(d2, sizeof(d2), x->to - x->start), ls_fmt_dur(d3, sizeof(d3), x->to - x->from));
+    if (nmatch > ntasks)
+        fprintf(f, ", %zu more not shown", nmatch - ntasks);
+    fprintf(f, "</text>\n");
+    static const svg_leg leg[] = {
+        { 3, "running" }, { 5, "ran briefly" }, { 2, "ready" }, { 1, "suspended" },
+    };
+    svg_legend(f, leg, sizeof(leg) / sizeof(leg[0]), "blocking the loop");
+
+    svg_axis(f, x);
 
     /* Rows. */
     for (size_t i = 0; i < x->nlanes; i++) {
         lane *ln = &x->lanes[i];
-        double y = SVG_TOP + (double)i * SVG_ROW_H;
-        char label[64];
-        lane_label(ln, label, 26);
-        fprintf(f, "<g>\n<text class=\"name\" x=\"10\" y=\"%.1f\"%s>", y + 12,
-                ln->is_loop ? " font-weight=\"bold\"" : "");
-        ls_xml_write(f, label);
-        fprintf(f, "</text>\n");
-        if (i % 2 == 0)
-            fprintf(f, "<rect x=\"%d\" y=\"%.1f\" width=\"%d\" height=\"%d\" fill=\"#f6f7f9\"/>\n",
-                    SVG_NAME_W, y, SVG_LANE_W, SVG_ROW_H);
+        double y = svg_row_begin(f, ln, i);
         if (ln->binned || ln->st.n > SVG_LANE_W / 4)
             svg_dense(f, x, ln, y);
         else
@@ -806,12 +902,7 @@ static bool write_svg(tl *x, const char *file, const char *path, size_t ntasks, 
             svg_rect(f, x, ln, &ln->blk.v[k], y + 1, 16);
         fprintf(f, "</g>\n");
     }
-    fprintf(f, "</svg>\n");
-    if (fclose(f) != 0) {
-        ls_error("timeline: cannot write '%s': %m", file);
-        return false;
-    }
-    return true;
+    return svg_close(f, file);
 }
 
 /* Nothing to draw: a picture that says so (--svg promises a file). */
@@ -838,6 +929,281 @@ static bool write_note_svg(const char *file, const char *path, const char *msg)
     return true;
 }
 
+/* ------------------------------------------------- generic loop mode */
+
+/* What a generic column shows (D_*): blocked > busy for half of the time in
+ * its iterations > busy for a tenth of it > waiting; blank without window. */
+static void generic_cells(const tl *x, const lane *ln, int ncols, unsigned char *cells)
+{
+    lane_cells(x, ln, ncols, cells, NULL);      /* its blocking episodes */
+    for (int c = 0; c < ncols; c++) {
+        const gcol *g = &ln->gc[c];
+        if (cells[c] == D_BLOCK || !(g->cover > 0))
+            continue;
+        double f = g->busy + g->wait > 0 ? g->busy / (g->busy + g->wait) : 0;
+        cells[c] = f >= 0.5 ? D_RUN : f >= 0.1 ? D_RAN : D_SUSP;
+    }
+}
+
+static void gcol_add(gcol *c, const gcol *d, double k)
+{
+    c->busy += d->busy * k;
+    c->wait += d->wait * k;
+    c->iters += d->iters * k;
+    c->cover += d->cover * k;
+}
+
+/* A loop thread's windows in [from, to), each one's busy, wait and
+ * iterations spread evenly over it, summed per column: the partial columns
+ * at its ends directly, the whole ones through a difference array, so a
+ * window costs O(1) however many columns it spans. */
+static bool generic_fill(tl *x, lane *ln, int ncols)
+{
+    ln->gc = calloc((size_t)ncols, sizeof(*ln->gc));
+    gcol *diff = calloc((size_t)ncols + 1, sizeof(*diff));
+    if (!ln->gc || !diff) {
+        free(diff);
+        ls_error("out of memory");
+        return false;
+    }
+    sqlite3_stmt *st = ls_prepare(x->t, "SELECT start_ns, end_ns, iterations, wait_ns, busy_ns"
+                                        " FROM loop_windows WHERE loop_id = ?1 AND start_ns < ?3"
+                                        " AND end_ns > ?2");
+    if (!st) {
+        free(diff);
+        return false;
+    }
+    sqlite3_bind_int64(st, 1, ln->id);
+    sqlite3_bind_int64(st, 2, x->from);
+    sqlite3_bind_int64(st, 3, x->to);
+    double q = (double)(x->to - x->from) / ncols;
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        int64_t s = ls_col_ts(st, 0), e = ls_col_ts(st, 1), it = ls_col_ts(st, 2),
+                wait = ls_col_ts(st, 3), busy = ls_col_ts(st, 4);
+        if (e <= s || it < 0 || wait < 0 || busy < 0)
+            continue;                    /* malformed: counted by info */
+        double len = (double)(e - s);
+        gcol dens = { (double)busy / len, (double)wait / len, (double)it / len, 1 };
+        double a = (double)((s > x->from ? s : x->from) - x->from) / q;
+        double b = (double)((e < x->to ? e : x->to) - x->from) / q;
+        if (!(b > a))
+            continue;
+        int c0 = col_of(a, ncols), c1 = col_of(ceil(b) - 1, ncols);
+        if (c0 >= c1) {
+            gcol_add(&ln->gc[c0], &dens, (b - a) * q);
+            continue;
+        }
+        gcol_add(&ln->gc[c0], &dens, (c0 + 1 - a) * q);
+        gcol_add(&ln->gc[c1], &dens, (b - c1) * q);
+        gcol_add(&diff[c0 + 1], &dens, q);
+        gcol_add(&diff[c1], &dens, -q);
+    }
+    bool ok = ls_step_ok(x->t, st, rc);
+    sqlite3_finalize(st);
+    gcol run = { 0 };
+    for (int c = 0; c < ncols; c++) {
+        gcol_add(&run, &diff[c], 1);
+        gcol_add(&ln->gc[c], &run, 1);
+    }
+    free(diff);
+    return ok;
+}
+
+/* The first window start and the last window or episode end (absolute);
+ * false when there is none. */
+static bool generic_bounds(tl *x, int64_t *first, int64_t *last)
+{
+    bool win = ls_has_table(x->t, "loop_windows");
+    sqlite3_stmt *st = ls_prepare(x->t, win
+        ? "SELECT min(s), max(e) FROM (SELECT start_ns AS s, end_ns AS e FROM loop_windows"
+          " WHERE end_ns > start_ns UNION ALL SELECT start_ns, start_ns + dur_ns FROM blocking"
+          " WHERE dur_ns > 0)"
+        : "SELECT min(start_ns), max(start_ns + dur_ns) FROM blocking WHERE dur_ns > 0");
+    bool ok = st && sqlite3_step(st) == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL;
+    if (ok) {
+        *first = ls_col_ts(st, 0);
+        *last = ls_col_ts(st, 1) - 1;
+        if (*last < *first)
+            *last = *first;
+    }
+    sqlite3_finalize(st);
+    return ok;
+}
+
+static const char *const generic_names[D_COUNT] = {
+    "no window", "waiting (in the wait call)", "?", "partly busy (10-50%)",
+    "busy (half of the time or more)", "blocked (a blocking episode)",
+};
+
+/* A note under a generic picture or table: columns finer than windows. */
+static void generic_note(const tl *x, double q, char *buf, size_t n)
+{
+    int64_t w = ls_meta_int(x->t, "window_ns", 0);
+    char d[32];
+    if (w > 0 && q < (double)w)
+        snprintf(buf, n, "busy and wait times come from %s windows, spread evenly over each: "
+                 "columns are finer than that, so approximate", ls_fmt_dur(d, sizeof(d), w));
+    else
+        buf[0] = 0;
+}
+
+static void generic_terminal(tl *x, const struct opts *o, const char *path, size_t nmatch)
+{
+    bool tty = isatty(STDOUT_FILENO);
+    const char *nc = getenv("NO_COLOR");
+    bool color = tty && !o->no_color && !(nc && *nc);
+    const char *cs = nl_langinfo(CODESET);
+    bool utf8 = tty && !o->ascii && cs && !strcmp(cs, "UTF-8");
+    int ncols = terminal_width() - NAME_W - 1;
+    if (ncols < 10)
+        ncols = 10;
+    double q = (double)(x->to - x->from) / ncols;
+    char d1[32], d2[32], d3[32], d4[32], note[200];
+    printf("%s: %zu loop thread%s (generic loop mode), %s .. %s (%s), one column = %s\n",
+           ls_term(path), x->nlanes, x->nlanes == 1 ? "" : "s",
+           fmt_at(d1, sizeof(d1), x->from - x->start), fmt_at(d2, sizeof(d2), x->to - x->start),
+           ls_fmt_dur(d3, sizeof(d3), x->to - x->from), ls_fmt_dur(d4, sizeof(d4), (int64_t)q));
+    unsigned char *cells = malloc((size_t)ncols);
+    char label[NAME_W + 1];
+    for (size_t i = 0; cells && i < x->nlanes; i++) {
+        lane *ln = &x->lanes[i];
+        generic_cells(x, ln, ncols, cells);
+        int last = ncols;
+        while (last > 0 && cells[last - 1] == D_NONE)
+            last--;
+        lane_label(ln, label, NAME_W);
+        print_cells(label, cells, last, color, utf8);
+    }
+    free(cells);
+    print_axis(x, ncols, q, utf8);
+    printf("legend:");
+    static const int order[] = { D_BLOCK, D_RUN, D_RAN, D_SUSP };
+    for (size_t k = 0; k < sizeof(order) / sizeof(order[0]); k++) {
+        int s = order[k];
+        printf("%s%s", k ? "  " : " ", color ? ansi_color[s] : "");
+        fputs(utf8 ? utf8_glyph[s] : (char[]){ ascii_glyph[s], 0 }, stdout);
+        printf("%s %s", color ? "\033[0m" : "", generic_names[s]);
+    }
+    printf("\n");
+    generic_note(x, q, note, sizeof(note));
+    if (note[0])
+        printf("%s\n", note);
+    if (nmatch > x->nlanes)
+        printf("%zu more loop thread%s not shown: use --limit or --loop\n", nmatch - x->nlanes,
+               nmatch - x->nlanes == 1 ? "" : "s");
+}
+
+static bool generic_svg(tl *x, const char *file, const char *path, size_t nmatch)
+{
+    FILE *f = svg_open(x, file, path);
+    if (!f)
+        return false;
+    char d1[32], d2[32], d3[32], note[200];
+    double q = (double)(x->to - x->from) / SVG_LANE_W;
+    fprintf(f, "%zu loop thread%s (generic loop mode), %s .. %s (%s)", x->nlanes,
+            x->nlanes == 1 ? "" : "s", fmt_at(d1, sizeof(d1), x->from - x->start),
+            fmt_at(d2, sizeof(d2), x->to - x->start), ls_fmt_dur(d3, sizeof(d3), x->to - x->from));
+    if (nmatch > x->nlanes)
+        fprintf(f, ", %zu more not shown", nmatch - x->nlanes);
+    generic_note(x, q, note, sizeof(note));
+    if (note[0]) {
+        fputs(" \xe2\x80\x94 ", f);
+        ls_xml_write(f, note);
+    }
+    fprintf(f, "</text>\n");
+    static const svg_leg leg[] = {
+        { 3, "busy (half+)" }, { 5, "partly busy" }, { 1, "waiting" },
+    };
+    svg_legend(f, leg, sizeof(leg) / sizeof(leg[0]), "blocked");
+    svg_axis(f, x);
+    static const int cls[D_COUNT] = { 0, 1, 2, 5, 3, 4 };   /* D_* -> CSS class s<N> */
+    unsigned char *cells = malloc(SVG_LANE_W);
+    for (size_t i = 0; cells && i < x->nlanes; i++) {
+        lane *ln = &x->lanes[i];
+        double y = svg_row_begin(f, ln, i);
+        char label[64];
+        lane_label(ln, label, sizeof(label) - 1);
+        generic_cells(x, ln, SVG_LANE_W, cells);
+        for (int c = 0; c < SVG_LANE_W;) {
+            int d = cells[c], e = c;
+            gcol sum = { 0 };
+            while (e < SVG_LANE_W && cells[e] == d)
+                gcol_add(&sum, &ln->gc[e++], 1);
+            if (d != D_NONE && d != D_BLOCK) {   /* blocking: drawn from its own spans */
+                bool thin = d == D_SUSP;
+                int64_t s0 = x->from + (int64_t)(q * c), s1 = x->from + (int64_t)(q * e);
+                double in = sum.busy + sum.wait;
+                fprintf(f, "<rect class=\"s%d\" x=\"%d\" y=\"%.1f\" width=\"%d\" height=\"%d\">"
+                           "<title>", cls[d], SVG_NAME_W + c, y + (thin ? 7 : 3), e - c,
+                        thin ? 4 : 12);
+                ls_xml_write(f, label);
+                fprintf(f, ": busy %.3g%%, waiting %.3g%%, about %.0f iterations&#10;"
+                           "start %s, duration %s</title></rect>\n",
+                        in > 0 ? 100 * sum.busy / in : 0.0, in > 0 ? 100 * sum.wait / in : 0.0,
+                        sum.iters, fmt_at(d1, sizeof(d1), s0 - x->start),
+                        ls_fmt_dur(d2, sizeof(d2), s1 - s0));
+            }
+            c = e;
+        }
+        for (size_t k = 0; k < ln->blk.n; k++)
+            svg_rect(f, x, ln, &ln->blk.v[k], y + 1, 16);
+        fprintf(f, "</g>\n");
+    }
+    free(cells);
+    return svg_close(f, file);
+}
+
+/* The generic loop mode's timeline: a row per loop thread. */
+static int timeline_generic(tl *x, const struct opts *o, const char *path)
+{
+    if (o->glob)
+        return ls_error("timeline: --tasks selects task rows; a generic loop mode trace has loop "
+                        "thread rows only (use --loop TID)");
+    bool win = ls_has_table(x->t, "loop_windows");
+    char sql[256];
+    snprintf(sql, sizeof(sql), "SELECT id FROM (SELECT id FROM loops%s) WHERE ?1 IS NULL OR"
+             " id = ?1 GROUP BY id ORDER BY id",
+             win ? " UNION ALL SELECT DISTINCT loop_id FROM loop_windows" : "");
+    sqlite3_stmt *st = ls_prepare(x->t, sql);
+    if (!st)
+        return 1;
+    if (o->loop >= 0)
+        sqlite3_bind_int64(st, 1, o->loop);
+    x->lanes = calloc((size_t)o->limit, sizeof(*x->lanes));
+    size_t nmatch = 0;
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+        if (nmatch++ < (size_t)o->limit && x->lanes)
+            x->lanes[x->nlanes++] = (lane){ .is_loop = true, .thread = true,
+                                            .id = sqlite3_column_int64(st, 0),
+                                            .loop = sqlite3_column_int64(st, 0) };
+    bool ok = ls_step_ok(x->t, st, rc);
+    sqlite3_finalize(st);
+    if (!ok)
+        return 1;
+    int ncols = o->svg ? SVG_LANE_W : terminal_width() - NAME_W - 1;
+    if (ncols < 10)
+        ncols = 10;
+    for (size_t i = 0; i < x->nlanes; i++)
+        if (win ? !generic_fill(x, &x->lanes[i], ncols)
+                : !(x->lanes[i].gc = calloc((size_t)ncols, sizeof(gcol))))
+            return 1;
+    if (!load_blocking(x))
+        return 1;
+    char d1[32], d2[32];
+    if (!o->svg) {
+        generic_terminal(x, o, path, nmatch);
+        return 0;
+    }
+    if (!generic_svg(x, o->svg, path, nmatch))
+        return 1;
+    printf("wrote %s: %zu loop thread%s, %s .. %s\n", o->svg, x->nlanes,
+           x->nlanes == 1 ? "" : "s", fmt_at(d1, sizeof(d1), x->from - x->start),
+           fmt_at(d2, sizeof(d2), x->to - x->start));
+    return 0;
+}
+
 /* ---------------------------------------------------------------- main */
 
 static int cmp_lane(const void *a, const void *b)
@@ -856,8 +1222,12 @@ static void tl_release(tl *x)
         free(x->lanes[i].name);
         free(x->lanes[i].st.v);
         free(x->lanes[i].blk.v);
+        free(x->lanes[i].gc);
     }
     free(x->lanes);
+    for (size_t i = 0; i < x->nowned; i++)
+        free(x->owned[i]);
+    free(x->owned);
     for (size_t i = 0; i < 32; i++) {
         free(x->susp_names[i]);
         free(x->wake_names[i]);
@@ -935,11 +1305,15 @@ int cmd_timeline(int argc, char **argv)
         sqlite3_finalize(st);
     }
 
-    /* The window: default from the first event to the last. */
+    /* The window: default from the first event to the last (generic mode:
+     * window or blocking episode). */
+    x.generic = ls_is_generic(x.t);
     int64_t first, last;
-    if (!event_bounds(&x, &first, &last)) {
-        printf("%s: no events in this trace\n", ls_term(path));
-        rc = o.svg && !write_note_svg(o.svg, path, "no events in this trace") ? 1 : 0;
+    if (x.generic ? !generic_bounds(&x, &first, &last) : !event_bounds(&x, &first, &last)) {
+        const char *none = x.generic ? "no loop windows or blocking episodes in this trace"
+                                     : "no events in this trace";
+        printf("%s: %s\n", ls_term(path), none);
+        rc = o.svg && !write_note_svg(o.svg, path, none) ? 1 : 0;
         goto out;
     }
     int64_t rec_end = x.end > last ? x.end : last + 1;
@@ -954,10 +1328,16 @@ int cmd_timeline(int argc, char **argv)
         if (o.to >= 0 && o.from >= 0)
             ls_error("timeline: --to %s is not after --from %s", o.to_s, o.from_s);
         else if (o.to >= 0)
-            ls_error("timeline: --to %s is before the first event (+%s); give --from too", o.to_s,
-                     ls_fmt_dur(d1, sizeof(d1), first - x.start));
+            ls_error("timeline: --to %s is before the first %s (+%s); give --from too", o.to_s,
+                     x.generic ? "window" : "event", ls_fmt_dur(d1, sizeof(d1), first - x.start));
         else
             ls_error("timeline: empty window");
+        goto out;
+    }
+    if (x.generic) {
+        if (!load_names(&x, "SELECT nr, name FROM syscalls", x.sys_names, 512))
+            goto out;
+        rc = timeline_generic(&x, &o, path);
         goto out;
     }
 
