@@ -20,10 +20,12 @@
  */
 #define _GNU_SOURCE
 #include "commands.h"
+#include "loopstat.h"
 #include "output.h"
 #include "trace.h"
 
 #include <errno.h>
+#include <math.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,6 +61,14 @@ static const char usage[] =
     "    step: from the task that was running when the wake happened (a cancel,\n"
     "    a task completing a future inline), or, for a wake by task completion,\n"
     "    from the end of the awaited task's last step.\n"
+    "\n"
+    "A trace of the generic loop mode (a process not built on libevl: no task\n"
+    "lifecycle) has a process per loop thread (\"loop thread T\") whose track\n"
+    "holds every blocking episode (args: the asyncio task, when there was one)\n"
+    "and the counters of its iteration windows (loop_windows): \"loop busy_pct\"\n"
+    "(share of the window not in the wait call), \"loop iterations_per_s\" and\n"
+    "\"loop longest_iteration_ms\", each set at a window's start and back to 0\n"
+    "where windows stop.\n"
     "\n"
     "example: loopscope export trace.db -o trace.json --from 4s --to 5s\n";
 
@@ -329,7 +339,7 @@ typedef struct loop_track {
 /* A blocking episode (from the blocking table, with its site). */
 typedef struct episode {
     int64_t id, task_id, loop_id, start, dur, kind, delayed;
-    char *syscall, *site, *victims;
+    char *syscall, *site, *victims, *task;
 } episode;
 
 typedef struct exporter {
@@ -338,7 +348,8 @@ typedef struct exporter {
     int64_t end;               /* recording end (ns) */
     loop_track *loops;
     size_t nloops;
-    episode *cb_blocking;      /* episodes outside any task, by start */
+    bool generic;              /* generic loop mode: no lifecycle, loop threads */
+    episode *cb_blocking;      /* episodes outside any task (generic: all), by start */
     size_t ncb;
     sqlite3_stmt *blk;         /* task episodes by (task_id, start_ns) */
     int blk_rc;                /* last sqlite3_step of blk */
@@ -363,6 +374,7 @@ static void episode_free(episode *e)
     free(e->syscall);
     free(e->site);
     free(e->victims);
+    free(e->task);
 }
 
 static char *col_dup(sqlite3_stmt *st, int i)
@@ -390,6 +402,7 @@ static void episode_read(sqlite3_stmt *st, episode *e)
         e->site = strdup(fn);
     e->delayed = sqlite3_column_int64(st, 10);
     e->victims = col_dup(st, 11);
+    e->task = col_dup(st, 12);
 }
 
 static const char episodes_sql[] =
@@ -397,10 +410,11 @@ static const char episodes_sql[] =
     "  s.file, s.line, s.function, b.delayed_tasks,"
     "  (SELECT group_concat(n, ', ') FROM (SELECT coalesce(t.name, '?') || ' (id ' || v.task_id"
     "     || ')' AS n FROM blocking_victims v LEFT JOIN tasks t ON t.id = v.task_id"
-    "     WHERE v.blocking_id = b.id ORDER BY v.delay_ns DESC, v.task_id))"
+    "     WHERE v.blocking_id = b.id ORDER BY v.delay_ns DESC, v.task_id)),"
+    "  (SELECT name FROM tasks WHERE id = b.task_id)"
     " FROM blocking b LEFT JOIN syscalls y ON y.nr = b.syscall"
     " LEFT JOIN sites s ON s.stack_id = b.stack_id"
-    " WHERE b.task_id IS %s NULL ORDER BY b.task_id, b.start_ns, b.id";
+    " WHERE %s ORDER BY %sb.start_ns, b.id";
 
 /* Write one episode as a slice clipped to [lo, hi] (the step or callback
  * it happened in) and to after *prev_end (episodes of one step may
@@ -430,7 +444,10 @@ static void episode_write(exporter *x, const episode *e, int64_t pid, int64_t ti
         arg_str(w, "syscall", e->syscall);
     arg_str(w, "site", e->site ? e->site : "(no application frame)");
     arg_ms(w, "held_ms", e->dur);
-    arg_int(w, "delayed_tasks", e->delayed);
+    if (x->generic && e->task)
+        arg_str(w, "asyncio_task", e->task);
+    if (!x->generic)
+        arg_int(w, "delayed_tasks", e->delayed);
     if (e->victims)
         arg_str(w, "delayed", e->victims);
     args_close(w);
@@ -475,8 +492,10 @@ static bool load_static(exporter *x)
     if (!ok)
         return false;
 
-    char sql[sizeof(episodes_sql) + 8];
-    snprintf(sql, sizeof(sql), episodes_sql, "");
+    /* Generic mode: every episode on its loop thread's track, by start. */
+    char sql[sizeof(episodes_sql) + 64];
+    snprintf(sql, sizeof(sql), episodes_sql, x->generic ? "1" : "b.task_id IS NULL",
+             x->generic ? "" : "b.task_id, ");
     if (!(st = ls_prepare(x->t, sql)))
         return false;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
@@ -490,7 +509,8 @@ static bool load_static(exporter *x)
     sqlite3_finalize(st);
     if (!ok)
         return false;
-    snprintf(sql, sizeof(sql), episodes_sql, "NOT");
+    snprintf(sql, sizeof(sql), episodes_sql, x->generic ? "0" : "b.task_id IS NOT NULL",
+             "b.task_id, ");
     if (!(x->blk = ls_prepare(x->t, sql)))
         return false;
     x->blk_rc = sqlite3_step(x->blk);
@@ -502,7 +522,10 @@ static void loop_metadata(exporter *x)
     char name[96];
     for (size_t i = 0; i < x->nloops; i++) {
         loop_track *l = &x->loops[i];
-        snprintf(name, sizeof(name), "loop %" PRId64 " (tid %" PRId64 ")", l->id, l->os_tid);
+        if (x->generic)
+            snprintf(name, sizeof(name), "loop thread %" PRId64, l->os_tid);
+        else
+            snprintf(name, sizeof(name), "loop %" PRId64 " (tid %" PRId64 ")", l->id, l->os_tid);
         meta_event(&x->w, "process_name", l->id, l->track_tid, "name", name, 0);
         meta_event(&x->w, "process_sort_index", l->id, l->track_tid, "sort_index", NULL, l->id);
         snprintf(name, sizeof(name), "event loop (tid %" PRId64 ")", l->os_tid);
@@ -621,7 +644,70 @@ static void loops_finish(exporter *x)
     }
 }
 
+/* ---------------------------------------------- generic loop mode: windows */
+
+/* A finite number (a trace value divided by another) as a JSON number. */
+static void arg_num(writer *w, const char *k, double v)
+{
+    char b[40];
+    snprintf(b, sizeof(b), "%.6g", isfinite(v) ? v : 0.0);
+    arg_key(w, k);
+    fputs(b, w->f);
+}
+
+/* One sample of a loop thread's counters at ts. */
+static void window_sample(exporter *x, const loop_track *l, int64_t ts, double busy_pct,
+                          double per_s, double longest_ms)
+{
+    writer *w = &x->w;
+    if (ts < w->from || ts > w->to)
+        return;
+    ev_start(w, 'C', "loop", NULL, l->id, l->track_tid, ts);
+    args_open(w);
+    arg_num(w, "busy_pct", busy_pct);
+    arg_num(w, "iterations_per_s", per_s);
+    arg_num(w, "longest_iteration_ms", longest_ms);
+    args_close(w);
+}
+
+/* The loop_windows rows as counters: a sample at each window's start, and
+ * 0 where the windows of a thread stop (a gap, or the last one's end). */
+static bool window_counters(exporter *x)
+{
+    if (!ls_has_table(x->t, "loop_windows"))
+        return true;
+    sqlite3_stmt *st = ls_prepare(x->t, "SELECT loop_id, start_ns, end_ns, iterations, wait_ns,"
+                                        " busy_ns, max_busy_ns FROM loop_windows"
+                                        " ORDER BY loop_id, start_ns, end_ns");
+    if (!st)
+        return false;
+    const loop_track *prev = NULL;
+    int64_t prev_end = 0;
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        const loop_track *l = find_loop(x, sqlite3_column_int64(st, 0));
+        int64_t s = ls_col_ts(st, 1), e = ls_col_ts(st, 2), it = ls_col_ts(st, 3),
+                wait = ls_col_ts(st, 4), busy = ls_col_ts(st, 5), mx = ls_col_ts(st, 6);
+        if (!l || e <= s || it < 0 || wait < 0 || busy < 0 || mx < 0)
+            continue;                     /* no track, or malformed (info counts them) */
+        if (prev && (prev != l || prev_end < s))
+            window_sample(x, prev, prev_end, 0, 0, 0);
+        double in = (double)busy + (double)wait;
+        window_sample(x, l, s, in > 0 ? 100.0 * (double)busy / in : 0,
+                      (double)it * 1e9 / (double)(e - s), (double)mx / 1e6);
+        if (prev != l || e > prev_end)
+            prev_end = e;
+        prev = l;
+    }
+    if (prev)
+        window_sample(x, prev, prev_end, 0, 0, 0);
+    bool ok = ls_step_ok(x->t, st, rc);
+    sqlite3_finalize(st);
+    return ok;
+}
+
 /* ------------------------------------------------------------- the tasks */
+
 
 enum tstate { T_UNKNOWN, T_READY, T_RUNNING, T_SUSPENDED, T_DONE };
 
@@ -986,7 +1072,7 @@ int cmd_export(int argc, char **argv)
         ls_trace_close(t);
         return 1;
     }
-    exporter x = { .t = t };
+    exporter x = { .t = t, .generic = ls_is_generic(t) };
     int64_t start = ls_meta_ts(t, "start_ns", -1);
     x.end = ls_meta_ts(t, "end_ns", -1);
     sqlite3_stmt *st = ls_prepare(t, "SELECT min(ts_ns), max(ts_ns) FROM events");
@@ -1027,7 +1113,7 @@ int cmd_export(int argc, char **argv)
     bool ok = load_static(&x);
     if (ok) {
         loop_metadata(&x);
-        ok = export_all(&x);
+        ok = export_all(&x) && window_counters(&x);
     }
     fputs("\n]}\n", f);
     sqlite3_finalize(x.blk);

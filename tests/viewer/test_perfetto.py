@@ -24,6 +24,7 @@ strictly:
   its own track (what the "enclosing slice" binding needs);
 - X slices of one track (pid, tid) nest: two slices either do not overlap
   or one contains the other (Perfetto drops improperly nested slices);
+- C (counter) events have args whose values are all finite numbers;
 - a tid belongs to one pid only (Perfetto keys threads by tid), every pid
   has a process_name and every track with slices a thread_name.
 
@@ -149,6 +150,11 @@ def check_trace(path):
                 errs.append(f"{where}: bp must be 'e'")
             flows.setdefault((ev["id"], ev["cat"], ev["name"]), {"s": [], "t": [], "f": []})[ph] \
                 .append(ev)
+        elif ph == "C":
+            args = ev.get("args")
+            if not isinstance(args, dict) or not args or \
+                    not all(is_num(v) for v in args.values()):
+                errs.append(f"{where}: a counter needs args of finite numbers, got {args!r}")
         elif ph in "BE":
             errs.append(f"{where}: B/E events are not expected from loopscope")
 
@@ -216,6 +222,8 @@ def self_test(tmp):
         "bad metadata": [x, {"ph": "M", "name": "thread_name", "pid": 1, "tid": 2, "args": {}}],
         "tid in two pids": [x, dict(x, pid=3)],
         "bad cname": [dict(x, cname="red")],
+        "counter without numbers": [{"ph": "C", "name": "c", "pid": 1, "tid": 2, "ts": 1.0,
+                                     "args": {"v": "high"}}],
     }
     errs = []
     p = os.path.join(tmp, "selftest.json")
@@ -252,6 +260,7 @@ def main():
         ("lifecycle", []), ("ticker", []), ("blocking", []),
         ("blocking_window", ["--from", "1.5s", "--to", "4.7s"]),
         ("ticker_window", ["--from", "150ms", "--to", "200ms"]),
+        ("generic", []), ("generic_window", ["--from", "390ms", "--to", "460ms"]),
     ]
     with tempfile.TemporaryDirectory(prefix="lsperfetto-") as tmp:
         errs = self_test(tmp)
