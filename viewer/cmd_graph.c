@@ -66,6 +66,11 @@ static const char usage[] =
     "(task_suspend, reason task) at the same moment of the trace: a deadlock\n"
     "unless something cancels one of them.\n"
     "\n"
+    "A trace of the generic loop mode (a process not built on libevl) has no task\n"
+    "lifecycle: --kind blocking draws its stacks (Python and JIT frames are the\n"
+    "application, the interpreter's frames runtime), tasks and lifecycle draw a\n"
+    "note saying so.\n"
+    "\n"
     "examples:\n"
     "  loopscope graph trace.db --kind blocking -o blocking.svg\n"
     "  loopscope graph trace.db --kind tasks -o tasks.png --collapse 10\n"
@@ -481,8 +486,8 @@ static int graph_blocking(ls_trace *t, Agraph_t *g, const struct opts *o, const 
         sb_add(&b, "; %lld without a stack", (long long)(episodes - with_stack));
     if (with_stack > 0)
         sb_add(&b, "\\nsquare boxes: application code; dashed, rounded: system libraries "
-                   "and libevl\\ndarker red: larger share of the blocked time; wider edge: "
-                   "more blocked time through the call");
+                   "and %s\\ndarker red: larger share of the blocked time; wider edge: "
+                   "more blocked time through the call", ls_is_generic(t) ? "the runtime" : "libevl");
     set(g, "label", "%s", sb_str(&b));
 
     if (with_stack == 0) {
@@ -1529,6 +1534,21 @@ static int graph_lifecycle(ls_trace *t, Agraph_t *g, const struct opts *o, const
     return rc;
 }
 
+/* ===================================================== generic loop mode */
+
+/* Tasks and lifecycle of a generic trace: there is no lifecycle to draw. */
+static int graph_generic_note(Agraph_t *g, const char *target)
+{
+    sbuf b = { 0 };
+    sb_text(&b, target);
+    sb_add(&b, " \xe2\x80\x94 generic loop mode");
+    set(g, "label", "%s", sb_str(&b));
+    free(b.s);
+    note(g, "note", "no task lifecycle in this trace: the process is not built on libevl\n"
+                    "(loopscope graph --kind blocking draws its blocking stacks)");
+    return 0;
+}
+
 /* ================================================================= main */
 
 int cmd_graph(int argc, char **argv)
@@ -1572,6 +1592,7 @@ int cmd_graph(int argc, char **argv)
         rc = ls_error("graph: out of memory");
     } else {
         rc = o.kind == KIND_BLOCKING ? graph_blocking(t, g, &o, target)
+           : ls_is_generic(t) ? graph_generic_note(g, target)
            : o.kind == KIND_TASKS ? graph_tasks(t, g, &o, target)
            : graph_lifecycle(t, g, &o, target);
         if (rc == 0)
