@@ -693,7 +693,9 @@ static bool window_counters(exporter *x)
         if (prev && (prev != l || prev_end < s))
             window_sample(x, prev, prev_end, 0, 0, 0);
         double in = (double)busy + (double)wait;
-        window_sample(x, l, s, in > 0 ? 100.0 * (double)busy / in : 0,
+        /* a window straddling --from is sampled at the window's start */
+        window_sample(x, l, s < x->w.from && e > x->w.from ? x->w.from : s,
+                      in > 0 ? 100.0 * (double)busy / in : 0,
                       (double)it * 1e9 / (double)(e - s), (double)mx / 1e6);
         if (prev != l || e > prev_end)
             prev_end = e;
