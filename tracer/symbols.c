@@ -566,12 +566,15 @@ static void ls_pm_bytes(struct ls_perfmap *pm, const char *b, size_t n)
 static bool ls_pm_poll(ls_syms *s)
 {
     struct ls_perfmap *pm = &s->pm;
-    if (pm->state != LS_PERFMAP_OK || pm->bytes_read >= LS_PM_READ_MAX ||
-        pm->entries >= LS_PM_ENTRIES_MAX)
+    if (pm->state != LS_PERFMAP_OK)
         return false;
     struct stat st;
     if (fstat(pm->fd, &st) != 0 || st.st_size < 0 || (uint64_t)st.st_size <= pm->off)
         return false;
+    if (pm->bytes_read >= LS_PM_READ_MAX || pm->entries >= LS_PM_ENTRIES_MAX) {
+        pm->budget_hit = true;        /* more there, not read */
+        return false;
+    }
     if (!pm->chunk && !(pm->chunk = malloc(LS_PM_CHUNK)))
         return false;
     pm->nbatch = 0;
@@ -588,7 +591,7 @@ static bool ls_pm_poll(ls_syms *s)
         if ((size_t)n < want)
             break;
     }
-    if (pm->bytes_read >= LS_PM_READ_MAX || pm->entries >= LS_PM_ENTRIES_MAX)
+    if (pm->bytes_read >= LS_PM_READ_MAX && (uint64_t)st.st_size > pm->off)
         pm->budget_hit = true;
     if (!pm->nbatch)
         return false;

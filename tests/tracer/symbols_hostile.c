@@ -6,7 +6,8 @@
  *                               sizes, overlaps (later wins), no trailing
  *                               newline, escape bytes, NUL, long lines,
  *                               JS name splitting, files refused
- *     symbols_hostile limits    1M entries at most, then "read limit reached"
+ *     symbols_hostile limits    1M entries, 64 MiB read at most, then "read
+ *                               limit reached"
  *     symbols_hostile unwind    frame-pointer unwinding through code with
  *                               no module on a forged stack copy: loops,
  *                               rbp outside the copy, decreasing chains
@@ -238,6 +239,27 @@ static int t_limits(void)
     expect(s, B + 16ull * 1000000, NULL, NULL, 0);
     const char *st = ls_syms_perfmap_status(s);
     CHECK(strstr(st, "1000000 entries") && strstr(st, "read limit reached"), "status: %s", st);
+    ls_syms_free(s);
+
+    /* 64 MiB read at most: 17000 lines of 4 KiB, the last ones not read */
+    fp = fopen(path, "w");
+    if (!fp)
+        return 1;
+    static char name[4001];
+    memset(name, 'n', 4000);
+    for (unsigned i = 0; i < 17000; i++)
+        fprintf(fp, "%llx 10 %u%s\n", (unsigned long long)(B + 16ull * i), i, name);
+    fclose(fp);
+    s = ls_syms_new(getpid());
+    CHECK(s && ls_syms_set_perfmap(s, path) == 0, "open");
+    if (!s)
+        return 1;
+    const ls_sym *f = ls_syms_lookup(s, B);
+    CHECK(f->function && strncmp(f->function, "0nnn", 4) == 0, "first of the big names");
+    f = ls_syms_lookup(s, B + 16ull * 16999);
+    CHECK(!f->function, "a line beyond 64 MiB was read");
+    st = ls_syms_perfmap_status(s);
+    CHECK(strstr(st, "read limit reached"), "status: %s", st);
     ls_syms_free(s);
     return failures != 0;
 }
