@@ -47,6 +47,8 @@
 #define LS_MAX_LOOPS 1024         /* loop ids accepted per recording */
 #define LS_MIN_RINGBUF_KB 256     /* room for a few full batches (64 KiB each) */
 #define LS_WINDOW_NS 20000000ull  /* generic mode: iterations summed per 20 ms */
+#define LS_JIT_HINT "; start node with --perf-basic-prof --interpreted-frames-native-stack " \
+                    "to name them"
 
 typedef struct recorder {
     /* options */
@@ -1175,6 +1177,17 @@ static void ls_write_end_meta(recorder *r, const char *why)
     ls_store_meta(r->store, "blocking_episodes", "%llu", (unsigned long long)r->blocks);
     ls_store_meta(r->store, "read_errors", "%llu",
                   (unsigned long long)ls_stat(r, LS_STAT_READ_ERRORS));
+    uint64_t unnamed = 0, jit = r->generic && r->syms ? ls_syms_jit_frames(r->syms, &unnamed) : 0;
+    if (jit) {
+        /* JIT code in the stacks (Node.js): named from its perf map, if
+         * the target writes one (tracer/JIT.md). */
+        ls_store_meta(r->store, "jit_symbols", "%s; %llu of %llu JIT frames unnamed%s",
+                      ls_syms_perfmap_status(r->syms), (unsigned long long)unnamed,
+                      (unsigned long long)jit, unnamed ? LS_JIT_HINT : "");
+        if (unnamed && !r->quiet)
+            fprintf(stderr, "JS frames: %llu of %llu unnamed%s\n", (unsigned long long)unnamed,
+                    (unsigned long long)jit, LS_JIT_HINT);
+    }
 }
 
 /* ----------------------------------------------------------------- main */
