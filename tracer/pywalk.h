@@ -1,0 +1,380 @@
+/*
+ * pywalk.h -- the CPython stack walk, written once for two readers: BPF
+ * (pystack.bpf.h: bpf_probe_read_user on the current task) and user space
+ * (pystack.c: process_vm_readv on another process).  What is walked, per
+ * version: PYTHON.md.  Every loop has a constant bound, every value read is
+ * the target's word (a pointer may be anything: reads fail, they do not
+ * fault); every offset comes from the loader's struct ls_py_cfg.
+ *
+ * The includer defines, before including this file:
+ *   LS_PYW_INLINE                       __always_inline / inline
+ *   LS_PYW_CTX                          the type of the context argument
+ *   LS_PYW_READ(ctx, dst, size, addr)   0 when size bytes at addr were copied to dst
+ *   LS_PYW_CFG(ctx)                     const volatile struct ls_py_cfg *
+ *   LS_PYW_SCRATCH(ctx)                 struct ls_pyw_scratch *, or NULL
+ *   LS_PYW_HRUN_GET(ctx), LS_PYW_HRUN_SET(ctx, code)
+ *                                       a remembered Handle._run code address
+ *   LS_PYW_TS_GET(ctx, tid), LS_PYW_TS_PUT(ctx, tid, tstate)
+ *                                       a per-thread cache of thread-state addresses
+ *                                       (always re-checked before use)
+ */
+#ifndef LOOPSCOPE_PYWALK_H
+#define LOOPSCOPE_PYWALK_H
+
+#include "pystack.h"
+
+#define LS_PYW_THREADS 64       /* thread states (and interpreters) visited */
+#define LS_PYW_WALK 96          /* frames visited, shim frames included */
+#define LS_PYW_WIN 112          /* bytes of a frame read at once (cfg.frame_read <= this) */
+#define LS_PYW_OBJ 48           /* bytes of a str/int object read at once */
+
+_Static_assert((LS_PY_MAX_FRAMES & (LS_PY_MAX_FRAMES - 1)) == 0, "LS_PY_MAX_FRAMES: a power of two");
+
+#if defined(__clang__)
+#define LS_PYW_NOUNROLL _Pragma("clang loop unroll(disable)")
+#else
+#define LS_PYW_NOUNROLL
+#endif
+
+/* unicode state bits, the same in 3.10-3.13 (default builds) */
+#define LS_PYW_U_KIND(st) (((st) >> 2) & 7)
+#define LS_PYW_U_COMPACT 0x20u
+#define LS_PYW_U_ASCII 0x40u
+
+struct ls_pyw_scratch {
+    __u8 win[LS_PYW_WIN];       /* one frame */
+    __u8 obj[LS_PYW_OBJ];       /* one str or int header */
+    __u8 buf[24];               /* string bytes compared */
+};
+
+typedef const volatile struct ls_py_cfg ls_pyw_cfg;
+
+static LS_PYW_INLINE __u64 ls_pyw_ptr(LS_PYW_CTX ctx, __u64 addr)
+{
+    __u64 v = 0;
+    if (addr < 4096 || LS_PYW_READ(ctx, &v, sizeof v, addr))
+        return 0;
+    return v;
+}
+
+static LS_PYW_INLINE __u64 ls_pyw_u64(const __u8 *p, __u32 off, __u32 len)
+{
+    __u64 v = 0;
+    if (off > len - 8)
+        return 0;
+    __builtin_memcpy(&v, p + off, 8);
+    return v;
+}
+
+static LS_PYW_INLINE __u32 ls_pyw_u32(const __u8 *p, __u32 off, __u32 len)
+{
+    __u32 v = 0;
+    if (off > len - 4)
+        return 0;
+    __builtin_memcpy(&v, p + off, 4);
+    return v;
+}
+
+static LS_PYW_INLINE __u32 ls_pyw_u8(const __u8 *p, __u32 off, __u32 len)
+{
+    if (off > len - 1)
+        return LS_PY_NONE;
+    return p[off];
+}
+
+/* Is ts the thread state of kernel thread tid? */
+static LS_PYW_INLINE int ls_pyw_is_thread(LS_PYW_CTX ctx, ls_pyw_cfg *c, __u64 ts, __u32 tid)
+{
+    __u64 v = ls_pyw_ptr(ctx, ts + c->tstate_tid);
+    if (c->pthread_tid != LS_PY_NONE) {
+        /* 3.10: thread_id is pthread_self(), glibc's struct pthread */
+        __u32 t = 0;
+        if (v < 4096 || LS_PYW_READ(ctx, &t, sizeof t, v + c->pthread_tid))
+            return 0;
+        return t == tid;
+    }
+    return v == tid;
+}
+
+/* _PyRuntime -> interpreters.head -> threads.head -> next ...: the thread
+ * state whose thread is tid, 0 if none among the first LS_PYW_THREADS. */
+static LS_PYW_INLINE __u64 ls_pyw_find_thread(LS_PYW_CTX ctx, ls_pyw_cfg *c, __u32 tid)
+{
+    __u64 ts = LS_PYW_TS_GET(ctx, tid);
+    if (ts && ls_pyw_is_thread(ctx, c, ts, tid))
+        return ts;
+    __u64 interp = ls_pyw_ptr(ctx, c->runtime + c->runtime_interp_head);
+    ts = interp ? ls_pyw_ptr(ctx, interp + c->interp_threads_head) : 0;
+    LS_PYW_NOUNROLL
+    for (int i = 0; i < LS_PYW_THREADS; i++) {
+        if (!ts) {
+            if (!interp)
+                break;
+            interp = ls_pyw_ptr(ctx, interp + c->interp_next);
+            if (!interp)
+                break;
+            ts = ls_pyw_ptr(ctx, interp + c->interp_threads_head);
+            continue;
+        }
+        if (ls_pyw_is_thread(ctx, c, ts, tid)) {
+            LS_PYW_TS_PUT(ctx, tid, ts);
+            return ts;
+        }
+        ts = ls_pyw_ptr(ctx, ts + c->tstate_next);
+    }
+    return 0;
+}
+
+/* Reads the header of the object at addr into sc->obj; its type, 0 if
+ * unreadable. */
+static LS_PYW_INLINE __u64 ls_pyw_obj(LS_PYW_CTX ctx, struct ls_pyw_scratch *sc, __u64 addr)
+{
+    if (addr < 4096 || LS_PYW_READ(ctx, sc->obj, LS_PYW_OBJ, addr))
+        return 0;
+    return ls_pyw_u64(sc->obj, 8, LS_PYW_OBJ);
+}
+
+/* Is s a compact ASCII str equal to lit (exact), or ending in "/" lit? */
+static LS_PYW_INLINE int ls_pyw_str_is(LS_PYW_CTX ctx, ls_pyw_cfg *c, struct ls_pyw_scratch *sc,
+                                       __u64 s, const char *lit, __u32 n, int exact)
+{
+    if (ls_pyw_obj(ctx, sc, s) != c->unicode_type || !c->unicode_type)
+        return 0;
+    __u64 len = ls_pyw_u64(sc->obj, c->unicode_len, LS_PYW_OBJ);
+    __u32 st = ls_pyw_u32(sc->obj, c->unicode_state, LS_PYW_OBJ);
+    if (!(st & LS_PYW_U_COMPACT) || !(st & LS_PYW_U_ASCII))
+        return 0;
+    if (n > sizeof sc->buf - 1)
+        return 0;
+    __u64 at = s + c->unicode_data;
+    if (exact) {
+        if (len != n)
+            return 0;
+        if (LS_PYW_READ(ctx, sc->buf, n, at))
+            return 0;
+        LS_PYW_NOUNROLL
+        for (__u32 i = 0; i < sizeof sc->buf - 1; i++)
+            if (i < n && sc->buf[i] != (__u8)lit[i])
+                return 0;
+        return 1;
+    }
+    if (len <= n || len > (1u << 20))
+        return 0;
+    if (LS_PYW_READ(ctx, sc->buf, n + 1, at + len - n - 1))
+        return 0;
+    if (sc->buf[0] != '/')
+        return 0;
+    LS_PYW_NOUNROLL
+    for (__u32 i = 0; i < sizeof sc->buf - 1; i++)
+        if (i < n && sc->buf[i + 1] != (__u8)lit[i])
+            return 0;
+    return 1;
+}
+
+/* Is code asyncio.events.Handle._run?  By the loader's address, or by a
+ * code address remembered after a match, or by its co_name and the end of
+ * its co_filename (the module may be imported after attach). */
+static LS_PYW_INLINE int ls_pyw_is_handle_run(LS_PYW_CTX ctx, ls_pyw_cfg *c,
+                                              struct ls_pyw_scratch *sc, __u64 code)
+{
+    __u64 known = c->handle_run_code;
+    if (known)
+        return code == known;
+    known = LS_PYW_HRUN_GET(ctx);
+    if (known)
+        return code == known;
+    if (!ls_pyw_str_is(ctx, c, sc, ls_pyw_ptr(ctx, code + c->code_name), "_run", 4, 1))
+        return 0;
+    if (!ls_pyw_str_is(ctx, c, sc, ls_pyw_ptr(ctx, code + c->code_filename),
+                       "asyncio/events.py", 17, 0))
+        return 0;
+    LS_PYW_HRUN_SET(ctx, code);
+    return 1;
+}
+
+/* Handle._run's self (the Handle) -> _callback -> the Task -> its name. */
+static LS_PYW_INLINE void ls_pyw_task(LS_PYW_CTX ctx, ls_pyw_cfg *c, struct ls_pyw_scratch *sc,
+                                      __u64 frame, struct ls_pystack *out)
+{
+    __u64 self = ls_pyw_ptr(ctx, frame + c->frame_localsplus);
+    __u64 cb = self ? ls_pyw_ptr(ctx, self + c->handle_callback) : 0;
+    if (!cb)
+        return;
+    __u64 t = ls_pyw_ptr(ctx, cb + 8);
+    __u64 task;
+    /* task_wakeup is a bound C method (m_self); the first step and the
+     * following ones a TaskStepMethWrapper (sw_task); a pure-Python task's
+     * step a bound method (im_self, at the same offset as m_self). */
+    if (t && (t == c->cfunction_type || t == c->cmethod_type || t == c->method_type))
+        task = ls_pyw_ptr(ctx, cb + c->cfunc_self);
+    else
+        task = ls_pyw_ptr(ctx, cb + c->callback_task);
+    if (!task)
+        return;
+    /* the task's type must be big enough to hold task_name */
+    __u64 tt = ls_pyw_ptr(ctx, task + 8);
+    __s64 bs = tt ? (__s64)ls_pyw_ptr(ctx, tt + c->type_basicsize) : 0;
+    if (bs < (__s64)c->task_name + 8 || bs > 65536)
+        return;
+    __u64 name = ls_pyw_ptr(ctx, task + c->task_name);
+    __u64 nt = ls_pyw_obj(ctx, sc, name);
+    if (!nt)
+        return;
+    if (nt == c->unicode_type) {
+        __u64 len = ls_pyw_u64(sc->obj, c->unicode_len, LS_PYW_OBJ);
+        __u32 st = ls_pyw_u32(sc->obj, c->unicode_state, LS_PYW_OBJ);
+        __u32 kind = LS_PYW_U_KIND(st), flags = 0;
+        __u64 data;
+        if (!(st & LS_PYW_U_COMPACT) || len > (1u << 30))
+            return;
+        if (st & LS_PYW_U_ASCII) {
+            if (kind != 1)
+                return;
+            data = name + c->unicode_data;
+        } else {
+            data = name + c->unicode_cdata;
+            if (kind == 1)
+                flags = LS_PYS_NAME_LATIN1;
+            else if (kind == 2)
+                flags = LS_PYS_NAME_UCS2;
+            else if (kind == 4)
+                flags = LS_PYS_NAME_UCS4;
+            else
+                return;
+        }
+        __u64 bytes = len * kind;
+        if (bytes > LS_PY_TASK_NAME) {
+            bytes = LS_PY_TASK_NAME;
+            flags |= LS_PYS_NAME_CUT;
+        }
+        __u32 nb = (__u32)bytes & 63;
+        if (nb > LS_PY_TASK_NAME)
+            return;
+        if (nb && LS_PYW_READ(ctx, out->task_name, nb, data)) {
+            out->flags |= LS_PYS_READ_ERROR;
+            return;
+        }
+        out->task_name_len = nb;
+        out->flags |= flags;
+        out->task = task;
+        return;
+    }
+    if (nt == c->long_type) {
+        /* 3.12+: the name of an unnamed task is its number, formatted
+         * "Task-N" when asked for */
+        __u64 tag = ls_pyw_u64(sc->obj, 16, LS_PYW_OBJ);
+        __u64 d0 = ls_pyw_u32(sc->obj, c->long_digit, LS_PYW_OBJ) & 0x3fffffffu;
+        __u64 d1 = ls_pyw_u32(sc->obj, c->long_digit + 4, LS_PYW_OBJ) & 0x3fffffffu;
+        __u64 nd, v;
+        if (c->long_kind == LS_PY_LONG_TAG) {
+            if ((tag & 3) == 2)
+                return;                 /* negative */
+            nd = (tag & 3) == 1 ? 0 : tag >> 3;
+        } else {
+            if ((__s64)tag < 0)
+                return;
+            nd = tag;
+        }
+        if (nd == 0)
+            v = 0;
+        else if (nd == 1)
+            v = d0;
+        else if (nd == 2)
+            v = d0 | d1 << 30;
+        else
+            return;
+        __builtin_memcpy(out->task_name, &v, 8);
+        out->task_name_len = 8;
+        out->flags |= LS_PYS_NAME_COUNTER;
+        out->task = task;
+    }
+}
+
+/* The stack of thread tid, innermost first, into out. */
+static LS_PYW_INLINE void ls_pyw_walk(LS_PYW_CTX ctx, __u32 tid, struct ls_pystack *out)
+{
+    ls_pyw_cfg *c = LS_PYW_CFG(ctx);
+    out->nframes = 0;
+    out->flags = 0;
+    out->task = 0;
+    out->task_name_len = 0;
+    if (!c->runtime)
+        return;
+    struct ls_pyw_scratch *sc = LS_PYW_SCRATCH(ctx);
+    if (!sc) {
+        out->flags = LS_PYS_READ_ERROR;
+        return;
+    }
+    __u64 ts = ls_pyw_find_thread(ctx, c, tid);
+    if (!ts) {
+        out->flags = LS_PYS_NO_THREAD;
+        return;
+    }
+    __u64 frame = ls_pyw_ptr(ctx, ts + c->tstate_frame);
+    if (c->cframe_current != LS_PY_NONE)
+        frame = frame ? ls_pyw_ptr(ctx, frame + c->cframe_current) : 0;
+    __u32 wlen = c->frame_read;
+    if (wlen < 8 || wlen > LS_PYW_WIN)
+        return;
+    __u32 n = 0;
+    __u64 hframe = 0;
+    LS_PYW_NOUNROLL
+    for (int i = 0; i < LS_PYW_WALK; i++) {
+        if (frame < 4096)
+            break;
+        if (LS_PYW_READ(ctx, sc->win, wlen, frame)) {
+            out->flags |= LS_PYS_READ_ERROR;
+            break;
+        }
+        __u64 code = ls_pyw_u64(sc->win, c->frame_code, LS_PYW_WIN);
+        __u64 prev = ls_pyw_u64(sc->win, c->frame_previous, LS_PYW_WIN);
+        __s32 instr = -1;
+        __u32 flags = 0;
+        if (c->kind == LS_PY_KIND_IFRAME) {
+            if (c->owner_cstack != LS_PY_NONE &&
+                ls_pyw_u8(sc->win, c->frame_owner, LS_PYW_WIN) == c->owner_cstack) {
+                /* a shim frame of the C stack: the frame before it (inner)
+                 * is the first one of its eval call */
+                if (n > 0 && n <= LS_PY_MAX_FRAMES)
+                    out->f[(n - 1) & (LS_PY_MAX_FRAMES - 1)].flags |= LS_PYF_ENTRY;
+                frame = prev;
+                continue;
+            }
+            __s64 d = (__s64)(ls_pyw_u64(sc->win, c->frame_instr, LS_PYW_WIN) -
+                              (code + c->code_adaptive));
+            if (d >= 0 && d < (1 << 30))
+                instr = (__s32)d;
+            if (c->frame_is_entry != LS_PY_NONE &&
+                ls_pyw_u8(sc->win, c->frame_is_entry, LS_PYW_WIN) == 1)
+                flags = LS_PYF_ENTRY;
+        } else {
+            __s32 lasti = (__s32)ls_pyw_u32(sc->win, c->frame_instr, LS_PYW_WIN);
+            if (lasti >= 0 && lasti < (1 << 29))
+                instr = lasti * 2;
+            flags = LS_PYF_ENTRY;
+        }
+        if (!hframe && code && ls_pyw_is_handle_run(ctx, c, sc, code)) {
+            hframe = frame;
+            flags |= LS_PYF_HANDLE_RUN;
+        }
+        if (n < LS_PY_MAX_FRAMES) {
+            struct ls_py_frame *f = &out->f[n & (LS_PY_MAX_FRAMES - 1)];
+            f->code = code;
+            f->instr = instr;
+            f->flags = flags;
+            n++;
+        } else {
+            out->flags |= LS_PYS_TRUNCATED;
+            if (hframe)
+                break;
+        }
+        frame = prev;
+    }
+    if (frame >= 4096 && !(out->flags & LS_PYS_READ_ERROR))
+        out->flags |= LS_PYS_TRUNCATED;
+    out->nframes = n;
+    if (hframe)
+        ls_pyw_task(ctx, c, sc, hframe, out);
+}
+
+#endif /* LOOPSCOPE_PYWALK_H */
