@@ -693,7 +693,7 @@ static bool window_counters(exporter *x)
         if (prev && (prev != l || prev_end < s))
             window_sample(x, prev, prev_end, 0, 0, 0);
         double in = (double)busy + (double)wait;
-        /* a window straddling --from is sampled at the window's start */
+        /* a window straddling --from is sampled at --from */
         window_sample(x, l, s < x->w.from && e > x->w.from ? x->w.from : s,
                       in > 0 ? 100.0 * (double)busy / in : 0,
                       (double)it * 1e9 / (double)(e - s), (double)mx / 1e6);

@@ -66,11 +66,7 @@ static const char usage[] =
     "(task_suspend, reason task) at the same moment of the trace: a deadlock\n"
     "unless something cancels one of them.\n"
     "\n"
-    "A trace of the generic loop mode (a process not built on libevl) has no task\n"
-    "lifecycle: --kind blocking draws its stacks (Python and JIT frames are the\n"
-    "application, the interpreter's frames runtime), tasks and lifecycle draw a\n"
-    "note saying so.\n"
-    "\n"
+
     "examples:\n"
     "  loopscope graph trace.db --kind blocking -o blocking.svg\n"
     "  loopscope graph trace.db --kind tasks -o tasks.png --collapse 10\n"

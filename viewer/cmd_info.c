@@ -82,9 +82,15 @@ static const char *wait_calls_text(const char *w)
     return NULL;
 }
 
-static double pct(int64_t part, int64_t whole)
+static double pct(int64_t part, double whole)
 {
-    return whole > 0 ? 100.0 * (double)part / (double)whole : 0;
+    return whole > 0 ? 100.0 * (double)part / whole : 0;
+}
+
+/* The busy share of the time in iterations (the sums saturate: doubles). */
+static double busy_pct(const ls_loopstat *l, int64_t part)
+{
+    return pct(part, (double)l->busy_ns + (double)l->wait_ns);
 }
 
 /* "p50 < 262us" or "p99 <= 52.4ms" (the measured maximum bounds it). */
@@ -125,7 +131,7 @@ static void print_hist(const ls_loopstat *l)
         memset(bar, '@', (size_t)n);
         bar[n] = 0;
         printf("  %-22s %10lld |%-*s| %5.1f%%\n", range, (long long)b->count, HIST_BAR, bar,
-               pct(b->busy, l->hist_busy));
+               pct(b->busy, (double)l->hist_busy));
     }
 }
 
@@ -144,8 +150,7 @@ static void print_loop_threads(const ls_loopstat *ls, size_t n, const char *stop
                    (long long)l->iterations, l->iterations == 1 ? "" : "s",
                    ls_fmt_dur(d1, sizeof(d1), l->covered_ns),
                    secs > 0 ? (double)l->iterations / secs : 0.0,
-                   pct(l->busy_ns, ls_sat_add(l->busy_ns, l->wait_ns)),
-                   pct(l->wait_ns, ls_sat_add(l->busy_ns, l->wait_ns)));
+                   busy_pct(l, l->busy_ns), busy_pct(l, l->wait_ns));
         } else {
             printf(": no iteration windows recorded\n");
         }
@@ -210,7 +215,7 @@ static void json_loop_threads(ls_json *j, const ls_loopstat *ls, size_t n)
         ls_json_key(j, "iterations_per_s"); ls_json_double(j, secs > 0 ? (double)l->iterations / secs : 0);
         ls_json_key(j, "busy_ns"); ls_json_int(j, l->busy_ns);
         ls_json_key(j, "wait_ns"); ls_json_int(j, l->wait_ns);
-        ls_json_key(j, "busy_pct"); ls_json_double(j, pct(l->busy_ns, ls_sat_add(l->busy_ns, l->wait_ns)));
+        ls_json_key(j, "busy_pct"); ls_json_double(j, busy_pct(l, l->busy_ns));
         ls_json_key(j, "max_busy_ns");
         if (l->windows)
             ls_json_int(j, l->max_busy_ns);

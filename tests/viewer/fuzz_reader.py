@@ -7,7 +7,9 @@ Takes the fixture databases, damages copies of them (random bytes
 overwritten, pages zeroed, the file cut short, header fields changed) with
 a fixed seed, and runs every read command on each.  Each run must end with
 exit status 0, 1 or 2 — never a signal, a sanitizer report or a hang — and
-a failure must be reported as one "error: ..." line on stderr.
+a failure must be reported as one "error: ..." line on stderr.  Every
+fixture is mutated in turn, the generic loop mode's (loop_windows,
+iteration_hist) too.
 """
 import argparse
 import os
@@ -31,6 +33,9 @@ COMMANDS = [
     ["graph", "--kind", "blocking", "-o", "{out}.dot"],
     ["export", "-o", "{out}.json"],
     ["sql", "SELECT count(*) FROM events"],
+    # the generic loop mode's tables (fixtures generic*.db; absent from older ones)
+    ["timeline", "--svg", "{out}.svg"],
+    ["sql", "SELECT * FROM loop_windows; SELECT * FROM iteration_hist"],
 ]
 
 

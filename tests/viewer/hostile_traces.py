@@ -20,6 +20,13 @@ the *values* hostile:
              blocking episodes, stacks and stats
   bogus      ~200k records shaped to defeat per-event lookups (quadratic SQL)
   empty      the schema and nothing else (no meta either)
+  generic    the generic loop mode (meta mode = 'generic'): hostile runtime,
+             wait_calls and jit_symbols, loop_windows backwards, overlapping,
+             zero-length, with negative and absurd counts, windows of loops
+             without a row, iteration_hist buckets with hi_ns <= lo_ns,
+             negative and INT64_MAX counts and more buckets than any real
+             histogram, asyncio tasks with hostile names, Python frames
+  (extremes and random also hold hostile windows and histograms)
 
 Every viewer command runs on each with a per-command timeout.  Each run
 must exit 0, or 1 with one "error: ..." line; no signal, no sanitizer
@@ -289,6 +296,65 @@ def build_bogus(db, rng):
     db.con.executemany("INSERT INTO events VALUES(?,?,?,?,?,?,?)", ev)
 
 
+def build_generic(db, rng=None):
+    H = HOSTILE
+    rng = rng or random.Random(3)
+    db.meta({"mode": "generic", "runtime": text(H[8], 1), "wait_calls": text(H[9], 1),
+             "jit_symbols": text(H[11], 1), "window_ns": "-5", "target_binary": text(H[2], 1),
+             "start_ns": "1000", "end_ns": "3000000000", "duration_ns": "2999999000",
+             "block_threshold_ns": "1000000", "stop_reason": text(H[12], 1)})
+    db.insert("loops", [(100, 1, 100, 1000, None), (I64_MAX, 1, -1, I64_MIN, I64_MAX),
+                        (-7, 1, 0, None, None)])
+    wins = [(100, 1000 + k * 20_000_000, 1000 + (k + 1) * 20_000_000, 30, 15_000_000,
+             5_000_000, 900_000) for k in range(40)]
+    wins += [(100, 5_000_000, 900_000_000, 7, 1, 1, 1),                 # overlaps the others
+             (100, 2_000_000_000, 1_000_000_000, 5, 5, 5, 5),           # backwards
+             (100, 2_500_000_000, 2_500_000_000, 3, 0, 0, 0),           # zero length
+             (100, 2_600_000_000, 2_700_000_000, -4, -1, I64_MIN, -9),  # negative
+             (100, 2_700_000_000, 2_800_000_000, I64_MAX, I64_MAX, I64_MAX, I64_MAX),
+             (I64_MAX, I64_MIN, I64_MAX, I64_MAX, I64_MAX, I64_MAX, I64_MAX),
+             (I64_MAX, 0, 1, 1, 0, 1, 1),
+             (4242, 10, 20, 1, 5, 5, 5),                                # no loops row
+             (-7, I64_MAX - 1, I64_MAX, 1, 1, 1, 1)]
+    db.insert("loop_windows", wins)
+    hist = [(100, 0 if b == 0 else 1 << b, 2 << b, 1000 >> (b % 10), (1000 >> (b % 10)) << b)
+            for b in range(40)]
+    hist += [(100, 1 << 50, 1 << 49, 5, 5),          # hi < lo
+             (100, 1 << 51, 1 << 51, 5, 5),          # empty range
+             (100, 1 << 52, 1 << 53, -3, 7),         # negative count
+             (100, 1 << 54, I64_MAX, I64_MAX, I64_MAX),
+             (100, -8, 4, 1, 1)]
+    hist += [(I64_MAX, k * 10, k * 10 + 5, I64_MAX, I64_MAX) for k in range(400)]
+    hist += [(4242, 0, 2, 0, 0)]                     # only empty buckets
+    db.insert("iteration_hist", hist)
+    db.insert("tasks", [(0x7F0000001000 + i, 100, None, text(H[i], i), None, None, None, 0,
+                         None, None, None, None) for i in range(len(H))])
+    db.insert("stacks", [(1, 6)])
+    db.insert("frames", [(1, d, 0, text(H[d], d), text(b"/srv/" + H[d + 5], d), d * 7,
+                          ["python", "[jit]", text(H[2], 1), "/usr/lib/libc.so.6", None,
+                           "python"][d]) for d in range(6)])
+    db.insert("blocking", [(i + 1, [100, I64_MAX, 4242][i % 3],
+                            rng.choice([None, 0x7F0000001000 + i % len(H), 5]),
+                            rng.choice([1000, I64_MAX, I64_MIN, 50_000_000 * i]),
+                            rng.choice([30_000_000, -5, I64_MAX]), 1 + i % 2,
+                            rng.choice([None, 230, 99999]), rng.choice([1, None, 77]), 0)
+                           for i in range(30)])
+
+
+def add_hostile_windows(db, rng, loops):
+    """Windows and histograms of any shape on a libevl trace."""
+    db.con.executemany("INSERT OR IGNORE INTO loop_windows VALUES(?,?,?,?,?,?,?)",
+                       [(rng.choice(loops), rng.choice([I64_MIN, -1, 0, rng.randrange(10 ** 12)]),
+                         rng.choice([I64_MAX, 0, rng.randrange(10 ** 12)]),
+                         rng.randrange(-10, 10 ** 6), rng.randrange(-10, 10 ** 12),
+                         rng.randrange(-10, 10 ** 12), rng.choice([-1, I64_MAX, 5]))
+                        for _ in range(3000)])
+    db.con.executemany("INSERT OR IGNORE INTO iteration_hist VALUES(?,?,?,?,?)",
+                       [(rng.choice(loops), rng.randrange(-5, 1 << 62), rng.randrange(-5, 1 << 62),
+                         rng.choice([I64_MAX, -1, 3]), rng.choice([I64_MAX, I64_MIN, 9]))
+                        for _ in range(3000)])
+
+
 def build_empty(db):
     pass
 
@@ -300,6 +366,7 @@ TRACES = {
     "random": None,
     "bogus": None,
     "empty": build_empty,
+    "generic": build_generic,
 }
 
 
@@ -326,6 +393,10 @@ def commands(task_id):
         (["sql", "SELECT * FROM tasks"], "term"), (["sql", "SELECT * FROM meta"], "term"),
         (["sql", "SELECT * FROM events_named LIMIT 500"], "term"),
         (["sql", "--json", "SELECT * FROM frames"], "json"),
+        (["sql", "SELECT * FROM loop_windows LIMIT 500"], "term"),
+        (["sql", "--json", "SELECT * FROM iteration_hist LIMIT 500"], "json"),
+        (["timeline", "--loop", "100", "--from", "1ms", "--to", "2s"], "term"),
+        (["export", "-o", "-", "--from", "1ms", "--to", "2s"], "json"),
     ]
 
 
@@ -446,6 +517,8 @@ def main():
                 (build_random if name == "random" else build_bogus)(db, random.Random(a.seed))
             else:
                 build(db)
+            if name in ("extremes", "random"):
+                add_hostile_windows(db, random.Random(a.seed), [1, 2, 99, I64_MAX, -1])
             db.finish()
             if a.keep:
                 os.makedirs(a.keep, exist_ok=True)
