@@ -114,9 +114,16 @@ class Target:
         check(line.startswith("port "), f"{cmd} printed {line!r}")
         self.port = int(line.split()[1])
 
-    def request(self, route):
-        """Send ROUTE; return the handler's (t0, t1, cpu, extra) and the
-        client's own monotonic interval around the request."""
+    def thread_cpu(self, tid):
+        with open(f"/proc/{self.pid}/task/{tid}/schedstat") as f:
+            return int(f.read().split()[0])
+
+    def request(self, route, tid=None):
+        """Send ROUTE; return the handler's (t0, t1, cpu, extra), the
+        client's own monotonic interval around the request and, with TID,
+        that thread's CPU time over it (it sleeps before and after, so its
+        schedstat is up to date)."""
+        s0 = self.thread_cpu(tid) if tid else 0
         c0 = time.monotonic_ns()
         with socket.create_connection(("127.0.0.1", self.port), timeout=30) as c:
             c.sendall(route.encode() + b"\n")
@@ -129,8 +136,10 @@ class Target:
         c1 = time.monotonic_ns()
         f = got.decode().split()
         check(len(f) == 6 and f[:2] == ["done", route], f"answer to {route}: {got!r}")
+        time.sleep(0.01)              # the server back in its wait call
+        s1 = self.thread_cpu(tid) if tid else 0
         return dict(route=route, t0=int(f[2]), t1=int(f[3]), cpu=int(f[4]), extra=f[5],
-                    c0=c0, c1=c1)
+                    c0=c0, c1=c1, thread_cpu=s1 - s0)
 
     def alive(self):
         return self.p.poll() is None
@@ -250,6 +259,10 @@ def python_case(python):
     if not os.path.exists(python):
         raise Skip(f"{python} is not installed")
     t = Target([python, os.path.join(GEN, "py_server.py")])
+    # the executor's worker thread is started now: Thread.start() waits for
+    # the new thread on the loop thread (a real stall of its own), then the
+    # worker is reused by every later request
+    t.request("executor")
     time.sleep(0.3)                     # asleep in epoll_wait when we attach
     rec = Recorder(t.pid)
     reqs = [t.request(r) for _ in range(3) for r in PY_ROUTES]
@@ -278,8 +291,13 @@ def python_case(python):
             eq(e["kind"], 1, f"{what}: kind (1 off-CPU)")
             eq(e["nr"], syscalls["clock_nanosleep"], f"{what}: syscall")
             eq(e["loop"], t.pid, f"{what}: loop thread")
-            check(49 * MS <= e["dur"] and 0.9 * wall <= e["dur"] <= 1.5 * wall,
-                  f"{what}: {e['dur'] / MS:.2f} ms not in [max(49, 0.9x), 1.5x] of the handler's")
+            check(49 * MS <= e["dur"] and 0.9 * wall <= e["dur"],
+                  f"{what}: {e['dur'] / MS:.2f} ms not at least max(49 ms, 0.9x the handler's)")
+            # (not e["end"] <= r["t1"]: an off-CPU episode also takes in
+            # the time its thread is preempted after the call returned, up
+            # to its next wait call -- a recorder bug, see the report)
+            check(r["t0"] <= e["start"] and e["dur"] <= 1.5 * wall,
+                  f"{what}: {show(e)} starts before the handler or lasts over 1.5x its time")
             fns = functions(e)
             check(fns and fns[0].startswith("clock_nanosleep"), f"{what}: innermost {show(e)}")
             if symbols:
@@ -352,6 +370,150 @@ def python_pyenv():
     if not vers:
         raise Skip(f"no pyenv CPython 3.12 under {root}")
     python_case(os.path.join(root, vers[0], "bin", "python3.12"))
+
+
+# ------------------------------------------------------------ Node.js
+
+NODE_FILE_MB = 256
+
+
+def big_file(d):
+    """NODE_FILE_MB of data on disk (not tmpfs), written back."""
+    path = os.path.join(d, "big.bin")
+    chunk = os.urandom(1 << 20)
+    with open(path, "wb") as f:
+        for _ in range(NODE_FILE_MB):
+            f.write(chunk)
+        f.flush()
+        os.fsync(f.fileno())
+    return path
+
+
+def drop_cache(path):
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+def node_case(flags):
+    node = shutil.which("node") or shutil.which("nodejs")
+    check(node, "node is not installed (tests/deps.sh installs nodejs)")
+    d = tmpdir(dir=os.path.dirname(A.loopscope))      # a disk, not tmpfs
+    path = big_file(d)
+    t = Target([node, *flags, os.path.join(GEN, "node_server.js"), path], cwd=d)
+    perf_map = f"/tmp/perf-{t.pid}.map"
+    try:
+        time.sleep(0.5)
+        threads = tids(t.pid)
+        rec = Recorder(t.pid)
+        reqs = []
+        for route in ["spin", "atomics", "read", "good", "spin", "atomics", "read", "good",
+                      "spin", "atomics"]:
+            if route == "read":
+                drop_cache(path)
+            reqs.append(t.request(route, tid=t.pid))
+        time.sleep(0.1)
+        db = rec.stop()
+        check(t.alive(), "node died while traced")
+        t.stop()
+    finally:
+        if os.path.exists(perf_map):
+            os.unlink(perf_map)
+    m = check_generic_meta(db, "Node.js")
+    lps = loops(db)
+    note(f"node {subprocess.run([node, '--version'], capture_output=True, text=True).stdout.strip()}"
+         f" {' '.join(flags)}: runtime {m['runtime']!r}; threads (tid: comm) {threads}; "
+         f"loop threads {lps} (main {t.pid})")
+    check(t.pid in lps, f"the main thread {t.pid} is not a loop thread: {lps}")
+    check(set(lps) <= set(threads), f"loop threads {lps} not among node's {threads}")
+    eps = episodes(db)
+    nr = dict(query(db, "SELECT name, nr FROM syscalls"))
+    js = []                 # JS names expected with --perf-basic-prof
+    for r in reqs:
+        got = overlapping(eps, r["t0"], r["t1"])
+        wall = r["t1"] - r["t0"]
+        what = f"{r['route']} at {r['t0']} ({wall / MS:.1f} ms, {r['cpu'] / MS:.1f} ms CPU " \
+               f"by the handler)"
+        check(all(e["loop"] == t.pid for e in got),
+              f"{what}: episodes off the main thread: {[show(e) for e in got]}")
+        if r["route"] == "good":
+            eq([show(e) for e in got], [], f"{what}: episodes during a setTimeout")
+            continue
+        check(got, f"{what}: no episode")
+        e = max(got, key=lambda e: e["dur"])
+        if r["route"] == "spin":
+            # the spin allocates (BigInts): a GC inside it may add off-CPU
+            # episodes of its own (V8 waking its helper threads)
+            on = [x for x in got if x["kind"] == 2]
+            check(len(on) == 1, f"{what}: expected one on-CPU episode: {[show(x) for x in got]}")
+            e = on[0]
+            # the handler measures the process's CPU (V8's GC threads too):
+            # the main thread's own is read from its schedstat by the client
+            tcpu = r["thread_cpu"]
+            check(0.5 * tcpu <= e["dur"] <= tcpu + 5 * MS,
+                  f"{what}: {e['dur'] / MS:.1f} ms of CPU not in [0.5x, 1x + 5 ms] of the main "
+                  f"thread's {tcpu / MS:.1f} ms over the request (/proc schedstat)")
+            others = [show(x) for x in got if x is not e]
+            if others:
+                note(f"{what}: besides the spin: {others}")
+            js.append((e, "spin"))
+        elif r["route"] == "atomics":
+            wait = [x for x in got if x["kind"] == 1 and x["nr"] == nr["futex"]
+                    and x["dur"] >= 49 * MS]
+            check(len(wait) == 1, f"{what}: expected one futex episode of 49 ms or more: "
+                                  f"{[show(x) for x in got]}")
+            e = wait[0]
+            check(r["t0"] <= e["start"] and e["dur"] <= 1.5 * wall,
+                  f"{what}: {show(e)} starts before the handler or lasts over 1.5x its time")
+            js.append((e, "atomicsWait"))
+        else:
+            eq(r["extra"], str(NODE_FILE_MB << 20), f"{what}: bytes read")
+            # off-CPU in read() when the pages came from the disk, on-CPU if
+            # they were still cached: either way the loop was held
+            # (a read() that alternates page-cache copies and disk waits
+            # gives an off-CPU episode from its first switch-out to its
+            # last switch-in AND an on-CPU one with the step's CPU time:
+            # they overlap, so each is checked alone, not their sum)
+            check(0.5 * wall <= e["dur"] and all(x["dur"] <= wall + 5 * MS for x in got),
+                  f"{what}: episodes not in [0.5x, 1x + 5 ms] of the handler's: "
+                  f"{[show(x) for x in got]}")
+            if e["kind"] == 1:
+                eq(e["nr"], nr["read"], f"{what}: syscall of the off-CPU episode")
+            note(f"readFileSync of {NODE_FILE_MB} MiB: {[show(x)[:60] for x in got]}")
+            js.append((e, "readBig"))
+    for e, _ in js:
+        check(any(f and f.startswith("Builtins_") or f == "node::" for f in functions(e))
+              or any(f[3] and os.path.basename(f[3]) in ("node", "nodejs") for f in e["frames"]),
+              f"no frame in node's own code: {show(e)}")
+    if "--perf-basic-prof" in flags:
+        # JS function names come from /tmp/perf-PID.map (tracer/symbols.c):
+        # the handler onData calls each route's function
+        for e, fn in js:
+            jsf = [f[0] for f in e["frames"] if f[3] == "[jit]"]
+            check("onData" in jsf, f"no JS frame onData (perf map): {show(e)}")
+            if fn == "spin":
+                # the spin's hot loop is optimized (OSR) while it runs: its
+                # frame was sometimes named "(anonymous)", not spin
+                if fn not in jsf:
+                    note(f"the spin's frame is not named spin: JS frames {jsf}")
+            else:
+                check(fn in jsf, f"no JS frame {fn} (perf map): {show(e)}")
+
+
+@case
+def node_plain():
+    """node without flags: the spin, Atomics.wait and readFileSync found on
+    the main thread; setTimeout not."""
+    node_case([])
+
+
+@case
+def node_perf_map():
+    """node --perf-basic-prof --interpreted-frames-native-stack: the same,
+    and the JS functions named in the stacks."""
+    node_case(["--perf-basic-prof", "--interpreted-frames-native-stack"])
 
 
 def main():
