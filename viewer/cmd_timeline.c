@@ -586,10 +586,26 @@ static int terminal_width(void)
     return 100;
 }
 
-/* One terminal row: the label, then the first `last` cells' glyphs. */
-static void print_cells(const char *label, const unsigned char *cells, int last, bool color,
+/* Colours and UTF-8 glyphs only on a terminal that takes them. */
+static void term_style(const struct opts *o, bool *color, bool *utf8)
+{
+    bool tty = isatty(STDOUT_FILENO);
+    const char *nc = getenv("NO_COLOR");
+    *color = tty && !o->no_color && !(nc && *nc);
+    const char *cs = nl_langinfo(CODESET);
+    *utf8 = tty && !o->ascii && cs && !strcmp(cs, "UTF-8");
+}
+
+/* One terminal row: the lane's label, then its cells' glyphs up to the
+ * last one that is not blank. */
+static void print_cells(const lane *ln, const unsigned char *cells, int ncols, bool color,
                         bool utf8)
 {
+    char label[NAME_W + 1];
+    int last = ncols;
+    while (last > 0 && cells[last - 1] == D_NONE)
+        last--;
+    lane_label(ln, label, NAME_W);
     printf("%-*s", NAME_W, label);
     if (last)
         putchar(' ');
@@ -659,11 +675,8 @@ static void print_axis(const tl *x, int ncols, double q, bool utf8)
 static void print_terminal(tl *x, const struct opts *o, const char *path, size_t ntasks,
                            size_t nmatch, int nloops)
 {
-    bool tty = isatty(STDOUT_FILENO);
-    const char *nc = getenv("NO_COLOR");
-    bool color = tty && !o->no_color && !(nc && *nc);
-    const char *cs = nl_langinfo(CODESET);
-    bool utf8 = tty && !o->ascii && cs && !strcmp(cs, "UTF-8");
+    bool color, utf8;
+    term_style(o, &color, &utf8);
     int width = terminal_width();
     int ncols = width - NAME_W - 1;
     if (ncols < 10)
@@ -677,15 +690,9 @@ static void print_terminal(tl *x, const struct opts *o, const char *path, size_t
            ls_fmt_dur(d3, sizeof(d3), x->to - x->from), ls_fmt_dur(d4, sizeof(d4), (int64_t)q));
 
     unsigned char *cells = malloc((size_t)ncols);
-    char label[NAME_W + 1];
     for (size_t i = 0; i < x->nlanes; i++) {
-        lane *ln = &x->lanes[i];
-        lane_cells(x, ln, ncols, cells, NULL);
-        int last = ncols;
-        while (last > 0 && cells[last - 1] == ST_NONE)
-            last--;
-        lane_label(ln, label, NAME_W);
-        print_cells(label, cells, last, color, utf8);
+        lane_cells(x, &x->lanes[i], ncols, cells, NULL);
+        print_cells(&x->lanes[i], cells, ncols, color, utf8);
     }
     free(cells);
 
@@ -1050,11 +1057,8 @@ static void generic_note(const tl *x, double q, char *buf, size_t n)
 
 static void generic_terminal(tl *x, const struct opts *o, const char *path, size_t nmatch)
 {
-    bool tty = isatty(STDOUT_FILENO);
-    const char *nc = getenv("NO_COLOR");
-    bool color = tty && !o->no_color && !(nc && *nc);
-    const char *cs = nl_langinfo(CODESET);
-    bool utf8 = tty && !o->ascii && cs && !strcmp(cs, "UTF-8");
+    bool color, utf8;
+    term_style(o, &color, &utf8);
     int ncols = terminal_width() - NAME_W - 1;
     if (ncols < 10)
         ncols = 10;
@@ -1065,15 +1069,9 @@ static void generic_terminal(tl *x, const struct opts *o, const char *path, size
            fmt_at(d1, sizeof(d1), x->from - x->start), fmt_at(d2, sizeof(d2), x->to - x->start),
            ls_fmt_dur(d3, sizeof(d3), x->to - x->from), ls_fmt_dur(d4, sizeof(d4), (int64_t)q));
     unsigned char *cells = malloc((size_t)ncols);
-    char label[NAME_W + 1];
     for (size_t i = 0; cells && i < x->nlanes; i++) {
-        lane *ln = &x->lanes[i];
-        generic_cells(x, ln, ncols, cells);
-        int last = ncols;
-        while (last > 0 && cells[last - 1] == D_NONE)
-            last--;
-        lane_label(ln, label, NAME_W);
-        print_cells(label, cells, last, color, utf8);
+        generic_cells(x, &x->lanes[i], ncols, cells);
+        print_cells(&x->lanes[i], cells, ncols, color, utf8);
     }
     free(cells);
     print_axis(x, ncols, q, utf8);
