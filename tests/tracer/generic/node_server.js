@@ -14,7 +14,7 @@
 //
 //     route    work                                          loop thread
 //     read     fs.readFileSync(FILE) (EXTRA: bytes read)     off- or on-CPU
-//     spin     busy loop, 50 ms of CPU time                  on-CPU
+//     spin     ~60 ms of CPU, allocating nothing             on-CPU
 //     atomics  Atomics.wait on a SharedArrayBuffer, 50 ms     off-CPU (futex)
 //     good     setTimeout 50 ms                              not blocked
 'use strict';
@@ -32,11 +32,27 @@ function readBig() {
   return b.length;
 }
 
-function spin() {            // 50 ms of the process's CPU time
-  const end = cpu() + 50000000n;
+// CPU work that allocates nothing (Smi arithmetic: no GC, whose safepoint
+// waits would be off-CPU episodes of their own), sized at startup to about
+// 60 ms of CPU time; the test compares the trace with the main thread's
+// own CPU time (/proc schedstat), not with this estimate.
+function burn(millions) {
   let x = 0;
-  while (cpu() < end) x++;
+  for (let m = 0; m < millions; m++)
+    for (let i = 0; i < 1000000; i++) x = (x + i) & 0xffff;
   return x;
+}
+let spinMillions = 1;
+for (;;) {
+  const c0 = cpu();
+  burn(spinMillions);
+  const d = Number(cpu() - c0);
+  if (d >= 20e6) { spinMillions = Math.ceil(spinMillions * 60e6 / d); break; }
+  spinMillions *= 2;
+}
+
+function spin() {
+  return burn(spinMillions);
 }
 
 function atomicsWait() {
