@@ -152,13 +152,13 @@ class Target:
 class Recorder:
     """loopscope record -p PID, attached once its first stderr line says so."""
 
-    def __init__(self, pid, *args, db=None):
+    def __init__(self, pid, *args, db=None, mode="generic loop mode"):
         self.db = db or os.path.join(tmpdir(), "trace.db")
         self.p = subprocess.Popen([A.loopscope, "record", "-p", str(pid), "-o", self.db, *args],
                                   stderr=subprocess.PIPE, text=True)
         self.first = self.p.stderr.readline()
         check(self.first.startswith(f"recording pid {pid} ") and
-              "in the generic loop mode" in self.first,
+              f"in the {mode} " in self.first,
               f"first line of record {args}: {self.first!r} (exit {self.p.poll()})")
 
     def stop(self, sig=signal.SIGINT):
@@ -715,6 +715,224 @@ def redis():
             check(fn in fns, f"{what}: no {fn} frame: {show(e)}")
         check(any(f in ("call", "processCommand", "aeProcessEvents", "aeMain") for f in fns),
               f"{what}: no frame of redis's dispatch (call/processCommand/aeMain): {show(e)}")
+
+
+# ------------------------------------------------------------ attach lifecycle
+
+def bpf_objects(pid):
+    """The BPF programs and links process PID holds (from its fds' fdinfo)."""
+    progs, links = set(), set()
+    for fd in os.listdir(f"/proc/{pid}/fdinfo"):
+        try:
+            info = open(f"/proc/{pid}/fdinfo/{fd}").read()
+        except OSError:
+            continue
+        kv = dict(l.split(":", 1) for l in info.splitlines() if ":" in l)
+        if "link_id" in kv:
+            links.add(int(kv["link_id"]))
+        elif "prog_id" in kv:
+            progs.add(int(kv["prog_id"]))
+    return progs, links
+
+
+def bpf_alive(progs, links):
+    """Which of these program and link ids still exist in the kernel."""
+    p = subprocess.run(["bpftool", "-j", "prog", "show"], capture_output=True, text=True)
+    l = subprocess.run(["bpftool", "-j", "link", "show"], capture_output=True, text=True)
+    check(p.returncode == 0 and l.returncode == 0, f"bpftool failed: {p.stderr} {l.stderr}")
+    return ({x["id"] for x in json.loads(p.stdout)} & progs,
+            {x["id"] for x in json.loads(l.stdout)} & links)
+
+
+def py_target(*args):
+    return Target(["/usr/bin/python3.11", os.path.join(GEN, "py_server.py"), *args])
+
+
+def sleep_found(db, r, pid, what):
+    got = [e for e in overlapping(episodes(db), r["t0"], r["t1"])
+           if e["kind"] == 1 and e["loop"] == pid and e["dur"] >= 49 * MS]
+    check(len(got) == 1, f"{what}: the /sleep episode: {got}")
+
+
+@case
+def attach_detach_reattach():
+    """Attach, detach (SIGINT), attach again: both traces complete, the
+    target served throughout, nothing of the first recorder left in the
+    kernel once it exited."""
+    t = py_target()
+    dbs = []
+    for n in (1, 2):
+        rec = Recorder(t.pid)
+        objs = bpf_objects(rec.p.pid)
+        check(objs[0] and objs[1], f"recorder {n} holds no BPF programs/links: {objs}")
+        r = t.request("sleep")
+        time.sleep(0.1)
+        db = rec.stop()
+        m = check_generic_meta(db, "CPython")
+        eq(m["stop_reason"], "interrupted (SIGINT)", f"recorder {n}: stop reason")
+        eq(loops(db), [t.pid], f"recorder {n}: loop threads")
+        sleep_found(db, r, t.pid, f"recorder {n}")
+        eq(bpf_alive(*objs), (set(), set()), f"recorder {n}'s BPF programs and links after it exited")
+        check(t.alive(), f"the target died with recorder {n}")
+        t.request("good")               # served while nothing is attached
+        dbs.append(db)
+    check(dbs[0] != dbs[1], "two traces")
+
+
+@case
+def target_exits():
+    """The target exits while recorded: the trace is complete, stop_reason
+    'target exited', its loop stopped."""
+    t = py_target("--seconds", "2.5")
+    rec = Recorder(t.pid, "-d", "30")
+    r = t.request("sleep")
+    t.p.wait(timeout=30)
+    eq(t.p.returncode, 0, "the target's exit status")
+    db = rec.finish(timeout=30)
+    m = check_generic_meta(db, "CPython")
+    eq(m["stop_reason"], "target exited", "stop reason")
+    sleep_found(db, r, t.pid, "before the exit")
+    stopped = query(db, "SELECT stopped_ns FROM loops WHERE tid = ?", t.pid)
+    check(stopped and stopped[0][0] and int(m["start_ns"]) < stopped[0][0] <= int(m["end_ns"]),
+          f"the loop's stopped_ns {stopped} (recording {m['start_ns']}..{m['end_ns']})")
+
+
+@case
+def sigkill_recorder():
+    """SIGKILL to the recorder: the target keeps serving and every BPF
+    program and link the recorder held is gone."""
+    t = py_target()
+    rec = Recorder(t.pid)
+    objs = bpf_objects(rec.p.pid)
+    check(objs[0] and objs[1], f"the recorder holds no BPF programs/links: {objs}")
+    note(f"the recorder held {len(objs[0])} programs and {len(objs[1])} links")
+    t.request("sleep")
+    rec.p.kill()
+    rec.p.wait()
+    rec.p.stderr.close()
+    wait_for(lambda: bpf_alive(*objs) == (set(), set()), 10,
+             f"the killed recorder's BPF programs and links to go: {bpf_alive(*objs)}")
+    check(t.alive(), "the target died with the recorder")
+    for route in ("sleep", "cpu", "good"):
+        t.request(route)
+
+
+# ------------------------------------------------------------ --mode, --wait-calls
+
+def bug_line(route):
+    src = os.path.join(HERE, "..", "..", "examples", "blocking_server.c")
+    return marked_line(src, f"BUG: {route} */")
+
+
+def blocking_server_episodes(mode_args, mode_line):
+    """blocking_server's sleep, pipe and spin routes recorded with
+    MODE_ARGS: {route: [(kind, syscall, dur, start)]} of the episodes with
+    a frame at the route's BUG line, and the trace."""
+    d = tmpdir(dir=os.path.dirname(A.loopscope))
+    t = Target([os.path.join(A.examples, "blocking_server")], cwd=d)
+    rec = Recorder(t.pid, *mode_args, mode=mode_line)
+    time.sleep(0.2)
+    lat = {}
+    for route in ("sleep", "pipe", "spin"):
+        c0 = time.monotonic_ns()
+        with socket.create_connection(("127.0.0.1", t.port), timeout=30) as c:
+            c.sendall(route.encode() + b"\n")
+            eq(c.recv(100), f"done {route}\n".encode(), f"answer to {route}")
+        lat[route] = (c0, time.monotonic_ns())
+        time.sleep(0.1)
+    db = rec.stop()
+    check(t.alive(), "blocking_server died while traced")
+    t.stop()
+    out = {}
+    for route in lat:
+        line = bug_line(route)
+        out[route] = [(e["kind"], e["syscall"], e["dur"], e["start"], e["loop"])
+                      for e in episodes(db)
+                      if any(f[1] and f[1].endswith("blocking_server.c") and f[2] == line
+                             for f in e["frames"])]
+    return out, db, lat, t.pid
+
+
+@case
+def mode_generic_on_libevl():
+    """--mode generic on a libevl program: recorded in the generic mode,
+    and its blocking bugs found as in the libevl mode (same kind, syscall,
+    file:line)."""
+    gen, db, lat, pid = blocking_server_episodes(["--mode", "generic"], "generic loop mode")
+    m = check_generic_meta(db)
+    evl, db2, _, _ = blocking_server_episodes([], "libevl mode")
+    eq(meta(db2)["mode"], "batched", "mode of the default (auto) recording")
+    note(f"blocking_server: generic loops {loops(db)} (pid {pid}), runtime {m['runtime']!r}; "
+         f"generic {gen}; libevl {evl}")
+    check(pid in loops(db), f"the loop thread {pid} is not a loops row: {loops(db)}")
+    for route, want_kind in (("sleep", 1), ("pipe", 1), ("spin", 2)):
+        g, e = gen[route], evl[route]
+        check(e, f"{route}: the libevl mode found no episode at its BUG line")
+        check(len(g) == 1, f"{route}: generic mode episodes at its BUG line: {g}")
+        eq(g[0][0], want_kind, f"{route}: kind in the generic mode")
+        eq({x[:2] for x in g}, {x[:2] for x in e}, f"{route}: (kind, syscall) generic vs libevl")
+        c0, c1 = lat[route]
+        check(c0 <= g[0][3] and g[0][2] <= c1 - c0,
+              f"{route}: generic episode {g[0]} outside the client's request {c0}..{c1}")
+        eq(g[0][4], pid, f"{route}: loop thread")
+        if route == "sleep":
+            check(g[0][2] >= 49 * MS, f"sleep: {g[0][2] / MS:.1f} ms, under the 50 ms slept")
+
+
+def expect_error(args, pattern):
+    d = tmpdir()
+    out = os.path.join(d, "x.db")
+    p = subprocess.run([A.loopscope, "record", "-o", out, *args], capture_output=True, text=True,
+                       timeout=30)
+    lines = [l for l in p.stderr.splitlines() if l.strip()]
+    check(p.returncode != 0, f"record {args} succeeded")
+    check(len(lines) == 1 and lines[0].startswith("error: ") and pattern in lines[0],
+          f"record {args}: expected one error line with {pattern!r}, got {lines}")
+    eq(os.listdir(d), [], f"files left by record {args}")
+
+
+@case
+def mode_errors():
+    """--mode libevl on a Python process, --mode bogus, --wait-calls bogus:
+    one error line each, non-zero exit, no trace file."""
+    t = py_target()
+    expect_error(["-p", str(t.pid), "--mode", "libevl"], "has no loopscope probes")
+    expect_error(["-p", str(t.pid), "--mode", "bogus"], "invalid --mode 'bogus'")
+    expect_error(["-p", str(t.pid), "--wait-calls", "bogus"], "invalid --wait-calls 'bogus'")
+    check(t.alive(), "the target died")
+    t.request("good")
+
+
+@case
+def wait_calls_poll():
+    """An asyncio loop on poll() (PollSelector): not a loop with the default
+    epoll set (no loops row, no episode), a loop with --wait-calls all (its
+    time.sleep and CPU spin found)."""
+    t = py_target("--selector", "poll")
+    rec = Recorder(t.pid)
+    t.request("sleep")
+    t.request("cpu")
+    db = rec.stop()
+    check_generic_meta(db, "CPython")
+    eq(loops(db), [], "loop threads with --wait-calls epoll")
+    eq(episodes(db), [], "episodes with --wait-calls epoll")
+    rec = Recorder(t.pid, "--wait-calls", "all")
+    reqs = [t.request("sleep"), t.request("cpu")]
+    db = rec.stop()
+    check_generic_meta(db, "CPython", wait_calls="all")
+    eq(loops(db), [t.pid], "loop threads with --wait-calls all")
+    eps = episodes(db)
+    nr = dict(query(db, "SELECT name, nr FROM syscalls"))
+    for r, kind in zip(reqs, (1, 2)):
+        got = overlapping(eps, r["t0"], r["t1"])
+        check(len(got) == 1 and got[0]["kind"] == kind and got[0]["loop"] == t.pid,
+              f"/{r['route']}: expected one episode of kind {kind}: {[show(e) for e in got]}")
+    e = overlapping(eps, reqs[0]["t0"], reqs[0]["t1"])[0]
+    eq(e["nr"], nr["clock_nanosleep"], "syscall of the sleep")
+    check(49 * MS <= e["dur"] and reqs[0]["t0"] <= e["start"], f"the sleep episode: {show(e)}")
+    # idle time in poll() counted as wait
+    w = query(db, "SELECT sum(wait_ns), sum(iterations) FROM loop_windows WHERE loop_id = ?", t.pid)
+    check(w[0][0] and w[0][1], f"no waits or iterations in loop_windows: {w}")
 
 
 def main():
