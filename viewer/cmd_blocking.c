@@ -274,13 +274,11 @@ int cmd_blocking(int argc, char **argv)
             print_victims(t, id, ndelayed, j);
             ls_json_end_object(j);
         } else if (generic) {
-            char who[64];
-            snprintf(who, sizeof(who), " (0x%llx)", (unsigned long long)sqlite3_column_int64(st, 1));
-            printf("\n#%d  %s %s%s%s on thread %lld, %s%s%s, at +%s\n", ++rank,
+            printf("\n#%d  %s %s%s%s on thread %lld%s%s, at +%s\n", ++rank,
                    ls_fmt_dur(d1, sizeof(d1), dur), kind ? ls_term(kind) : "?", sys ? " in " : "",
                    sys ? ls_term(sys) : "", (long long)sqlite3_column_int64(st, 12),
-                   task ? "in asyncio task " : "outside any asyncio task", task ? ls_term(task) : "",
-                   task ? who : "", ls_fmt_dur(d3, sizeof(d3), sqlite3_column_int64(st, 3)));
+                   task ? ", in asyncio task " : "", task ? ls_term(task) : "",
+                   ls_fmt_dur(d3, sizeof(d3), sqlite3_column_int64(st, 3)));
             printf("    called from %s\n", site ? ls_term(site) : "?");
             print_stack(t, stack, NULL, generic);
             print_victims(t, id, ndelayed, NULL);

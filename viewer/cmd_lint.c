@@ -278,7 +278,7 @@ static void blocking_row(lint *L, sqlite3_stmt *st)
         snprintf(who, sizeof(who), "asyncio task '%s' on thread %lld", task_or(name),
                  (long long)sqlite3_column_int64(st, 11));
     else if (L->generic)
-        snprintf(who, sizeof(who), "thread %lld (outside any asyncio task)",
+        snprintf(who, sizeof(who), "thread %lld",
                  (long long)sqlite3_column_int64(st, 11));
     else if (task >= 0)
         snprintf(who, sizeof(who), "task '%s' (id %lld)", task_or(name), (long long)task);

@@ -116,13 +116,9 @@ static int generic_tasks(ls_trace *t, const struct opts *o, bool json)
     int step;
     size_t rows = 0;
     while ((step = sqlite3_step(st)) == SQLITE_ROW) {
-        char hex[32];
-        int64_t id = sqlite3_column_int64(st, 0);
-        snprintf(hex, sizeof(hex), "0x%llx", (unsigned long long)id);
-        if (json)
-            ls_table_int(tab, id);
-        else
-            ls_table_str(tab, hex);       /* an object address */
+        /* The recorder's id for the task (a hash of the Task object's
+         * address and name: addresses are reused), not an address. */
+        ls_table_int(tab, sqlite3_column_int64(st, 0));
         ls_table_str(tab, (const char *)sqlite3_column_text(st, 1));
         ls_table_int(tab, sqlite3_column_int64(st, 2));
         ls_table_int(tab, sqlite3_column_int64(st, 3));
