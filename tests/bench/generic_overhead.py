@@ -244,6 +244,23 @@ class Spinner:
                 self.proc.wait()
 
 
+def foreign_tracers(own=()):
+    """Pids of other loopscope / bpftrace processes on the machine (not in
+    own): their programs on the same tracepoints would also slow the
+    "untraced" runs, so rows measured while one ran are marked."""
+    pids = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit() or int(d) in own or int(d) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{d}/comm") as f:
+                if f.read().strip() in ("loopscope", "bpftrace"):
+                    pids.append(int(d))
+        except OSError:
+            pass
+    return pids
+
+
 def load():
     return "load average " + ", ".join(f"{x:.2f}" for x in os.getloadavg())
 
@@ -267,6 +284,7 @@ def part_micro(a, tools, tmp):
         if tools["bpftrace"] and not a.quick:
             modes.append(("bpftrace reference", "bpftrace"))
         names = list(dict.fromkeys(name for name, _ in modes))
+        marked = 0
         res = {name: {p: [] for p in procs} for name in names}
         iters = {name: [] for name in names}
         for p in procs.values():          # warm up (page faults, caches)
@@ -281,24 +299,27 @@ def part_micro(a, tools, tmp):
               f"{'trace iter':>10} {'expected':>8}")
         for r in range(a.rounds):
             for name, how in modes:
-                def run():
+                foreign = set(foreign_tracers())
+
+                def run(own=()):
                     target.measure(max(a.iters // 5, 1000))   # after the attach: warm up
                     out = {p: [] for p in procs}
                     for _ in range(a.reps):
                         for p, sp in procs.items():
                             out[p].append(sp.measure(a.iters))
+                        foreign.update(foreign_tracers(own))
                     return out
                 traced_iters = expected = None
                 if how is None:
                     out = run()
                 elif how == "bpftrace":
-                    with Bpftrace(tools["bpftrace"], target.pid):
-                        out = run()
+                    with Bpftrace(tools["bpftrace"], target.pid) as bt:
+                        out = run({bt.bg.proc.pid})
                 else:
                     db = os.path.join(tmp, f"micro-{r}-{len(how)}.db")
                     rec = Recorder(tools["loopscope"], target.pid, db, how)
                     with rec:
-                        out = run()
+                        out = run({rec.bg.proc.pid})
                     meta, traced_iters, _ = rec.trace()
                     if dropped(meta):
                         print(f"      note: {dropped(meta)} messages dropped")
@@ -307,9 +328,12 @@ def part_micro(a, tools, tmp):
                     iters[name].append(traced_iters / expected)
                 for p in procs:
                     res[name][p] += out[p]
+                foreign.update(foreign_tracers())
+                marked += bool(foreign)
                 print(f"{r + 1:5d} {name:26} {median(out['target']):8.1f} "
                       f"{median(out['bystander']):9.1f} {median(out['getppid']):8.1f}"
-                      + ("" if traced_iters is None else f" {traced_iters:10d} {expected:8d}"),
+                      + ("" if traced_iters is None else f" {traced_iters:10d} {expected:8d}")
+                      + (f"  * other tracers ran: {sorted(foreign)}" if foreign else ""),
                       flush=True)
     finally:
         for p in procs.values():
@@ -318,7 +342,8 @@ def part_micro(a, tools, tmp):
     base = res["untraced"]
     print()
     print(f"micro summary ({load()}): CPU ns per iteration, min / median over {a.rounds} x "
-          f"{a.reps} measurements;")
+          f"{a.reps} measurements; {marked} of {a.rounds * len(modes)} rows measured while "
+          "another loopscope or bpftrace ran (*);")
     print("+ = mode - untraced for the same process (min - min / median - median)")
     print(f"{'mode':26} | {'target min':>10} {'median':>7} {'+min':>6} {'+median':>7} | "
           f"{'bystander':>9} {'+median':>7} | {'getppid':>7} {'+median':>7}")
@@ -344,6 +369,7 @@ def part_http(a, tools, tmp):
     server = subprocess.Popen([sys.executable, os.path.join(HERE, "asyncio_http_server.py")],
                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     runs = {"untraced": [], "recorded": []}
+    marked = 0
     try:
         m = re.match(r"pid (\d+)$", server.stdout.readline().strip())
         p = re.match(r"port (\d+)$", server.stdout.readline().strip())
@@ -360,12 +386,16 @@ def part_http(a, tools, tmp):
               "in the trace)")
         for r in range(a.rounds):
             for name in ("untraced", "recorded", "untraced", "recorded"):
+                foreign = set(foreign_tracers())
                 if name == "untraced":
                     c0 = cpu_seconds(pid)
                     rps, p99, total = wrk(url, a.seconds, 8, 1)
                     cpu = (cpu_seconds(pid) - c0) / total
+                    foreign.update(foreign_tracers())
+                    marked += bool(foreign)
                     runs[name].append((rps, p99, cpu, None))
-                    print(f"{r + 1:5d} {name:10} {rps:9.0f} {p99 * 1e3:7.2f} {cpu * 1e6:7.2f}",
+                    print(f"{r + 1:5d} {name:10} {rps:9.0f} {p99 * 1e3:7.2f} {cpu * 1e6:7.2f}"
+                          + (f"  * other tracers ran: {sorted(foreign)}" if foreign else ""),
                           flush=True)
                     continue
                 db = os.path.join(tmp, f"http-{r}-{len(runs[name])}.db")
@@ -374,6 +404,8 @@ def part_http(a, tools, tmp):
                     c0, t0 = cpu_seconds(pid), time.monotonic_ns()
                     rps, p99, total = wrk(url, a.seconds, 8, 1)
                     t1, cpu = time.monotonic_ns(), (cpu_seconds(pid) - c0) / total
+                    foreign.update(foreign_tracers({rec.bg.proc.pid}))
+                marked += bool(foreign)
                 meta, _, ips = rec.trace(t0, t1)
                 os.unlink(db)
                 if ips is None:
@@ -381,7 +413,9 @@ def part_http(a, tools, tmp):
                 runs[name].append((rps, p99, cpu, ips))
                 print(f"{r + 1:5d} {name:10} {rps:9.0f} {p99 * 1e3:7.2f} {cpu * 1e6:7.2f} "
                       f"{ips:9.0f} {ips / rps:8.2f} {meta.get('blocking_episodes', '?'):>8} "
-                      f"{dropped(meta):7d}", flush=True)
+                      f"{dropped(meta):7d}"
+                      + (f"  * other tracers ran: {sorted(foreign)}" if foreign else ""),
+                      flush=True)
             if server.poll() is not None:
                 raise RuntimeError(f"asyncio_http_server.py exited ({server.returncode})")
     finally:
@@ -392,10 +426,10 @@ def part_http(a, tools, tmp):
             except subprocess.TimeoutExpired:
                 server.kill()
                 server.wait()
-    return summarize_server("http", runs, "req/s")
+    return summarize_server("http", runs, "req/s", marked=marked)
 
 
-def summarize_server(part, runs, unit, note=""):
+def summarize_server(part, runs, unit, note="", marked=0):
     """Medians of (rate, p99, cpu per request, iterations/s) runs; prints
     the summary and returns it."""
     b, rr = runs["untraced"], runs["recorded"]
@@ -405,7 +439,8 @@ def summarize_server(part, runs, unit, note=""):
     ns_iter = (cpu - bcpu) / ipr * 1e9
     print()
     print(f"{part} summary ({load()}): medians over {len(b)} untraced and {len(rr)} recorded "
-          f"runs; ratio = recorded / untraced{note}")
+          f"runs ({marked} measured while another loopscope or bpftrace ran, *); "
+          f"ratio = recorded / untraced{note}")
     print(f"{'mode':10} {unit:>9} {'ratio':>6} {'p99 ms':>7} {'ratio':>6} {'cpu us/req':>10} "
           f"{'iter/s':>9} {'iter/req':>8} {'+cpu ns/iter':>12}")
     print(f"{'untraced':10} {brate:9.0f} {1:6.3f} {bp99 * 1e3:7.3f} {1:6.3f} {bcpu * 1e6:10.2f}")
@@ -442,6 +477,7 @@ def part_redis(a, tools, tmp):
                               stderr=subprocess.DEVNULL)
     runs = {"untraced": [], "recorded": []}
     per_test = {"untraced": {"SET": [], "GET": []}, "recorded": {"SET": [], "GET": []}}
+    marked = 0
     try:
         pid = server.pid
         deadline = time.monotonic() + 20
@@ -463,6 +499,7 @@ def part_redis(a, tools, tmp):
         for r in range(a.rounds):
             for name in ("untraced", "recorded", "untraced", "recorded"):
                 rec = None
+                foreign = set(foreign_tracers())
                 if name == "recorded":
                     db = os.path.join(tmp, f"redis-{r}-{len(runs[name])}.db")
                     rec = Recorder(tools["loopscope"], pid, db, [])
@@ -471,9 +508,12 @@ def part_redis(a, tools, tmp):
                     c0, t0 = cpu_seconds(pid), time.monotonic_ns()
                     tests, reqs, secs = redis_bench(port, n)
                     t1, cpu = time.monotonic_ns(), (cpu_seconds(pid) - c0) / reqs
+                    foreign.update(foreign_tracers({rec.bg.proc.pid} if rec else ()))
                 finally:
                     if rec:
                         rec.__exit__(*sys.exc_info())
+                marked += bool(foreign)
+                star = f"  * other tracers ran: {sorted(foreign)}" if foreign else ""
                 ips, extra = None, ""
                 if rec:
                     meta, _, ips = rec.trace(t0, t1)
@@ -488,7 +528,7 @@ def part_redis(a, tools, tmp):
                     per_test[name][t].append(tests[t])
                 print(f"{r + 1:5d} {name:10} {tests['SET'][0]:8.0f} {tests['SET'][1] * 1e3:6.3f} "
                       f"{tests['GET'][0]:8.0f} {tests['GET'][1] * 1e3:6.3f} {reqs / secs:8.0f} "
-                      f"{cpu * 1e6:6.2f}{extra}", flush=True)
+                      f"{cpu * 1e6:6.2f}{extra}{star}", flush=True)
             if server.poll() is not None:
                 raise RuntimeError(f"redis-server exited ({server.returncode})")
     finally:
@@ -509,7 +549,8 @@ def part_redis(a, tools, tmp):
         up, rp = median([x[1] for x in u]), median([x[1] for x in rr])
         print(f"{t:5} {ur:10.0f} {rrate:10.0f} {rrate / ur:6.3f} {up * 1e3:7.3f} "
               f"{rp * 1e3:8.3f} {rp / up:6.3f}")
-    return summarize_server("redis", runs, "req/s", "; p99: the mean of SET's and GET's")
+    return summarize_server("redis", runs, "req/s", "; p99: the mean of SET's and GET's",
+                            marked=marked)
 
 
 def redis_version(binary):
