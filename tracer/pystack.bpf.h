@@ -29,15 +29,6 @@ const volatile struct ls_py_cfg py_cfg = {};
 /* asyncio.events.Handle._run's code object, once seen (one per target) */
 __u64 ls_py_hrun_code = 0;
 
-struct ls_pyw_scratch;
-
-struct {
-    __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-    __uint(max_entries, 1);
-    __type(key, __u32);
-    __type(value, __u8[184]);
-} ls_py_scratch SEC(".maps");
-
 struct {
     __uint(type, BPF_MAP_TYPE_LRU_HASH);
     __uint(max_entries, 4096);
@@ -45,17 +36,13 @@ struct {
     __type(value, __u64);
 } ls_py_tstates SEC(".maps");
 
-static __always_inline void *ls_py_scratch_get(void)
-{
-    __u32 zero = 0;
-    return bpf_map_lookup_elem(&ls_py_scratch, &zero);
-}
-
 static __always_inline __u64 ls_py_ts_get(__u32 tid)
 {
     __u64 *v = bpf_map_lookup_elem(&ls_py_tstates, &tid);
     return v ? *v : 0;
 }
+
+static __always_inline void *ls_py_scratch_get(void);
 
 #define LS_PYW_INLINE __always_inline
 #define LS_PYW_CTX void *
@@ -69,10 +56,22 @@ static __always_inline __u64 ls_py_ts_get(__u32 tid)
 #define LS_PYW_TS_PUT(ctx, tid, ts) \
     do { __u64 ls_ts_ = (ts); __u32 ls_tid_ = (tid); \
          bpf_map_update_elem(&ls_py_tstates, &ls_tid_, &ls_ts_, BPF_ANY); } while (0)
+#define LS_PYW_LOOP(nr, fn, arg) bpf_loop((nr), (fn), (arg), 0)
 
 #include "pywalk.h"
 
-_Static_assert(sizeof(struct ls_pyw_scratch) == 184, "ls_py_scratch value size");
+struct {
+    __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+    __uint(max_entries, 1);
+    __type(key, __u32);
+    __type(value, struct ls_pyw_scratch);
+} ls_py_scratch SEC(".maps");
+
+static __always_inline void *ls_py_scratch_get(void)
+{
+    __u32 zero = 0;
+    return bpf_map_lookup_elem(&ls_py_scratch, &zero);
+}
 
 static __always_inline void ls_py_capture(__u32 tid, struct ls_pystack *out)
 {

@@ -88,6 +88,8 @@ struct ls_pyw_uctx {
 #define LS_PYW_HRUN_SET(ctx, code) (*(ctx)->hrun = (code))
 #define LS_PYW_TS_GET(ctx, tid) ((void)(tid), (__u64)0)
 #define LS_PYW_TS_PUT(ctx, tid, ts) ((void)0)
+#define LS_PYW_LOOP(nr, fn, arg) \
+    do { for (__u32 i_ = 0; i_ < (nr); i_++) if ((fn)(i_, (arg))) break; } while (0)
 #include "pywalk.h"
 
 /* ---- the tables ---- */

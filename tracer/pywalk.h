@@ -17,6 +17,13 @@
  *   LS_PYW_TS_GET(ctx, tid), LS_PYW_TS_PUT(ctx, tid, tstate)
  *                                       a per-thread cache of thread-state addresses
  *                                       (always re-checked before use)
+ *   LS_PYW_LOOP(nr, fn, arg)            calls fn(i, arg) for i < nr until it returns
+ *                                       non-zero (BPF: bpf_loop)
+ *
+ * For the verifier: the loops are callbacks (bpf_loop verifies the body
+ * once, not once per iteration), and what a loop carries (the frame, the
+ * number of frames, ...) lives in map memory (the scratch value, *out),
+ * where the verifier sees unknown but bounded scalars: states converge.
  */
 #ifndef LOOPSCOPE_PYWALK_H
 #define LOOPSCOPE_PYWALK_H
@@ -31,9 +38,9 @@
 _Static_assert((LS_PY_MAX_FRAMES & (LS_PY_MAX_FRAMES - 1)) == 0, "LS_PY_MAX_FRAMES: a power of two");
 
 #if defined(__clang__)
-#define LS_PYW_NOUNROLL _Pragma("clang loop unroll(disable)")
+#define LS_PYW_UNROLL _Pragma("unroll")
 #else
-#define LS_PYW_NOUNROLL
+#define LS_PYW_UNROLL
 #endif
 
 /* unicode state bits, the same in 3.10-3.13 (default builds) */
@@ -45,6 +52,17 @@ struct ls_pyw_scratch {
     __u8 win[LS_PYW_WIN];       /* one frame */
     __u8 obj[LS_PYW_OBJ];       /* one str or int header */
     __u8 buf[24];               /* string bytes compared */
+    /* what the loops carry */
+    __u64 frame, hframe;        /* the next frame; Handle._run's frame */
+    __u64 interp, ts, found;    /* thread search */
+    __u32 tid, pad;
+};
+
+/* the loops' argument (on the stack in BPF: bpf_loop wants a stack pointer) */
+struct ls_pyw_loop {
+    LS_PYW_CTX ctx;
+    struct ls_pystack *out;
+    struct ls_pyw_scratch *sc;
 };
 
 typedef const volatile struct ls_py_cfg ls_pyw_cfg;
@@ -96,33 +114,52 @@ static LS_PYW_INLINE int ls_pyw_is_thread(LS_PYW_CTX ctx, ls_pyw_cfg *c, __u64 t
     return v == tid;
 }
 
-/* _PyRuntime -> interpreters.head -> threads.head -> next ...: the thread
- * state whose thread is tid, 0 if none among the first LS_PYW_THREADS. */
-static LS_PYW_INLINE __u64 ls_pyw_find_thread(LS_PYW_CTX ctx, ls_pyw_cfg *c, __u32 tid)
+/* One step of _PyRuntime -> interpreters.head -> threads.head -> next ...:
+ * sc->ts is the thread state to look at, sc->interp its interpreter. */
+static long ls_pyw_thread_cb(__u32 i, void *arg)
 {
+    struct ls_pyw_loop *L = arg;
+    LS_PYW_CTX ctx = L->ctx;
+    struct ls_pyw_scratch *sc = L->sc;
+    ls_pyw_cfg *c = LS_PYW_CFG(ctx);
+    __u64 ts = sc->ts, interp = sc->interp;
+    (void)i;
+    if (!ts) {
+        if (!interp)
+            return 1;
+        interp = ls_pyw_ptr(ctx, interp + c->interp_next);
+        sc->interp = interp;
+        if (!interp)
+            return 1;
+        sc->ts = ls_pyw_ptr(ctx, interp + c->interp_threads_head);
+        return 0;
+    }
+    if (ls_pyw_is_thread(ctx, c, ts, sc->tid)) {
+        sc->found = ts;
+        return 1;
+    }
+    sc->ts = ls_pyw_ptr(ctx, ts + c->tstate_next);
+    return 0;
+}
+
+/* The thread state whose thread is tid, 0 if none among the first
+ * LS_PYW_THREADS (interpreters included). */
+static LS_PYW_INLINE __u64 ls_pyw_find_thread(struct ls_pyw_loop *L, ls_pyw_cfg *c, __u32 tid)
+{
+    LS_PYW_CTX ctx = L->ctx;
+    struct ls_pyw_scratch *sc = L->sc;
     __u64 ts = LS_PYW_TS_GET(ctx, tid);
     if (ts && ls_pyw_is_thread(ctx, c, ts, tid))
         return ts;
-    __u64 interp = ls_pyw_ptr(ctx, c->runtime + c->runtime_interp_head);
-    ts = interp ? ls_pyw_ptr(ctx, interp + c->interp_threads_head) : 0;
-    LS_PYW_NOUNROLL
-    for (int i = 0; i < LS_PYW_THREADS; i++) {
-        if (!ts) {
-            if (!interp)
-                break;
-            interp = ls_pyw_ptr(ctx, interp + c->interp_next);
-            if (!interp)
-                break;
-            ts = ls_pyw_ptr(ctx, interp + c->interp_threads_head);
-            continue;
-        }
-        if (ls_pyw_is_thread(ctx, c, ts, tid)) {
-            LS_PYW_TS_PUT(ctx, tid, ts);
-            return ts;
-        }
-        ts = ls_pyw_ptr(ctx, ts + c->tstate_next);
-    }
-    return 0;
+    sc->tid = tid;
+    sc->found = 0;
+    sc->interp = ls_pyw_ptr(ctx, c->runtime + c->runtime_interp_head);
+    sc->ts = sc->interp ? ls_pyw_ptr(ctx, sc->interp + c->interp_threads_head) : 0;
+    LS_PYW_LOOP(LS_PYW_THREADS, ls_pyw_thread_cb, L);
+    ts = sc->found;
+    if (ts)
+        LS_PYW_TS_PUT(ctx, tid, ts);
+    return ts;
 }
 
 /* Reads the header of the object at addr into sc->obj; its type, 0 if
@@ -147,28 +184,20 @@ static LS_PYW_INLINE int ls_pyw_str_is(LS_PYW_CTX ctx, ls_pyw_cfg *c, struct ls_
     if (n > sizeof sc->buf - 1)
         return 0;
     __u64 at = s + c->unicode_data;
+    __u32 d = 0;
     if (exact) {
-        if (len != n)
+        if (len != n || LS_PYW_READ(ctx, sc->buf + 1, n, at))
             return 0;
-        if (LS_PYW_READ(ctx, sc->buf, n, at))
+    } else {
+        if (len <= n || len > (1u << 20) || LS_PYW_READ(ctx, sc->buf, n + 1, at + len - n - 1))
             return 0;
-        LS_PYW_NOUNROLL
-        for (__u32 i = 0; i < sizeof sc->buf - 1; i++)
-            if (i < n && sc->buf[i] != (__u8)lit[i])
-                return 0;
-        return 1;
+        d = sc->buf[0] != '/';
     }
-    if (len <= n || len > (1u << 20))
-        return 0;
-    if (LS_PYW_READ(ctx, sc->buf, n + 1, at + len - n - 1))
-        return 0;
-    if (sc->buf[0] != '/')
-        return 0;
-    LS_PYW_NOUNROLL
-    for (__u32 i = 0; i < sizeof sc->buf - 1; i++)
-        if (i < n && sc->buf[i + 1] != (__u8)lit[i])
-            return 0;
-    return 1;
+    /* n and lit are constants once inlined: unrolled */
+    LS_PYW_UNROLL
+    for (__u32 i = 0; i < n; i++)
+        d |= sc->buf[i + 1] ^ (__u8)lit[i];
+    return d == 0;
 }
 
 /* Is code asyncio.events.Handle._run?  By the loader's address, or by a
@@ -290,6 +319,67 @@ static LS_PYW_INLINE void ls_pyw_task(LS_PYW_CTX ctx, ls_pyw_cfg *c, struct ls_p
     }
 }
 
+/* One frame: sc->frame; out->nframes so far. */
+static long ls_pyw_frame_cb(__u32 i, void *arg)
+{
+    struct ls_pyw_loop *L = arg;
+    LS_PYW_CTX ctx = L->ctx;
+    struct ls_pyw_scratch *sc = L->sc;
+    struct ls_pystack *out = L->out;
+    ls_pyw_cfg *c = LS_PYW_CFG(ctx);
+    __u64 frame = sc->frame;
+    __u32 wlen = c->frame_read;
+    (void)i;
+    if (frame < 4096)
+        return 1;
+    if (wlen < 8 || wlen > LS_PYW_WIN || LS_PYW_READ(ctx, sc->win, wlen, frame)) {
+        out->flags |= LS_PYS_READ_ERROR;
+        return 1;
+    }
+    __u64 code = ls_pyw_u64(sc->win, c->frame_code, LS_PYW_WIN);
+    sc->frame = ls_pyw_u64(sc->win, c->frame_previous, LS_PYW_WIN);
+    __u32 n = out->nframes;
+    __s32 instr = -1;
+    __u32 flags = 0;
+    if (c->kind == LS_PY_KIND_IFRAME) {
+        if (c->owner_cstack != LS_PY_NONE &&
+            ls_pyw_u8(sc->win, c->frame_owner, LS_PYW_WIN) == c->owner_cstack) {
+            /* a shim frame of the C stack: the frame before it (inner) is
+             * the first one of its eval call */
+            if (n > 0 && n <= LS_PY_MAX_FRAMES)
+                out->f[(n - 1) & (LS_PY_MAX_FRAMES - 1)].flags |= LS_PYF_ENTRY;
+            return 0;
+        }
+        __s64 d = (__s64)(ls_pyw_u64(sc->win, c->frame_instr, LS_PYW_WIN) -
+                          (code + c->code_adaptive));
+        if (d >= 0 && d < (1 << 30))
+            instr = (__s32)d;
+        if (c->frame_is_entry != LS_PY_NONE &&
+            ls_pyw_u8(sc->win, c->frame_is_entry, LS_PYW_WIN) == 1)
+            flags = LS_PYF_ENTRY;
+    } else {
+        __s32 lasti = (__s32)ls_pyw_u32(sc->win, c->frame_instr, LS_PYW_WIN);
+        if (lasti >= 0 && lasti < (1 << 29))
+            instr = lasti * 2;
+        flags = LS_PYF_ENTRY;
+    }
+    if (!sc->hframe && code && ls_pyw_is_handle_run(ctx, c, sc, code)) {
+        sc->hframe = frame;
+        flags |= LS_PYF_HANDLE_RUN;
+    }
+    if (n < LS_PY_MAX_FRAMES) {
+        struct ls_py_frame *f = &out->f[n & (LS_PY_MAX_FRAMES - 1)];
+        f->code = code;
+        f->instr = instr;
+        f->flags = flags;
+        out->nframes = n + 1;
+        return 0;
+    }
+    /* full: go on only to find Handle._run */
+    out->flags |= LS_PYS_TRUNCATED;
+    return sc->hframe ? 1 : 0;
+}
+
 /* The stack of thread tid, innermost first, into out. */
 static LS_PYW_INLINE void ls_pyw_walk(LS_PYW_CTX ctx, __u32 tid, struct ls_pystack *out)
 {
@@ -300,12 +390,13 @@ static LS_PYW_INLINE void ls_pyw_walk(LS_PYW_CTX ctx, __u32 tid, struct ls_pysta
     out->task_name_len = 0;
     if (!c->runtime)
         return;
-    struct ls_pyw_scratch *sc = LS_PYW_SCRATCH(ctx);
+    struct ls_pyw_loop L = { ctx, out, LS_PYW_SCRATCH(ctx) };
+    struct ls_pyw_scratch *sc = L.sc;
     if (!sc) {
         out->flags = LS_PYS_READ_ERROR;
         return;
     }
-    __u64 ts = ls_pyw_find_thread(ctx, c, tid);
+    __u64 ts = ls_pyw_find_thread(&L, c, tid);
     if (!ts) {
         out->flags = LS_PYS_NO_THREAD;
         return;
@@ -313,68 +404,13 @@ static LS_PYW_INLINE void ls_pyw_walk(LS_PYW_CTX ctx, __u32 tid, struct ls_pysta
     __u64 frame = ls_pyw_ptr(ctx, ts + c->tstate_frame);
     if (c->cframe_current != LS_PY_NONE)
         frame = frame ? ls_pyw_ptr(ctx, frame + c->cframe_current) : 0;
-    __u32 wlen = c->frame_read;
-    if (wlen < 8 || wlen > LS_PYW_WIN)
-        return;
-    __u32 n = 0;
-    __u64 hframe = 0;
-    LS_PYW_NOUNROLL
-    for (int i = 0; i < LS_PYW_WALK; i++) {
-        if (frame < 4096)
-            break;
-        if (LS_PYW_READ(ctx, sc->win, wlen, frame)) {
-            out->flags |= LS_PYS_READ_ERROR;
-            break;
-        }
-        __u64 code = ls_pyw_u64(sc->win, c->frame_code, LS_PYW_WIN);
-        __u64 prev = ls_pyw_u64(sc->win, c->frame_previous, LS_PYW_WIN);
-        __s32 instr = -1;
-        __u32 flags = 0;
-        if (c->kind == LS_PY_KIND_IFRAME) {
-            if (c->owner_cstack != LS_PY_NONE &&
-                ls_pyw_u8(sc->win, c->frame_owner, LS_PYW_WIN) == c->owner_cstack) {
-                /* a shim frame of the C stack: the frame before it (inner)
-                 * is the first one of its eval call */
-                if (n > 0 && n <= LS_PY_MAX_FRAMES)
-                    out->f[(n - 1) & (LS_PY_MAX_FRAMES - 1)].flags |= LS_PYF_ENTRY;
-                frame = prev;
-                continue;
-            }
-            __s64 d = (__s64)(ls_pyw_u64(sc->win, c->frame_instr, LS_PYW_WIN) -
-                              (code + c->code_adaptive));
-            if (d >= 0 && d < (1 << 30))
-                instr = (__s32)d;
-            if (c->frame_is_entry != LS_PY_NONE &&
-                ls_pyw_u8(sc->win, c->frame_is_entry, LS_PYW_WIN) == 1)
-                flags = LS_PYF_ENTRY;
-        } else {
-            __s32 lasti = (__s32)ls_pyw_u32(sc->win, c->frame_instr, LS_PYW_WIN);
-            if (lasti >= 0 && lasti < (1 << 29))
-                instr = lasti * 2;
-            flags = LS_PYF_ENTRY;
-        }
-        if (!hframe && code && ls_pyw_is_handle_run(ctx, c, sc, code)) {
-            hframe = frame;
-            flags |= LS_PYF_HANDLE_RUN;
-        }
-        if (n < LS_PY_MAX_FRAMES) {
-            struct ls_py_frame *f = &out->f[n & (LS_PY_MAX_FRAMES - 1)];
-            f->code = code;
-            f->instr = instr;
-            f->flags = flags;
-            n++;
-        } else {
-            out->flags |= LS_PYS_TRUNCATED;
-            if (hframe)
-                break;
-        }
-        frame = prev;
-    }
-    if (frame >= 4096 && !(out->flags & LS_PYS_READ_ERROR))
+    sc->frame = frame;
+    sc->hframe = 0;
+    LS_PYW_LOOP(LS_PYW_WALK, ls_pyw_frame_cb, &L);
+    if (sc->frame >= 4096 && !(out->flags & LS_PYS_READ_ERROR))
         out->flags |= LS_PYS_TRUNCATED;
-    out->nframes = n;
-    if (hframe)
-        ls_pyw_task(ctx, c, sc, hframe, out);
+    if (sc->hframe)
+        ls_pyw_task(ctx, c, sc, sc->hframe, out);
 }
 
 #endif /* LOOPSCOPE_PYWALK_H */
