@@ -14,6 +14,7 @@
 #include <bpf/bpf_core_read.h>
 
 #include "record.h"
+#include "pystack.bpf.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -471,10 +472,7 @@ block_begin(__u32 tid, struct lview *v, __u32 kind, struct pt_regs *regs, __s64 
     m->b.steps = v->steps;
     m->b.syscall = syscall;
     copy_regs(m->b.regs, regs);
-    m->py.nframes = 0;
-    m->py.flags = 0;
-    m->py.task = 0;
-    m->py.task_name_len = 0;
+    ls_py_capture(tid, &m->py);       /* nothing unless the target is CPython */
     m->b.stack_len = copy_stack(m->stack, m->b.regs[7]);
     m->h.len = sizeof(m->b) + sizeof(m->py) + m->b.stack_len;
     return m;

@@ -9,6 +9,7 @@
 #define _GNU_SOURCE
 #include "record.h"
 #include "record.skel.h"
+#include "pystack.h"
 #include "store.h"
 #include "symbols.h"
 #include "tasks.h"
@@ -76,6 +77,7 @@ typedef struct recorder {
     struct ring_buffer *rb;
     ls_store *store;
     ls_syms *syms;
+    ls_py *py;                /* generic mode, a CPython target: its stacks */
     int pidfd;
     pid_t child;              /* started by us (-- CMD) */
     int go_pipe;              /* write end: releases the child to exec */
@@ -535,16 +537,40 @@ static int ls_consume(recorder *r, int64_t budget_ns)
     return n == -EAGAIN ? -1 : n;
 }
 
-/* Unwind, symbolize and store (once) the stack of a blocking episode. */
-static int64_t ls_stack_id(recorder *r, uint32_t tid, const struct ls_block *b, const uint8_t *stack)
+/* Store the Python frames f[from, to) of a captured stack from depth on. */
+static int ls_store_py_frames(recorder *r, int64_t id, int depth, const struct ls_pystack *py,
+                              uint32_t from, uint32_t to)
+{
+    for (uint32_t i = from; i < to && depth < LS_MAX_DEPTH; i++) {
+        ls_sym f = { .module = "python" };
+        ls_py_frame(r->py, &py->f[i], &f.function, &f.file, &f.line);
+        ls_store_frame(r->store, id, depth++, 0, &f);
+    }
+    return depth;
+}
+
+/* Unwind, symbolize and store (once) the stack of a blocking episode.  A
+ * CPython stack is merged in: the Python frames a native
+ * _PyEval_EvalFrameDefault runs (up to and including the next ENTRY frame,
+ * pystack.h) go right before it; Python frames the native stack gave no
+ * place to (the unwind stopped early) go at its end. */
+static int64_t ls_stack_id(recorder *r, uint32_t tid, const struct ls_block *b,
+                           const struct ls_pystack *py, const uint8_t *stack)
 {
     uint64_t pcs[LS_MAX_DEPTH];
     int n = ls_syms_unwind(ls_get_syms(r), (pid_t)tid, (const uint64_t *)b->regs, stack, b->stack_len, pcs, LS_MAX_DEPTH);
-    if (n <= 0)
+    uint32_t npy = r->py ? py->nframes : 0;
+    if (npy > LS_PY_MAX_FRAMES)
+        npy = LS_PY_MAX_FRAMES;
+    if (n <= 0 && !npy)
         return 0;
-    uint64_t h = 1469598103934665603ull;   /* FNV-1a over the pcs */
+    if (n < 0)
+        n = 0;
+    uint64_t h = 1469598103934665603ull;   /* FNV-1a over the pcs and Python frames */
     for (int i = 0; i < n; i++)
         h = (h ^ pcs[i]) * 1099511628211ull;
+    for (uint32_t i = 0; i < npy; i++)
+        h = (h ^ py->f[i].code ^ ((uint64_t)(uint32_t)py->f[i].instr << 32)) * 1099511628211ull;
     size_t slot = h % LS_STACK_IDS;
     if (r->stack_ids[slot].id && r->stack_ids[slot].hash == h)
         return r->stack_ids[slot].id;
@@ -552,11 +578,23 @@ static int64_t ls_stack_id(recorder *r, uint32_t tid, const struct ls_block *b, 
      * stored right after its lookup (symbols.h: valid until the next). */
     int64_t id = ++r->next_stack_id;
     int depth = 0;
+    uint32_t next_py = 0;
     for (int i = 0; i < n && depth < LS_MAX_DEPTH; i++) {
         for (const ls_sym *f = ls_syms_lookup(r->syms, pcs[i]); f && depth < LS_MAX_DEPTH;
-             f = f->inlined_into)
-            ls_store_frame(r->store, id, depth++, pcs[i], f);
+             f = f->inlined_into) {
+            if (next_py < npy && f->function && !strcmp(f->function, "_PyEval_EvalFrameDefault")) {
+                uint32_t end = next_py;
+                while (end < npy && !(py->f[end++].flags & LS_PYF_ENTRY))
+                    ;
+                depth = ls_store_py_frames(r, id, depth, py, next_py, end);
+                next_py = end;
+                /* ls_py_frame does not touch the symbol cache: f is valid */
+            }
+            if (depth < LS_MAX_DEPTH)
+                ls_store_frame(r->store, id, depth++, pcs[i], f);
+        }
     }
+    depth = ls_store_py_frames(r, id, depth, py, next_py, npy);
     ls_store_stack(r->store, id, depth);
     r->stack_ids[slot].hash = h;
     r->stack_ids[slot].id = id;
@@ -568,11 +606,10 @@ static int64_t ls_stack_id(recorder *r, uint32_t tid, const struct ls_block *b, 
  * name (an address is reused once a task is freed).  0 if none. */
 static uint64_t ls_generic_task(recorder *r, uint64_t loop, const struct ls_pystack *py)
 {
-    (void)r;
-    if (!py->task)
+    const char *name = r->py && py->task ? ls_py_task_name(r->py, py) : NULL;
+    if (!name)
         return 0;
-    size_t n = py->task_name_len < LS_PY_TASK_NAME ? py->task_name_len : LS_PY_TASK_NAME;
-    const char *name = py->task_name;
+    size_t n = strlen(name);
     uint64_t h = 1469598103934665603ull;
     for (int i = 0; i < 8; i++)
         h = (h ^ ((py->task >> (8 * i)) & 0xff)) * 1099511628211ull;
@@ -613,7 +650,7 @@ static void ls_on_block(recorder *r, const struct ls_msg_hdr *h)
     uint64_t task = b->task;
     if (r->generic)
         task = ls_generic_task(r, h->loop, py);
-    int64_t stack = ls_stack_id(r, h->tid, b, (const uint8_t *)(py + 1));
+    int64_t stack = ls_stack_id(r, h->tid, b, py, (const uint8_t *)(py + 1));
     ls_store_blocking(r->store, h->loop, task, start, dur, (int)b->kind, b->syscall, stack);
     r->blocks++;
 }
@@ -1036,17 +1073,22 @@ static int ls_spawn(recorder *r)
     return 0;
 }
 
-/* What the target runs on (meta.runtime, the first line). */
-static void ls_detect_runtime(recorder *r)
+/* What the target runs on (meta.runtime, the first line); for a CPython
+ * whose structures we know, where they are (cfg, for the BPF side). */
+static void ls_detect_runtime(recorder *r, struct ls_py_cfg *cfg)
 {
     if (!r->generic) {
         snprintf(r->runtime, sizeof(r->runtime), "libevl");
         return;
     }
+    const char *why = NULL;
+    if (!r->child && (r->py = ls_py_detect(r->pid, cfg, r->runtime, sizeof(r->runtime), &why)))
+        return;
     const char *base = strrchr(r->binary, '/');
     base = base ? base + 1 : r->binary;
     if (!strncmp(base, "python", 6))
-        snprintf(r->runtime, sizeof(r->runtime), "CPython");
+        snprintf(r->runtime, sizeof(r->runtime), "CPython (no Python stacks: %s)",
+                 r->child ? "attach with -p PID for them" : why ? why : "unknown");
     else if (!strcmp(base, "node") || !strcmp(base, "nodejs"))
         snprintf(r->runtime, sizeof(r->runtime), "Node.js");
     else
@@ -1382,6 +1424,7 @@ int cmd_record(int argc, char **argv)
     r->skel->rodata->detect_blocking = !r->no_blocking;
     r->skel->rodata->trace_syscalls = r->syscalls;
     r->skel->rodata->generic = r->generic;
+    ls_detect_runtime(r, (struct ls_py_cfg *)&r->skel->rodata->py_cfg);
     r->skel->rodata->window_ns = LS_WINDOW_NS;
     ls_choose_programs(r);
     if (!r->syscalls) {
@@ -1415,7 +1458,6 @@ int cmd_record(int argc, char **argv)
         goto cleanup;
     }
     r->start_ns = ls_now();
-    ls_detect_runtime(r);
     ls_write_meta(r, argc, argv);
     if (r->generic && !r->child)
         ls_find_waiting_threads(r);
@@ -1535,6 +1577,7 @@ cleanup:
     else
         ls_store_abort(r->store);     /* nothing was recorded: leave nothing behind */
     ls_syms_free(r->syms);
+    ls_py_free(r->py);
     ls_tasks_free(r->tasks);
     free(r->loops);
     if (r->go_pipe >= 0)

@@ -243,20 +243,23 @@ bool ls_has_table(ls_trace *t, const char *name)
 
 /* Generic mode: the application is the Python code (module 'python') and
  * the JIT's JavaScript ('[jit]') but not the interpreter's own library code
- * (CPython's standard library, frozen modules, Node's internals); native
+ * (anything under a lib/pythonX.Y directory: the standard library and
+ * installed packages, whose caller is the call site; frozen modules;
+ * Node's internals, nor libpython and extension modules); native
  * frames count as application code only in a 'native' runtime, or outside
  * the interpreter's executable (meta target_binary: its C functions such as
  * time_sleep are the runtime, not the program). */
 static const char generic_app_sql[] =
     "CREATE TEMP VIEW IF NOT EXISTS app_frames AS"
     " SELECT stack_id, depth, function, file, line, module FROM frames"
-    " WHERE CASE WHEN module = 'python' THEN coalesce(file, '') NOT LIKE '/usr/lib/python%'"
-    "     AND coalesce(file, '') NOT LIKE '/usr/local/lib/python%'"
+    " WHERE CASE WHEN module = 'python' THEN coalesce(file, '') NOT LIKE '%/lib/python%'"
     "     AND coalesce(file, '') NOT LIKE '<frozen %'"
     "   WHEN module = '[jit]' THEN coalesce(function, '') NOT LIKE '%node:%'"
     "   ELSE coalesce(module, '') NOT LIKE '/usr/lib/%'"
     "     AND coalesce(module, '') NOT LIKE '/lib/%'"
     "     AND coalesce(module, '') NOT LIKE '[%'"
+    "     AND coalesce(module, '') NOT LIKE '%/libpython%'"
+    "     AND coalesce(module, '') NOT LIKE '%/lib/python%'"
     "     AND (coalesce((SELECT value FROM meta WHERE key = 'runtime'), 'native') LIKE 'native%'"
     "       OR coalesce(module, '') IS NOT"
     "          coalesce((SELECT value FROM meta WHERE key = 'target_binary'), '')) END;";
