@@ -947,6 +947,14 @@ ls_py *ls_py_detect(pid_t pid, struct ls_py_cfg *cfg, char *desc, size_t desc_le
     c.method_type = T(S_METHOD);
     uint64_t bytes_type = T(S_BYTES);
 #undef T
+    /* initialized (before: interpreters.head is NULL, and the loader may
+     * not even have relocated the type objects yet)? */
+    uint64_t head = 0;
+    if (ls_py_read(pid, &head, 8, c.runtime + c.runtime_interp_head) || !head) {
+        snprintf(whybuf, sizeof whybuf, "CPython 3.%u.%u: not initialized yet", minor, micro);
+        *why = whybuf;
+        return NULL;
+    }
     /* the symbols against memory: their tp_name */
     if (!ls_py_type_name_is(pid, c.code_type, "code") ||
         !ls_py_type_name_is(pid, c.unicode_type, "str") ||
