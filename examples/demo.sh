@@ -5,7 +5,9 @@
 # leaks a task), drives it with curl, records it by pid with
 # `loopscope record -p PID -d N`, prints what loopscope sees (info, tasks,
 # timeline, blocking, lint) and writes the graphs, the SVG timeline and a
-# Perfetto trace into demo-out/.  It stops the server it started.
+# Perfetto trace into demo-out/.  Then it does the same for a plain CPython
+# asyncio server in the generic loop mode (examples/asyncio_server.py).  It
+# stops the servers it started.
 #
 #   examples/demo.sh            (DEMO_SECONDS=N to record longer; default 6)
 set -euo pipefail
@@ -79,6 +81,32 @@ say "loopscope blocking --limit 2"
 say "loopscope lint"
 "$ls" lint "$out/trace.db" | tail -n 12
 
+# The generic loop mode: a plain CPython asyncio server (no libevl, no
+# change to the program), recorded by pid the same way.
+say "any event loop: examples/asyncio_server.py (CPython asyncio), recorded by pid"
+py_out=$out/asyncio_server.log
+python3 "$root/examples/asyncio_server.py" > "$py_out" &
+pysrv=$!
+trap 'kill "$pysrv" 2>/dev/null || true' EXIT
+for _ in $(seq 100); do grep -q '^port' "$py_out" 2>/dev/null && break; sleep 0.05; done
+pyport=$(awk '/^port/{print $2}' "$py_out")
+pypid=$(awk '/^pid/{print $2}' "$py_out")
+"$ls" record -p "$pypid" -d 3 -o "$out/asyncio.db" &
+rec=$!
+sleep 1
+for _ in 1 2 3; do
+  curl -s -o /dev/null "http://127.0.0.1:$pyport/" -o /dev/null "http://127.0.0.1:$pyport/report" \
+    -o /dev/null "http://127.0.0.1:$pyport/checksum" -o /dev/null "http://127.0.0.1:$pyport/offload"
+done
+wait "$rec"
+kill "$pysrv" 2>/dev/null || true
+wait "$pysrv" 2>/dev/null || true
+trap - EXIT
+say "loopscope info (generic loop mode)"
+"$ls" info "$out/asyncio.db" | tail -n +6
+say "loopscope blocking --limit 1 (generic loop mode)"
+"$ls" blocking "$out/asyncio.db" --limit 1 | head -n 14
+
 say "writing pictures and traces"
 "$ls" graph "$out/trace.db" --kind blocking -o "$out/blocking.svg"
 "$ls" graph "$out/trace.db" --kind tasks -o "$out/tasks.svg"
@@ -94,4 +122,5 @@ $out/tasks.svg             task tree (spawn and await edges): open in a browser
 $out/lifecycle.svg         lifecycle state diagram with counts and latencies: open in a browser
 $out/timeline.svg          the timeline; hover a span for details: open in a browser
 $out/trace.perfetto.json   open https://ui.perfetto.dev and drop the file on it (or chrome://tracing)
+$out/asyncio.db            the generic loop mode's trace of examples/asyncio_server.py
 EOF

@@ -76,7 +76,7 @@ static const char *wait_calls_text(const char *w)
     if (!w)
         return "not recorded";
     if (!strcmp(w, "epoll"))
-        return "epoll_wait and epoll_pwait";
+        return "epoll_wait, epoll_pwait and epoll_pwait2";
     if (!strcmp(w, "all"))
         return "every wait call (epoll, poll, select)";
     return NULL;
