@@ -12,12 +12,15 @@
  *                                             prev, a perf_event sample's task
  *
  * With py_cfg.runtime == 0 (not a Python target) ls_py_capture returns at
- * once with out->nframes = 0, and the verifier prunes the rest.  Stack use
- * is small (a few scalars): the frame window and string buffers live in a
- * per-CPU map (ls_py_scratch, 184 bytes), thread states are cached per tid
- * in an LRU hash (ls_py_tstates, 4096 entries, re-checked on each use).
- * The output goes to *out (a map value: 584 bytes).  At most
- * LS_PYW_THREADS + LS_PYW_WALK * 7 + ~12 bpf_probe_read_user calls.
+ * once with out->nframes = 0, and the verifier prunes the rest.  Needs
+ * bpf_loop (5.17+).  Stack use is small (about 40 bytes): the frame window,
+ * string buffers and loop state live in a per-CPU map (ls_py_scratch, 232
+ * bytes); thread states are cached per tid in an LRU hash (ls_py_tstates,
+ * 4096 entries, re-checked on each use); ls_py_hrun_code remembers
+ * Handle._run's code object.  The output goes to *out, which must be map
+ * memory (584 bytes).  At most LS_PYW_THREADS + LS_PYW_WALK loop steps of a
+ * few bpf_probe_read_user each; about 1600 instructions verified.  See
+ * PYTHON.md.
  */
 #ifndef LOOPSCOPE_PYSTACK_BPF_H
 #define LOOPSCOPE_PYSTACK_BPF_H
