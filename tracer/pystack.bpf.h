@@ -3,7 +3,10 @@
  * (the walk itself is pywalk.h, shared with user space).  Include it once
  * into a BPF object, after vmlinux.h and bpf_helpers.h.
  *
- *   const volatile struct ls_py_cfg py_cfg;   set by the loader (ls_py_detect)
+ *   struct ls_py_cfg py_cfg;                  set by the loader (ls_py_detect),
+ *                                             before or after load (.bss: the
+ *                                             recorder may learn the target is
+ *                                             CPython only once it runs)
  *                                             before the object is loaded
  *   ls_py_capture(tid, out)                   the stack of thread tid, which
  *                                             must be the current task (its
@@ -12,7 +15,7 @@
  *                                             prev, a perf_event sample's task
  *
  * With py_cfg.runtime == 0 (not a Python target) ls_py_capture returns at
- * once with out->nframes = 0, and the verifier prunes the rest.  Needs
+ * once with out->nframes = 0.  Needs
  * bpf_loop (5.17+).  Stack use is small (about 40 bytes): the frame window,
  * string buffers and loop state live in a per-CPU map (ls_py_scratch, 232
  * bytes); thread states are cached per tid in an LRU hash (ls_py_tstates,
@@ -27,7 +30,7 @@
 
 #include "pystack.h"
 
-const volatile struct ls_py_cfg py_cfg = {};
+struct ls_py_cfg py_cfg = {};
 
 /* asyncio.events.Handle._run's code object, once seen (one per target) */
 __u64 ls_py_hrun_code = 0;

@@ -79,20 +79,12 @@ struct block_msg {
     __u8 stack[LS_STACK_BYTES];
 };
 
-/* Off-CPU time of the current step of each loop thread, so that an on-CPU
- * sample counts CPU time, not wall time. */
-struct step_off {
-    __u32 steps;              /* evl_loop_pub.steps of the step */
-    __u32 pad;
-    __u64 off_ns;             /* switched-out time within that step */
-    __u64 out_ns;             /* switched out since, 0 if running */
-};
-
+/* Off-CPU time of the current step of each loop thread (record.h). */
 struct {
     __uint(type, BPF_MAP_TYPE_HASH);
     __uint(max_entries, 1024);
     __type(key, __u32);
-    __type(value, struct step_off);
+    __type(value, struct ls_step_off);
 } step_off SEC(".maps");
 
 struct {
@@ -497,6 +489,7 @@ static __always_inline void episode_close(__u32 tid)
     struct block_msg *o = bpf_map_lookup_elem(&offcpu, &tid);
     if (!o)
         return;
+    o->h.pad = 0;
     if (o->b.dur_ns >= block_threshold_ns)
         block_send(o);
     bpf_map_delete_elem(&offcpu, &tid);
@@ -513,9 +506,11 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
     if (next->tgid == target_tgid) {
         __u32 ntid = next->pid;
         struct block_msg *o = bpf_map_lookup_elem(&offcpu, &ntid);
-        if (o)
+        if (o && o->h.pad == LS_ASLEEP) {  /* back from a sleep of the call */
             o->b.dur_ns = now - o->b.start_ns;
-        struct step_off *so = bpf_map_lookup_elem(&step_off, &ntid);
+            o->h.pad = 0;
+        }
+        struct ls_step_off *so = bpf_map_lookup_elem(&step_off, &ntid);
         if (so && so->out_ns) {
             so->off_ns += now - so->out_ns;
             so->out_ns = 0;
@@ -529,9 +524,9 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
     if (!loop_view(ptid, &v))
         return 0;
 
-    struct step_off *so = bpf_map_lookup_elem(&step_off, &ptid);
+    struct ls_step_off *so = bpf_map_lookup_elem(&step_off, &ptid);
     if (!so) {
-        struct step_off init = { .steps = v.steps };
+        struct ls_step_off init = { .steps = v.steps };
         bpf_map_update_elem(&step_off, &ptid, &init, BPF_ANY);
         so = bpf_map_lookup_elem(&step_off, &ptid);
         if (!so)
@@ -550,13 +545,18 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
     __u64 ip = BPF_CORE_READ(regs, ip);
     struct block_msg *o = bpf_map_lookup_elem(&offcpu, &ptid);
     if (o) {
-        if (o->b.steps == v.steps && o->b.syscall == nr && o->b.regs[16] == ip)
-            return 0;                 /* still the same blocking call */
+        if (o->b.steps == v.steps && o->b.syscall == nr && o->b.regs[16] == ip) {
+            o->h.pad = LS_ASLEEP;     /* still the same blocking call */
+            return 0;
+        }
         episode_close(ptid);
     }
     struct block_msg *m = block_begin(ptid, &v, LS_BLOCK_OFFCPU, regs, nr, now);
-    if (m)
+    if (m) {
+        m->h.pad = LS_ASLEEP;
         bpf_map_update_elem(&offcpu, &ptid, m, BPF_ANY);
+        m->h.pad = 0;
+    }
     return 0;
 }
 
@@ -571,7 +571,7 @@ int on_cpu_sample(struct bpf_perf_event_data *ctx)
         return 0;
     __u64 now = bpf_ktime_get_ns();
     __u64 off = 0;
-    struct step_off *so = bpf_map_lookup_elem(&step_off, &tid);
+    struct ls_step_off *so = bpf_map_lookup_elem(&step_off, &tid);
     if (so && so->steps == v.steps)
         off = so->off_ns;
     if (now - v.since < block_threshold_ns + off)
@@ -601,7 +601,7 @@ static __always_inline void oncpu_close(__u32 tid, __u64 now)
     if (!o)
         return;
     __u64 off = 0;
-    struct step_off *so = bpf_map_lookup_elem(&step_off, &tid);
+    struct ls_step_off *so = bpf_map_lookup_elem(&step_off, &tid);
     if (so && so->steps == o->b.steps)
         off = so->off_ns;
     __u64 wall = now - o->b.start_ns;

@@ -322,6 +322,24 @@ static void ls_sample_thread(recorder *r, uint32_t tid)
     r->samplers[r->nsampled++] = l;
 }
 
+static void ls_detect_runtime(recorder *r, bool running);
+
+/* Generic mode, a command we started: its first loop thread shows that it
+ * runs its program now (past any shell or pyenv shim): what it is. */
+static void ls_child_runs(recorder *r)
+{
+    char exe[64], path[PATH_MAX];
+    snprintf(exe, sizeof(exe), "/proc/%d/exe", r->pid);
+    ssize_t n = readlink(exe, path, sizeof(path) - 1);
+    if (n <= 0)
+        return;
+    path[n] = 0;
+    snprintf(r->binary, sizeof(r->binary), "%s", path);
+    ls_detect_runtime(r, true);
+    ls_store_meta(r->store, "target_binary", "%s", r->binary);
+    ls_store_meta(r->store, "runtime", "%s", r->runtime);
+}
+
 /* The loop's entry, made (with its loops row and CPU sampler) the first
  * time a message names it. */
 static struct ls_loop_info *ls_loop_seen(recorder *r, uint64_t loop, uint32_t pid, uint32_t tid,
@@ -341,6 +359,8 @@ static struct ls_loop_info *ls_loop_seen(recorder *r, uint64_t loop, uint32_t pi
         r->loops_cap = cap;
     }
     ls_sample_thread(r, tid);
+    if (r->generic && r->child && !r->nloops)
+        ls_child_runs(r);
     ls_store_loop(r->store, loop, pid, tid, ts);
     r->loops[r->nloops] = (struct ls_loop_info){ .id = loop, .last_ts = r->attach_ns };
     return &r->loops[r->nloops++];
@@ -712,6 +732,13 @@ static void ls_flush_open_map(recorder *r, struct bpf_map *map)
             end = (int64_t)g.enter_ns;
         if (!b->dur_ns)
             b->dur_ns = end > (int64_t)b->start_ns ? (uint64_t)(end - (int64_t)b->start_ns) : 0;
+        /* An on-CPU episode counts CPU time: less the step's time switched
+         * out (as the BPF side does when the step ends). */
+        struct ls_step_off so;
+        if (b->kind == LS_BLOCK_ONCPU &&
+            bpf_map__lookup_elem(r->skel->maps.step_off, &key, sizeof(key), &so, sizeof(so),
+                                 0) == 0 && so.steps == b->steps)
+            b->dur_ns = so.off_ns < b->dur_ns ? b->dur_ns - so.off_ns : 0;
         if (b->dur_ns >= (uint64_t)(r->block_threshold_ms * 1e6))
             ls_on_block(r, h);
     }
@@ -1073,22 +1100,41 @@ static int ls_spawn(recorder *r)
     return 0;
 }
 
-/* What the target runs on (meta.runtime, the first line); for a CPython
- * whose structures we know, where they are (cfg, for the BPF side). */
-static void ls_detect_runtime(recorder *r, struct ls_py_cfg *cfg)
+/* A CPython whose structures we know: where they are, for the BPF side
+ * (py_cfg lives in .bss, so it can be set while the programs run; the
+ * walk starts once runtime is set, written last).  A command we started
+ * is looked at when its first loop thread shows up: by then it runs the
+ * interpreter, not the shell or pyenv shim that started it. */
+static void ls_detect_python(recorder *r)
+{
+    struct ls_py_cfg cfg;
+    const char *why = NULL;
+    char desc[sizeof(r->runtime)];
+    if (r->py || !(r->py = ls_py_detect(r->pid, &cfg, desc, sizeof(desc), &why)))
+        return;
+    uint64_t runtime = cfg.runtime;
+    cfg.runtime = 0;
+    r->skel->bss->py_cfg = cfg;
+    __atomic_store_n(&r->skel->bss->py_cfg.runtime, runtime, __ATOMIC_RELEASE);
+    snprintf(r->runtime, sizeof(r->runtime), "%s", desc);
+}
+
+/* What the target runs on (meta.runtime, the first line); running: it
+ * runs its program (not a command we started that has not exec'd yet). */
+static void ls_detect_runtime(recorder *r, bool running)
 {
     if (!r->generic) {
         snprintf(r->runtime, sizeof(r->runtime), "libevl");
         return;
     }
-    const char *why = NULL;
-    if (!r->child && (r->py = ls_py_detect(r->pid, cfg, r->runtime, sizeof(r->runtime), &why)))
-        return;
     const char *base = strrchr(r->binary, '/');
     base = base ? base + 1 : r->binary;
+    if (running)
+        ls_detect_python(r);
+    if (r->py)
+        return;
     if (!strncmp(base, "python", 6))
-        snprintf(r->runtime, sizeof(r->runtime), "CPython (no Python stacks: %s)",
-                 r->child ? "attach with -p PID for them" : why ? why : "unknown");
+        snprintf(r->runtime, sizeof(r->runtime), "CPython (no Python stacks)");
     else if (!strcmp(base, "node") || !strcmp(base, "nodejs"))
         snprintf(r->runtime, sizeof(r->runtime), "Node.js");
     else
@@ -1424,7 +1470,7 @@ int cmd_record(int argc, char **argv)
     r->skel->rodata->detect_blocking = !r->no_blocking;
     r->skel->rodata->trace_syscalls = r->syscalls;
     r->skel->rodata->generic = r->generic;
-    ls_detect_runtime(r, (struct ls_py_cfg *)&r->skel->rodata->py_cfg);
+    ls_detect_runtime(r, !r->child);
     r->skel->rodata->window_ns = LS_WINDOW_NS;
     ls_choose_programs(r);
     if (!r->syscalls) {

@@ -85,6 +85,22 @@ struct ls_gloop {
     struct ls_window w;     /* the window being summed */
 };
 
+/* An open off-CPU episode (map offcpu) is extended only by the switch-in
+ * that ends one of its sleeps: hdr.pad holds LS_ASLEEP from the sleeping
+ * switch-out in the episode's call to the next switch-in, so time the
+ * thread spent preempted after the call returned never counts.  The pad is
+ * 0 in every message sent. */
+#define LS_ASLEEP 1u
+
+/* Off-CPU time of the current step of each loop thread (map step_off), so
+ * that an on-CPU episode counts CPU time, not wall time. */
+struct ls_step_off {
+    __u32 steps;            /* the step (evl_loop_pub.steps, or generic steps) */
+    __u32 pad;
+    __u64 off_ns;           /* switched-out time within that step */
+    __u64 out_ns;           /* switched out since, 0 if running */
+};
+
 /* --syscalls: time spent in each syscall by each loop thread. */
 struct ls_sys_key {
     __u32 tid;
