@@ -27,6 +27,7 @@ const volatile bool trace_syscalls = false;
  * and idle time come from the wait syscalls, not from libevl's probes. */
 const volatile bool generic = false;
 const volatile __u64 window_ns = 20000000;
+const volatile bool wait_all = false;   /* --wait-calls all */
 
 struct {
     __uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -706,6 +707,18 @@ static __always_inline int wait_exit(void)
     return 0;
 }
 
+/* Two ways to see the wait calls (--wait-hook, tracer/README.md):
+ *
+ * tracepoint (default): the per-syscall tracepoints syscalls:sys_enter_NAME
+ * and sys_exit_NAME of the wait calls only.  They go through perf's event
+ * buffer, so each costs every process's calls of that syscall (about
+ * 0.6 us per epoll_wait here), and any enabled syscall tracepoint sends
+ * every syscall of the machine down the kernel's slow path (about 0.1 us).
+ *
+ * raw: one BTF raw tracepoint pair (sys_enter/sys_exit) for every syscall
+ * of the machine, a test of the thread group and of the syscall number:
+ * cheaper per epoll_wait, dearer for every other syscall.
+ * Measured in tests/bench/results/generic_overhead.txt. */
 #define LS_WAIT_CALL(name)                                                       \
     SEC("tracepoint/syscalls/sys_enter_" #name)                                  \
     int on_enter_##name(void *ctx) { return wait_enter(); }                      \
@@ -719,6 +732,30 @@ LS_WAIT_CALL(poll)
 LS_WAIT_CALL(ppoll)
 LS_WAIT_CALL(select)
 LS_WAIT_CALL(pselect6)
+
+static __always_inline bool is_wait_call(long nr)
+{
+    if (nr == 232 || nr == 281 || nr == 441)    /* epoll_wait, epoll_pwait, epoll_pwait2 */
+        return true;
+    return wait_all && (nr == 7 || nr == 23 || nr == 270 || nr == 271);
+                                                /* poll, select, pselect6, ppoll */
+}
+
+SEC("tp_btf/sys_enter")
+int BPF_PROG(on_wait_enter, struct pt_regs *regs, long id)
+{
+    if (!from_target() || !is_wait_call(id))
+        return 0;
+    return wait_enter();
+}
+
+SEC("tp_btf/sys_exit")
+int BPF_PROG(on_wait_exit, struct pt_regs *regs, long ret)
+{
+    if (!from_target() || !is_wait_call((long)regs->orig_ax))
+        return 0;
+    return wait_exit();
+}
 
 /* A loop thread that exits: forget it (thread ids are reused). */
 SEC("tp_btf/sched_process_exit")

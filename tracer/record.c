@@ -60,6 +60,7 @@ typedef struct recorder {
     bool no_batch;
     enum { LS_MODE_AUTO, LS_MODE_LIBEVL, LS_MODE_GENERIC } mode;
     bool wait_all;            /* --wait-calls all: poll/select loops too */
+    bool wait_raw;            /* --wait-hook raw: raw sys_enter/sys_exit */
     bool quiet;
     unsigned ringbuf_kb;
     double block_threshold_ms;
@@ -958,8 +959,9 @@ static int ls_attach_generic(recorder *r)
 {
     struct record_bpf *s = r->skel;
     struct bpf_program *wait[][2] = LS_WAIT_PROGS(s);
-    int n = r->wait_all ? (int)(sizeof(wait) / sizeof(wait[0])) : LS_EPOLL_CALLS;
-    int err = ls_need_tracefs();
+    int n = r->wait_raw ? 0 : r->wait_all ? (int)(sizeof(wait) / sizeof(wait[0]))
+                                          : LS_EPOLL_CALLS;
+    int err = n ? ls_need_tracefs() : 0;
     if (err)
         return err;
     for (int i = 0; i < n; i++)
@@ -970,10 +972,14 @@ static int ls_attach_generic(recorder *r)
                               bpf_program__name(wait[i][j]), strerror(errno));
             r->links[r->nlinks++] = l;
         }
-    struct bpf_link *l = bpf_program__attach(s->progs.on_thread_exit);
-    if (!l)
-        return ls_err("cannot attach to the sched_process_exit tracepoint: %s", strerror(errno));
-    r->links[r->nlinks++] = l;
+    struct bpf_program *more[] = { s->progs.on_thread_exit, s->progs.on_wait_enter,
+                                   s->progs.on_wait_exit };
+    for (int i = 0; i < (r->wait_raw ? 3 : 1); i++) {
+        struct bpf_link *l = r->nlinks < LS_MAX_LINKS ? bpf_program__attach(more[i]) : NULL;
+        if (!l)
+            return ls_err("cannot attach %s: %s", bpf_program__name(more[i]), strerror(errno));
+        r->links[r->nlinks++] = l;
+    }
     return 0;
 }
 
@@ -983,11 +989,14 @@ static void ls_choose_programs(recorder *r)
 {
     struct record_bpf *s = r->skel;
     struct bpf_program *wait[][2] = LS_WAIT_PROGS(s);
-    int n = !r->generic ? 0 : r->wait_all ? (int)(sizeof(wait) / sizeof(wait[0])) : LS_EPOLL_CALLS;
+    int n = !r->generic || r->wait_raw ? 0
+            : r->wait_all ? (int)(sizeof(wait) / sizeof(wait[0])) : LS_EPOLL_CALLS;
     for (size_t i = 0; i < sizeof(wait) / sizeof(wait[0]); i++)
         for (int j = 0; j < 2; j++)
             bpf_program__set_autoload(wait[i][j], (int)i < n);
     bpf_program__set_autoload(s->progs.on_thread_exit, r->generic);
+    bpf_program__set_autoload(s->progs.on_wait_enter, r->generic && r->wait_raw);
+    bpf_program__set_autoload(s->progs.on_wait_exit, r->generic && r->wait_raw);
     struct bpf_program *usdt[] = {
         s->progs.on_loop_start, s->progs.on_loop_stop, s->progs.on_batch,
         s->progs.on_task_create, s->progs.on_task_run, s->progs.on_task_suspend,
@@ -1223,6 +1232,7 @@ static void ls_write_meta(recorder *r, int argc, char **argv)
     ls_store_meta(r->store, "runtime", "%s", r->runtime);
     if (r->generic) {
         ls_store_meta(r->store, "wait_calls", "%s", r->wait_all ? "all" : "epoll");
+        ls_store_meta(r->store, "wait_hook", "%s", r->wait_raw ? "raw" : "tracepoint");
         ls_store_meta(r->store, "window_ns", "%llu", (unsigned long long)LS_WINDOW_NS);
     }
     ls_store_meta(r->store, "ringbuf_kb", "%u", r->ringbuf_kb);
@@ -1306,6 +1316,9 @@ static void ls_usage(FILE *f)
           "      --wait-calls SET generic mode: the calls a loop waits in: epoll (default:\n"
           "                       epoll_wait, epoll_pwait, epoll_pwait2) or all (also\n"
           "                       poll, ppoll, select, pselect6)\n"
+          "      --wait-hook HOOK generic mode: how the wait calls are seen: tracepoint\n"
+          "                       (default: their own syscall tracepoints) or raw (one\n"
+          "                       raw tracepoint on every syscall; see tracer/README.md)\n"
           "  -q, --quiet          no live status line\n"
           "\n"
           "example: loopscope record -p $(pidof server) -d 10 -o server.db\n", f);
@@ -1326,6 +1339,7 @@ static int ls_parse(recorder *r, int argc, char **argv)
         { "syscalls", no_argument, NULL, 'S' },
         { "mode", required_argument, NULL, 'M' },
         { "wait-calls", required_argument, NULL, 'W' },
+        { "wait-hook", required_argument, NULL, 'H' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
@@ -1393,6 +1407,11 @@ static int ls_parse(recorder *r, int argc, char **argv)
             if (strcmp(optarg, "epoll") && strcmp(optarg, "all"))
                 return ls_err("invalid --wait-calls '%s' (epoll or all)", optarg);
             r->wait_all = !strcmp(optarg, "all");
+            break;
+        case 'H':
+            if (strcmp(optarg, "tracepoint") && strcmp(optarg, "raw"))
+                return ls_err("invalid --wait-hook '%s' (tracepoint or raw)", optarg);
+            r->wait_raw = !strcmp(optarg, "raw");
             break;
         case 'h':
             ls_usage(stdout);
@@ -1472,6 +1491,7 @@ int cmd_record(int argc, char **argv)
     r->skel->rodata->generic = r->generic;
     ls_detect_runtime(r, !r->child);
     r->skel->rodata->window_ns = LS_WINDOW_NS;
+    r->skel->rodata->wait_all = r->wait_all;
     ls_choose_programs(r);
     if (!r->syscalls) {
         bpf_program__set_autoload(r->skel->progs.on_sys_enter, false);

@@ -3,6 +3,7 @@
 
     tests/bench/generic_overhead.py [--build DIR] [--rounds N] [--seconds S]
                                     [--iters N] [--reps K] [--parts LIST] [--quick]
+                                    [--wait-hook tracepoint|raw]
 
 Needs root (BPF), wrk, redis-server and redis-benchmark (exit status 77
 otherwise).  "recorded" below means `loopscope record -p PID --mode generic
@@ -24,8 +25,8 @@ micro -- epoll_spin (tests/bench/epoll_spin.c): a loop whose every
                  syscall tracepoints costs unrelated syscalls
     Each round runs the modes in this order, so that each recorded mode has
     an untraced neighbour:
-      untraced, generic, generic --wait-calls all, untraced,
-      generic --no-blocking, bpftrace reference
+      untraced, generic, generic --wait-hook raw, generic --wait-calls all,
+      untraced, generic --no-blocking, bpftrace reference
     "bpftrace reference" (when bpftrace is installed) attaches bpftrace
     with a count() on the same two tracepoints (sys_enter/exit_epoll_wait,
     filtered to the target's pid): the kernel's own price for a BPF program
@@ -279,6 +280,7 @@ def part_micro(a, tools, tmp):
         procs["getppid"] = Spinner(spin, "getppid", cpu)
         target = procs["target"]
         modes = [("untraced", None), ("generic", []),
+                 ("generic --wait-hook raw", ["--wait-hook", "raw"]),
                  ("generic --wait-calls all", ["--wait-calls", "all"]),
                  ("untraced", None), ("generic --no-blocking", ["--no-blocking"])]
         if tools["bpftrace"] and not a.quick:
@@ -399,7 +401,7 @@ def part_http(a, tools, tmp):
                           flush=True)
                     continue
                 db = os.path.join(tmp, f"http-{r}-{len(runs[name])}.db")
-                rec = Recorder(tools["loopscope"], pid, db, [])
+                rec = Recorder(tools["loopscope"], pid, db, ["--wait-hook", a.wait_hook])
                 with rec:
                     c0, t0 = cpu_seconds(pid), time.monotonic_ns()
                     rps, p99, total = wrk(url, a.seconds, 8, 1)
@@ -502,7 +504,7 @@ def part_redis(a, tools, tmp):
                 foreign = set(foreign_tracers())
                 if name == "recorded":
                     db = os.path.join(tmp, f"redis-{r}-{len(runs[name])}.db")
-                    rec = Recorder(tools["loopscope"], pid, db, [])
+                    rec = Recorder(tools["loopscope"], pid, db, ["--wait-hook", a.wait_hook])
                     rec.__enter__()
                 try:
                     c0, t0 = cpu_seconds(pid), time.monotonic_ns()
@@ -572,6 +574,8 @@ def main():
     ap.add_argument("--reps", type=int, default=3,
                     help="micro: measurements per process and mode in a round")
     ap.add_argument("--parts", default="micro,http,redis")
+    ap.add_argument("--wait-hook", default="tracepoint", choices=("tracepoint", "raw"),
+                    help="the recorder's --wait-hook in the http and redis parts")
     ap.add_argument("--quick", action="store_true", help="tiny sizes (smoke test)")
     a = ap.parse_args()
     parts = a.parts.split(",")

@@ -304,7 +304,7 @@ def check_python_frames(e, what, want):
           f"{what}: asyncio task {e['task']!r}, want Task-N")
 
 
-def python_case(python):
+def python_case(python, *record_args):
     """py_server.py under PYTHON: /sleep and /cpu found with the right kind,
     syscall, duration and stack; /good and the executor's sleep not."""
     if not os.path.exists(python):
@@ -315,7 +315,7 @@ def python_case(python):
     # worker is reused by every later request
     t.request("executor")
     time.sleep(0.3)                     # asleep in epoll_wait when we attach
-    rec = Recorder(t.pid)
+    rec = Recorder(t.pid, *record_args)
     reqs = [t.request(r) for _ in range(3) for r in PY_ROUTES]
     time.sleep(0.1)
     db = rec.stop()
@@ -325,6 +325,7 @@ def python_case(python):
     version = subprocess.run([python, "-c", "import platform; print(platform.python_version())"],
                              capture_output=True, text=True).stdout.strip()
     m = check_generic_meta(db, f"CPython {version}")
+    eq(m.get("wait_hook"), "raw" if "raw" in record_args else "tracepoint", "meta wait_hook")
     note(f"{python}: runtime {m['runtime']!r}, threads {threads}")
     eq(loops(db), [t.pid], "loop threads (the main thread only)")
     eps = episodes(db)
@@ -409,6 +410,13 @@ def python_case(python):
 def python_debian():
     """Debian's /usr/bin/python3.11 (dynamic symbols only)."""
     python_case("/usr/bin/python3.11")
+
+
+@case
+def python_raw_hook():
+    """The same with --wait-hook raw (raw sys_enter/sys_exit instead of the
+    wait calls' own tracepoints): the same episodes, frames and tasks."""
+    python_case("/usr/bin/python3.11", "--wait-hook", "raw")
 
 
 @case
