@@ -776,7 +776,6 @@ static void ls_flush_windows(recorder *r)
     size_t vsize = bpf_map__value_size(map);
     uint8_t *v = malloc(vsize);
     uint32_t key, next;
-    int64_t now = ls_now();
     int rc = bpf_map__get_next_key(map, NULL, &next, sizeof(next));
     while (v && rc == 0) {
         key = next;
@@ -789,7 +788,7 @@ static void ls_flush_windows(recorder *r)
         struct ls_loop_info *li = ls_loop_seen(r, key, (uint32_t)r->pid, key, w->start_ns);
         if (!li)
             continue;
-        w->end_ns = (uint64_t)now;
+        w->end_ns = (uint64_t)r->detach_ns;   /* the last window ends there */
         ls_on_window(r, li, w);
     }
     free(v);
@@ -1279,12 +1278,14 @@ static void ls_write_end_meta(recorder *r, const char *why)
     if (jit) {
         /* JIT code in the stacks (Node.js): named from its perf map, if
          * the target writes one (tracer/JIT.md). */
+        const char *hint = !unnamed ? ""
+                           : ls_syms_has_perfmap(r->syms) ? " (not in the perf map)" : LS_JIT_HINT;
         ls_store_meta(r->store, "jit_symbols", "%s; %llu of %llu JIT frames unnamed%s",
                       ls_syms_perfmap_status(r->syms), (unsigned long long)unnamed,
-                      (unsigned long long)jit, unnamed ? LS_JIT_HINT : "");
-        if (unnamed && !r->quiet)
+                      (unsigned long long)jit, hint);
+        if (unnamed && !r->quiet && !ls_syms_has_perfmap(r->syms))
             fprintf(stderr, "JS frames: %llu of %llu unnamed%s\n", (unsigned long long)unnamed,
-                    (unsigned long long)jit, LS_JIT_HINT);
+                    (unsigned long long)jit, hint);
     }
 }
 
@@ -1432,6 +1433,12 @@ static void ls_status(recorder *r, int64_t now, uint64_t *last_ev, int64_t *last
 {
     double el = (now - r->start_ns) / 1e9, dt = (now - *last_t) / 1e9;
     uint64_t ev = ls_store_nevents(r->store);
+    if (r->generic) {
+        fprintf(stderr, "\rrecording pid %d: %.1fs  loop threads %zu  blocking episodes %llu  "
+                        "dropped %llu   ", r->pid, el, r->nloops, (unsigned long long)r->blocks,
+                (unsigned long long)ls_stat(r, LS_STAT_DROPPED_MSGS));
+        return;
+    }
     fprintf(stderr, "\rrecording pid %d: %.1fs  %.0f events/s  tasks alive %llu  dropped %llu   ",
             r->pid, el, dt > 0 ? (ev - *last_ev) / dt : 0.0,
             (unsigned long long)(r->tasks_created - r->tasks_finished),
