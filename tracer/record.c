@@ -697,20 +697,10 @@ static void ls_store_syscalls(recorder *r)
     }
 }
 
-/* At the end: episodes still open in BPF (the loop has not polled since):
- * off-CPU ones, and in the generic mode on-CPU ones. */
-static void ls_flush_open_map(recorder *r, struct bpf_map *map);
-
-static void ls_flush_open_episodes(recorder *r)
-{
-    if (r->no_blocking || !r->skel)
-        return;
-    ls_flush_open_map(r, r->skel->maps.offcpu);
-    if (r->generic)
-        ls_flush_open_map(r, r->skel->maps.oncpu_open);
-}
-
-static void ls_flush_open_map(recorder *r, struct bpf_map *map)
+/* Call fn on a copy of each value of a BPF hash map keyed by thread id
+ * (at the end, once detached: nothing changes the map meanwhile). */
+static void ls_map_each(recorder *r, struct bpf_map *map,
+                        void (*fn)(recorder *r, uint32_t key, void *value))
 {
     size_t vsize = bpf_map__value_size(map);
     uint8_t *v = malloc(vsize);
@@ -719,31 +709,48 @@ static void ls_flush_open_map(recorder *r, struct bpf_map *map)
     while (v && rc == 0) {
         key = next;
         rc = bpf_map__get_next_key(map, &key, &next, sizeof(next));
-        if (bpf_map__lookup_elem(map, &key, sizeof(key), v, vsize, 0) != 0)
-            continue;
-        struct ls_msg_hdr *h = (struct ls_msg_hdr *)(void *)v;
-        struct ls_block *b = (struct ls_block *)(h + 1);
-        /* Still asleep, or (on-CPU) still in its step when we detached,
-         * unless the loop had entered its wait since (generic mode). */
-        int64_t end = r->detach_ns;
-        struct ls_gloop g;
-        if (r->generic && bpf_map__lookup_elem(r->skel->maps.gloops, &key, sizeof(key), &g,
-                                               sizeof(g), 0) == 0 &&
-            g.in_wait && g.steps == b->steps && (int64_t)g.enter_ns < end)
-            end = (int64_t)g.enter_ns;
-        if (!b->dur_ns)
-            b->dur_ns = end > (int64_t)b->start_ns ? (uint64_t)(end - (int64_t)b->start_ns) : 0;
-        /* An on-CPU episode counts CPU time: less the step's time switched
-         * out (as the BPF side does when the step ends). */
-        struct ls_step_off so;
-        if (b->kind == LS_BLOCK_ONCPU &&
-            bpf_map__lookup_elem(r->skel->maps.step_off, &key, sizeof(key), &so, sizeof(so),
-                                 0) == 0 && so.steps == b->steps)
-            b->dur_ns = so.off_ns < b->dur_ns ? b->dur_ns - so.off_ns : 0;
-        if (b->dur_ns >= (uint64_t)(r->block_threshold_ms * 1e6))
-            ls_on_block(r, h);
+        if (bpf_map__lookup_elem(map, &key, sizeof(key), v, vsize, 0) == 0)
+            fn(r, key, v);
     }
     free(v);
+}
+
+/* At the end: episodes still open in BPF (the loop has not polled since):
+ * off-CPU ones, and in the generic mode on-CPU ones. */
+static void ls_flush_open(recorder *r, uint32_t key, void *value);
+
+static void ls_flush_open_episodes(recorder *r)
+{
+    if (r->no_blocking || !r->skel)
+        return;
+    ls_map_each(r, r->skel->maps.offcpu, ls_flush_open);
+    if (r->generic)
+        ls_map_each(r, r->skel->maps.oncpu_open, ls_flush_open);
+}
+
+static void ls_flush_open(recorder *r, uint32_t key, void *v)
+{
+    struct ls_msg_hdr *h = (struct ls_msg_hdr *)v;
+    struct ls_block *b = (struct ls_block *)(h + 1);
+    /* Still asleep, or (on-CPU) still in its step when we detached,
+     * unless the loop had entered its wait since (generic mode). */
+    int64_t end = r->detach_ns;
+    struct ls_gloop g;
+    if (r->generic && bpf_map__lookup_elem(r->skel->maps.gloops, &key, sizeof(key), &g,
+                                           sizeof(g), 0) == 0 &&
+        g.in_wait && g.steps == b->steps && (int64_t)g.enter_ns < end)
+        end = (int64_t)g.enter_ns;
+    if (!b->dur_ns)
+        b->dur_ns = end > (int64_t)b->start_ns ? (uint64_t)(end - (int64_t)b->start_ns) : 0;
+    /* An on-CPU episode counts CPU time: less the step's time switched
+     * out (as the BPF side does when the step ends). */
+    struct ls_step_off so;
+    if (b->kind == LS_BLOCK_ONCPU &&
+        bpf_map__lookup_elem(r->skel->maps.step_off, &key, sizeof(key), &so, sizeof(so),
+                             0) == 0 && so.steps == b->steps)
+        b->dur_ns = so.off_ns < b->dur_ns ? b->dur_ns - so.off_ns : 0;
+    if (b->dur_ns >= (uint64_t)(r->block_threshold_ms * 1e6))
+        ls_on_block(r, h);
 }
 
 static void ls_ingest_msg(recorder *r, const void *data, size_t size);
@@ -768,30 +775,23 @@ static void ls_on_window(recorder *r, struct ls_loop_info *li, const struct ls_w
 
 /* At the end: the windows still being summed in BPF, then each loop's
  * iteration histogram. */
+static void ls_flush_window(recorder *r, uint32_t key, void *v)
+{
+    struct ls_window *w = &((struct ls_gloop *)v)->w;
+    struct ls_loop_info *li = ls_loop_seen(r, key, (uint32_t)r->pid, key, (int64_t)w->start_ns);
+    if (!li)
+        return;
+    w->end_ns = (uint64_t)r->detach_ns;   /* the last window ends there */
+    ls_on_window(r, li, w);
+}
+
 static void ls_flush_windows(recorder *r)
 {
     if (!r->generic || !r->skel)
         return;
-    struct bpf_map *map = r->skel->maps.gloops;
-    size_t vsize = bpf_map__value_size(map);
-    uint8_t *v = malloc(vsize);
-    uint32_t key, next;
-    int rc = bpf_map__get_next_key(map, NULL, &next, sizeof(next));
-    while (v && rc == 0) {
-        key = next;
-        rc = bpf_map__get_next_key(map, &key, &next, sizeof(next));
-        if (bpf_map__lookup_elem(map, &key, sizeof(key), v, vsize, 0) != 0)
-            continue;
-        if (vsize != sizeof(struct ls_gloop))
-            break;
-        struct ls_window *w = &((struct ls_gloop *)(void *)v)->w;
-        struct ls_loop_info *li = ls_loop_seen(r, key, (uint32_t)r->pid, key, w->start_ns);
-        if (!li)
-            continue;
-        w->end_ns = (uint64_t)r->detach_ns;   /* the last window ends there */
-        ls_on_window(r, li, w);
-    }
-    free(v);
+    _Static_assert(sizeof(struct ls_gloop) % 8 == 0, "gloops value: no tail padding");
+    if (bpf_map__value_size(r->skel->maps.gloops) == sizeof(struct ls_gloop))
+        ls_map_each(r, r->skel->maps.gloops, ls_flush_window);
     for (size_t i = 0; i < r->nloops; i++)
         for (int b = 0; b < LS_HIST_BUCKETS; b++)
             if (r->loops[i].hist[b])
