@@ -5,7 +5,12 @@
  * through one ring buffer: in batched mode (the default) only loop_start,
  * loop_stop and batch are attached and each batch is copied whole; in
  * unbatched mode (--no-batch) every lifecycle probe is attached and becomes
- * one record.  Every message that does not fit is counted in `stats`.
+ * one record.  In the generic loop mode (a process without libevl) the
+ * wait-call programs keep each loop thread's state instead (struct
+ * ls_gloop) and send its iterations per window.  Blocking detection
+ * (sched_switch, task-clock samples) serves both modes through one view
+ * of the loop thread (loop_view).  Every message that does not fit is
+ * counted in `stats`.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
