@@ -665,8 +665,10 @@ static __always_inline int wait_enter(void)
     __u64 now = bpf_ktime_get_ns();
     struct ls_gloop *g = bpf_map_lookup_elem(&gloops, &tid);
     if (!g) {
-        if (bpf_map_update_elem(&gloops, &tid, &gloop_zero, BPF_NOEXIST))
-            return 0;                 /* more than 1024 loop threads */
+        if (bpf_map_update_elem(&gloops, &tid, &gloop_zero, BPF_NOEXIST)) {
+            stat_add(LS_STAT_UNTRACKED_WAITS, 1);   /* more than 1024 loop threads */
+            return 0;
+        }
         g = bpf_map_lookup_elem(&gloops, &tid);
         if (!g)
             return 0;

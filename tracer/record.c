@@ -1272,6 +1272,9 @@ static void ls_write_end_meta(recorder *r, const char *why)
     ls_store_meta(r->store, "snapshot_request_failures", "%llu",
                   (unsigned long long)r->snapshot_fail);
     ls_store_meta(r->store, "blocking_episodes", "%llu", (unsigned long long)r->blocks);
+    if (r->generic)
+        ls_store_meta(r->store, "untracked_wait_calls", "%llu",
+                      (unsigned long long)ls_stat(r, LS_STAT_UNTRACKED_WAITS));
     ls_store_meta(r->store, "read_errors", "%llu",
                   (unsigned long long)ls_stat(r, LS_STAT_READ_ERRORS));
     uint64_t unnamed = 0, jit = r->generic && r->syms ? ls_syms_jit_frames(r->syms, &unnamed) : 0;

@@ -125,7 +125,8 @@ enum ls_stat {
     LS_STAT_READ_ERRORS = 4,    /* user memory that could not be read, bad lengths */
     LS_STAT_BLOCKS = 5,         /* blocking episodes delivered */
     LS_STAT_DROPPED_BYTES = 6,  /* payload bytes of the dropped messages */
-    LS_STAT_COUNT = 7,
+    LS_STAT_UNTRACKED_WAITS = 7,/* generic: wait calls of threads beyond the 1024 loop threads */
+    LS_STAT_COUNT = 8,
 };
 
 #define LS_MAX_MSG (sizeof(struct ls_msg_hdr) + EVL_BATCH_BYTES)

@@ -994,6 +994,50 @@ def wait_calls_poll():
     check(w[0][0] and w[0][1], f"no waits or iterations in loop_windows: {w}")
 
 
+FLOOD = """
+import os, select, sys, threading, time
+threading.stack_size(256 * 1024)
+n = int(sys.argv[1])
+def loop():
+    ep = select.epoll()
+    while True:
+        ep.poll(0.05)
+for _ in range(n):
+    threading.Thread(target=loop, daemon=True).start()
+print("pid", os.getpid(), flush=True)
+time.sleep(600)
+"""
+
+
+@case
+def thread_flood():
+    """A target with more loop threads than the recorder keeps (1300
+    threads in epoll_wait; 1024 at most): it records, the loops table stays
+    bounded, the trace is sound and the viewer reads it."""
+    p = spawn([sys.executable, "-c", FLOOD, "1300"])
+    line = p.stdout.readline()
+    check(line.startswith("pid "), f"flood printed {line!r}")
+    pid = int(line.split()[1])
+    wait_threads = time.monotonic() + 30
+    while len(os.listdir(f"/proc/{pid}/task")) < 1301 and time.monotonic() < wait_threads:
+        time.sleep(0.1)
+    rec = Recorder(pid)
+    time.sleep(1.5)
+    db = rec.stop()
+    m = check_generic_meta(db)
+    n = len(loops(db))
+    check(1000 <= n <= 1024, f"loop threads recorded: {n} (1300 in the target, at most 1024 kept)")
+    integrity(db)
+    w = query(db, "SELECT count(DISTINCT loop_id), sum(iterations) FROM loop_windows")[0]
+    check(w[0] and w[0] <= 1024 and w[1], f"loop_windows: {w}")
+    for cmd in (["info", db], ["timeline", db], ["lint", db], ["blocking", db]):
+        r = subprocess.run([A.loopscope, *cmd], capture_output=True, text=True, timeout=120)
+        eq(r.returncode, 0, f"loopscope {' '.join(cmd[:1])}: {r.stderr.strip()}")
+    check(n < 1024 or int(m["untracked_wait_calls"]) > 0,
+          f"1300 loop threads, {n} kept, but untracked_wait_calls is {m['untracked_wait_calls']}")
+    note(f"{n} loop threads kept of 1300; untracked wait calls {m['untracked_wait_calls']}")
+
+
 def main():
     global A
     ap = argparse.ArgumentParser()
