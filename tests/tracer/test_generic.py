@@ -224,11 +224,12 @@ def loops(db):
     return [r[0] for r in query(db, "SELECT tid FROM loops ORDER BY tid")]
 
 
-def check_generic_meta(db, runtime=None, wait_calls="epoll"):
+def check_generic_meta(db, runtime=None, wait_calls="epoll", lossy=False):
     m = meta(db)
     eq(m["mode"], "generic", "meta mode")
     eq(m["wait_calls"], wait_calls, "meta wait_calls")
-    eq(m["dropped_messages"], "0", "dropped messages")
+    if not lossy:
+        eq(m["dropped_messages"], "0", "dropped messages")
     if runtime:
         check(m["runtime"].startswith(runtime), f"meta runtime {m['runtime']!r}, want {runtime}*")
     eq(int(m["blocking_episodes"]), query(db, "SELECT count(*) FROM blocking")[0][0],
@@ -1024,7 +1025,12 @@ def thread_flood():
     rec = Recorder(pid)
     time.sleep(1.5)
     db = rec.stop()
-    m = check_generic_meta(db)
+    # 1300 threads fight for the GIL: the loop threads' futex sleeps are
+    # blocking episodes, each with a 64 KiB stack, and may overflow the ring
+    # buffer; what is dropped must be counted, and what is kept be sound
+    m = check_generic_meta(db, lossy=True)
+    check(int(m["dropped_messages"]) == 0 or int(m["dropped_bytes"]) > 0,
+          f"dropped {m['dropped_messages']} messages of {m['dropped_bytes']} bytes")
     n = len(loops(db))
     check(1000 <= n <= 1024, f"loop threads recorded: {n} (1300 in the target, at most 1024 kept)")
     integrity(db)
