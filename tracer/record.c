@@ -14,6 +14,7 @@
 #include "symbols.h"
 #include "tasks.h"
 #include "tracer.h"
+#include "ls_schema.h"
 
 #include <bpf/libbpf.h>
 #include <elf.h>

@@ -7,6 +7,7 @@
 #ifndef LOOPSCOPE_RECORD_H
 #define LOOPSCOPE_RECORD_H
 
+#include "codes.h"
 #include "evl-probes.h"
 #include "pystack.h"
 
@@ -35,10 +36,7 @@ _Static_assert(sizeof(struct ls_msg_hdr) == 48, "ls_msg_hdr layout");
 /* A blocking episode on a loop thread, or the sample of a long on-CPU step,
  * with what is needed to unwind the user stack at that point: the user
  * registers (DWARF numbering) and a copy of the stack above rsp. */
-enum ls_block_kind {
-    LS_BLOCK_OFFCPU = 1,    /* the thread slept outside epoll_wait */
-    LS_BLOCK_ONCPU = 2,     /* a step ran longer than the threshold on CPU */
-};
+/* kind: enum ls_blocking_kind (model/codes.h): LS_BLOCK_OFFCPU, LS_BLOCK_ONCPU */
 
 #define LS_STACK_BYTES 65536
 #define LS_NREGS 17         /* rax rdx rcx rbx rsi rdi rbp rsp r8-r15 rip */

@@ -1,8 +1,8 @@
--- schema.sql -- the loopscope trace database, version 1.
+-- schema.sql -- the loopscope trace database; its version is the user_version below (the one place it is written).
 -- One file per recording; tracer/SCHEMA.md documents every table.
 -- Times are CLOCK_MONOTONIC nanoseconds (the clock of bpf_ktime_get_ns).
 -- Indexes are created after capture (see INDEXES below), not here.
-PRAGMA user_version = 1;
+PRAGMA user_version = 2;
 PRAGMA application_id = 1280266064;  -- 'LSTP'
 
 CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT) WITHOUT ROWID;

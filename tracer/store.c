@@ -9,7 +9,7 @@
 #define _GNU_SOURCE
 #include "store.h"
 #include "evl-probes.h"
-#include "schema_sql.h"
+#include "ls_schema.h"
 #include "symbols.h"
 #include "syscalls.h"
 #include "record.h"
@@ -89,8 +89,8 @@ static int ls_fill_names(ls_store *s)
         EVL_STATE_LIST(LS_STATE)
 #define LS_LEAK(n, v, name) { "leak_kinds", v, name },
         EVL_LEAK_LIST(LS_LEAK)
-        { "blocking_kinds", LS_BLOCK_OFFCPU, "off-cpu" },
-        { "blocking_kinds", LS_BLOCK_ONCPU, "on-cpu" },
+#define LS_BKIND(n, v, name) { "blocking_kinds", v, name },
+        LS_BLOCKING_KIND_LIST(LS_BKIND)
     };
     for (size_t nr = 0; nr < sizeof(ls_syscall_names) / sizeof(ls_syscall_names[0]); nr++) {
         if (!ls_syscall_names[nr])

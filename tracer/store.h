@@ -9,7 +9,6 @@
 #include <stdint.h>
 #include <stddef.h>
 
-#define LS_SCHEMA_VERSION 1
 
 struct ls_sym;
 

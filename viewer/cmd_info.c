@@ -364,7 +364,7 @@ int cmd_info(int argc, char **argv)
             json_loop_threads(&j, ls, nls);
         ls_json_end_object(&j);
     } else {
-        printf("trace:     %s (schema %d, %.1f KiB)\n", ls_term(path), LS_TRACE_SCHEMA, sb.st_size / 1024.0);
+        printf("trace:     %s (schema %d, %.1f KiB)\n", ls_term(path), LS_SCHEMA_VERSION, sb.st_size / 1024.0);
         printf("recorder:  %s\n", tool ? ls_term(tool) : "?");
         printf("target:    pid %lld  %s\n", (long long)pid, cmd ? ls_term(cmd) : "?");
         printf("recorded:  %s, %s (%s)\n", start ? ls_term(start) : "?", ls_fmt_dur(d1, sizeof(d1), dur),

@@ -79,10 +79,10 @@ ls_trace *ls_trace_open(const char *path)
                  "user_version %lld)", path, (long long)app, (long long)ver);
         goto fail;
     }
-    if (ver != LS_TRACE_SCHEMA) {
+    if (ver < 1 || ver > LS_SCHEMA_VERSION) {
         ls_error("cannot open trace '%s': schema version %lld is %s than this loopscope's (%d)%s",
-                 path, (long long)ver, ver > LS_TRACE_SCHEMA ? "newer" : "older",
-                 LS_TRACE_SCHEMA, ver > LS_TRACE_SCHEMA ? "; upgrade loopscope" : "");
+                 path, (long long)ver, ver > LS_SCHEMA_VERSION ? "newer" : "older",
+                 LS_SCHEMA_VERSION, ver > LS_SCHEMA_VERSION ? "; upgrade loopscope" : "");
         goto fail;
     }
     /* Touch every table a command may read: a truncated file fails here,

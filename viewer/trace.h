@@ -9,7 +9,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#define LS_TRACE_SCHEMA 1            /* the schema version this reader knows */
+#include "ls_schema.h"         /* LS_SCHEMA_VERSION: the newest this reader knows */
 #define LS_TRACE_APP_ID 1280266064   /* PRAGMA application_id, 'LSTP' */
 
 typedef struct ls_trace {

@@ -1,0 +1,34 @@
+-- derived.sql -- the tables derived from events by the one replay of task
+-- states (model/replay.h), written by the recorder as it ingests and, for a
+-- trace whose recording was cut short or that an older loopscope wrote, on
+-- first read (model/derive.h).  Deriving again gives the same rows: every
+-- table is emptied first.  meta model_version says which version of these
+-- definitions the rows follow; the line below is its one home.
+-- model_version 1
+
+-- Lifecycle transitions, per loop: a task went from node from_node to node
+-- to_node `count` times, after total_ns in from_node in all (the longest:
+-- max_ns).  A node is the event that entered the state, as
+-- 100 * event kind + detail: 300 created, 301 pre-existing (created before
+-- the recording began), 400 running, 500 + suspend reason suspended,
+-- 600 ready, 700 + final state finished/failed/cancelled, 900 leaked, and
+-- to_node 0 is the end of the recording (no time: total_ns 0).
+CREATE TABLE IF NOT EXISTS transitions(
+  loop_id INTEGER NOT NULL,
+  from_node INTEGER NOT NULL,
+  to_node INTEGER NOT NULL,
+  count INTEGER NOT NULL,
+  total_ns INTEGER NOT NULL,
+  max_ns INTEGER NOT NULL,
+  PRIMARY KEY(loop_id, from_node, to_node)
+) WITHOUT ROWID;
+-- Their durations in buckets [lo_ns, hi_ns): powers of two split in 8.
+CREATE TABLE IF NOT EXISTS transition_hist(
+  loop_id INTEGER NOT NULL,
+  from_node INTEGER NOT NULL,
+  to_node INTEGER NOT NULL,
+  lo_ns INTEGER NOT NULL,
+  hi_ns INTEGER NOT NULL,
+  count INTEGER NOT NULL,
+  PRIMARY KEY(loop_id, from_node, to_node, lo_ns)
+) WITHOUT ROWID;
