@@ -1,7 +1,7 @@
 /*
  * loop.c -- the loop object and its run loop.
  *
- * One iteration (asyncio's BaseEventLoop._run_once, DESIGN.md rule 1):
+ * One iteration (asyncio's BaseEventLoop._run_once, loop/ORDERING.md rule 1):
  *
  *   poll      wait for I/O: 0 if callbacks are ready, else until the first
  *             timer, else forever; queue the handles of ready fds

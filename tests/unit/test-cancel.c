@@ -1,5 +1,5 @@
 /*
- * test-cancel.c -- task cancellation (DESIGN.md ordering rule 6): sleeping,
+ * test-cancel.c -- task cancellation (loop/ORDERING.md rule 9): sleeping,
  * not started, awaiting a task, woken but not run, swallowed, returning with
  * a pending cancellation, done.
  */
