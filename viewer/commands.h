@@ -18,6 +18,7 @@ int cmd_graph(int argc, char **argv);
 int cmd_export(int argc, char **argv);
 int cmd_lint(int argc, char **argv);
 int cmd_sql(int argc, char **argv);
+int cmd_diff(int argc, char **argv);
 
 /* A command's own options: getopt_long tables and a handler that returns
  * 0, or non-zero after printing an error for a bad value. */

@@ -23,6 +23,7 @@ static const struct command {
     { "blocking", cmd_blocking, "blocking episodes: call site, stack, delayed tasks; totals" },
     { "graph", cmd_graph, "Graphviz graphs: blocking call graph, task tree, lifecycle diagram" },
     { "export", cmd_export, "export to the Chrome/Perfetto trace event format" },
+    { "diff", cmd_diff, "what changed between two traces: blocking sites, tasks, latency, leaks" },
     { "lint", cmd_lint, "warnings with evidence: blocking, leaks, lost wakeups, late timers" },
     { "sql", cmd_sql, "run SQL on a trace" },
     { "help", cmd_help, "list commands, or show one command's help" },
