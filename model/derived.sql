@@ -6,6 +6,32 @@
 -- definitions the rows follow; the line below is its one home.
 -- model_version 1
 
+-- Per task (`loopscope tasks`): its time in each state, from the replay.
+CREATE TABLE IF NOT EXISTS task_stats(
+  task_id INTEGER PRIMARY KEY,
+  busy_ns INTEGER NOT NULL,     -- running: task_run to its next suspend/finish
+  scheduled_ns INTEGER NOT NULL,-- ready but waiting: create/wake to run
+  idle_ns INTEGER NOT NULL,     -- suspended: suspend to wake
+  resumes INTEGER NOT NULL,     -- steps (task_run events)
+  wakes INTEGER NOT NULL,
+  longest_step_ns INTEGER NOT NULL,
+  blocking INTEGER NOT NULL,    -- blocking episodes in its steps
+  blocked_ns INTEGER NOT NULL
+);
+
+-- Iteration latency (busy time of one iteration) over the whole recording,
+-- per loop, in power-of-two buckets [lo_ns, hi_ns).  Generic loop mode: summed
+-- by the BPF side (the replay leaves those rows alone); libevl loops: from
+-- poll_exit to the next poll_enter, by the replay.
+CREATE TABLE IF NOT EXISTS iteration_hist(
+  loop_id INTEGER NOT NULL,
+  lo_ns INTEGER NOT NULL,
+  hi_ns INTEGER NOT NULL,
+  count INTEGER NOT NULL,
+  busy_ns INTEGER NOT NULL,     -- sum of the iterations' busy time
+  PRIMARY KEY(loop_id, lo_ns)
+) WITHOUT ROWID;
+
 -- Lifecycle transitions, per loop: a task went from node from_node to node
 -- to_node `count` times, after total_ns in from_node in all (the longest:
 -- max_ns).  A node is the event that entered the state, as

@@ -67,7 +67,8 @@ enum {
 /* A state a task was in, from start to end. */
 typedef struct ls_span {
     uint64_t task, loop;
-    int state;            /* EVL_STATE_CREATED, _READY, _RUNNING, _SUSPENDED */
+    int state;            /* EVL_FINAL_CREATED, _READY, _RUNNING, _SUSPENDED (the
+                             state enum of evl-probes.h is named EVL_FINAL_) */
     int node;             /* the lifecycle node it entered (LS_NODE_*) */
     int64_t detail;       /* suspended: suspend reason; ready: waker kind;
                              created: 1 if pre-existing (state guessed) */
@@ -111,6 +112,9 @@ void ls_replay_end(ls_replay *r, int64_t end_ns);
 /* The task's entry, if tracked and not finished (e.g. for the caller's own
  * per-task field ls_task.user). */
 ls_task *ls_replay_task(ls_replay *r, uint64_t id);
+/* The same, made (with no state yet) if new, so the caller can keep its
+ * field from the task's first record on; NULL when the table is full. */
+ls_task *ls_replay_track(ls_replay *r, uint64_t id, uint64_t loop);
 /* Tasks that could not be tracked (more than max_live at once). */
 uint64_t ls_replay_untracked(const ls_replay *r);
 

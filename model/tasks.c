@@ -1,5 +1,5 @@
 /*
- * tasks.c -- the recorder's bounded table of live tasks (tasks.h).  Open
+ * tasks.c -- the replay's bounded table of live tasks (tasks.h).  Open
  * addressing with linear probing, kept at most half full, and deletion by
  * backward shift (no tombstones), so a target that creates and finishes
  * millions of tasks leaves the table as small as its live set.
@@ -115,7 +115,6 @@ void ls_tasks_each(ls_tasks *t, void (*fn)(ls_task *, void *), void *arg)
         if (t->slot[i].id)
             fn(&t->slot[i], arg);
 }
-
 void ls_task_close_span(ls_task *a, int64_t ts, int next_kind)
 {
     int64_t d = ts - a->last_ts;

@@ -1,7 +1,7 @@
 /*
- * tasks.h -- the recorder's table of live tasks: per-task time accounting
- * as events stream in (task_stats), with memory bounded whatever task ids
- * the target invents.  A task leaves the table as soon as its finish is
+ * tasks.h -- the replay's table of live tasks (model/replay.h): per-task
+ * state and time accounting as events stream in, with memory bounded
+ * whatever task ids the target invents.  A task leaves the table as soon as its finish is
  * seen and its task_stats row written; at most LS_TASKS_MAX are tracked at
  * once (tracer/README.md states the ceiling), further ones are counted and
  * get no task_stats row.
@@ -18,23 +18,31 @@
 typedef struct ls_task {
     uint64_t id;              /* task id; 0 = free slot (0 is never a task) */
     uint64_t loop;
-    int64_t last_ts;          /* time of its last lifecycle event */
-    int32_t last_kind;        /* that event's probe id; LS_TASK_PREEXISTING */
-    uint32_t row;             /* enum ls_task_row: what its tasks row holds */
+    /* The span it is in (model/replay.h): state is EVL_STATE_* or
+     * LS_TASK_NO_STATE before its first event; a pre-existing task's first
+     * span has node LS_NODE_PREEXISTING and its state is decided by the
+     * event that ends it. */
+    int64_t since;
+    int8_t state;
+    uint8_t done;             /* finished (kept only until a leak verdict) */
+    int16_t node;
+    int16_t tnode;            /* the last lifecycle node, leaks included */
+    int64_t tsince;           /* when it entered tnode */
+    int64_t detail, object, timeout;
+    /* Its statistics so far (task_stats). */
     int64_t busy, sched, idle, longest;
     uint64_t resumes, wakes;
+    uint32_t user;            /* the caller's own field (the recorder's row state) */
+    /* TRANSITIONAL (removed when the recorder feeds the replay): */
+    int64_t last_ts;
+    int32_t last_kind;
+    uint32_t row;
 } ls_task;
-
-enum ls_task_row {
-    LS_ROW_NONE = 0,
-    LS_ROW_PLACEHOLDER = 1,   /* seen before its creation: name '?' */
-    LS_ROW_CREATED = 2,       /* its task_create (or snapshot) is stored */
-};
-
-/* last_kind of a task that existed before the recording: until its first
- * event we do not know what it was doing; that event tells (woken: it was
- * suspended; run: it was ready). */
+enum ls_task_row { LS_ROW_NONE = 0, LS_ROW_PLACEHOLDER = 1, LS_ROW_CREATED = 2 };
 #define LS_TASK_PREEXISTING (-1)
+void ls_task_close_span(ls_task *task, int64_t ts, int kind);
+
+#define LS_TASK_NO_STATE (-1)
 
 typedef struct ls_tasks ls_tasks;
 
@@ -49,9 +57,5 @@ void ls_tasks_remove(ls_tasks *t, ls_task *task);
 size_t ls_tasks_live(const ls_tasks *t);
 /* Call fn on every live task. */
 void ls_tasks_each(ls_tasks *t, void (*fn)(ls_task *, void *), void *arg);
-
-/* Account the span the task was in (its last event's kind) up to ts; kind
- * is the event that ends it (0: the end of the recording). */
-void ls_task_close_span(ls_task *task, int64_t ts, int kind);
 
 #endif

@@ -30,18 +30,8 @@ CREATE TABLE tasks(
   leak INTEGER                  -- leak_kinds.id of its task_leak verdict, if any
 );
 
--- Per task, computed from events when capture ends (`loopscope tasks`).
-CREATE TABLE task_stats(
-  task_id INTEGER PRIMARY KEY,
-  busy_ns INTEGER NOT NULL,     -- running: task_run to its next suspend/finish
-  scheduled_ns INTEGER NOT NULL,-- ready but waiting: create/wake to run
-  idle_ns INTEGER NOT NULL,     -- suspended: suspend to wake
-  resumes INTEGER NOT NULL,     -- steps (task_run events)
-  wakes INTEGER NOT NULL,
-  longest_step_ns INTEGER NOT NULL,
-  blocking INTEGER NOT NULL,    -- blocking episodes in its steps
-  blocked_ns INTEGER NOT NULL
-);
+-- task_stats, iteration_hist and the other derived tables: model/derived.sql
+-- (created with this schema, filled by the one replay of task states).
 
 CREATE TABLE events(
   ts_ns INTEGER NOT NULL,
@@ -109,16 +99,6 @@ CREATE TABLE loop_windows(
   max_busy_ns INTEGER NOT NULL, -- the longest such stretch (iteration latency)
   PRIMARY KEY(loop_id, start_ns)
 ) WITHOUT ROWID;
--- Iteration latency (busy time of one iteration) over the whole recording,
--- per loop, in power-of-two buckets [lo_ns, hi_ns).
-CREATE TABLE iteration_hist(
-  loop_id INTEGER NOT NULL,
-  lo_ns INTEGER NOT NULL,
-  hi_ns INTEGER NOT NULL,
-  count INTEGER NOT NULL,
-  busy_ns INTEGER NOT NULL,     -- sum of the iterations' busy time
-  PRIMARY KEY(loop_id, lo_ns)
-) WITHOUT ROWID;
 CREATE TABLE blocking_kinds(id INTEGER PRIMARY KEY, name TEXT NOT NULL);
 
 -- Names for the integer codes, so the stock sqlite3 shell reads well.
@@ -153,6 +133,6 @@ CREATE VIEW timer_lateness AS
         AND p.ts_ns <= w.ts_ns ORDER BY p.ts_ns DESC, p.rowid DESC LIMIT 1)
   WHERE w.kind = 6 AND w.reason = 1 AND s.reason = 1;
 
--- INDEXES (run by the recorder when capture ends):
+-- INDEXES (made by model/derive.c when the trace is derived):
 -- CREATE INDEX events_task_ts ON events(task_id, ts_ns);
 -- CREATE INDEX events_ts ON events(ts_ns);

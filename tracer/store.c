@@ -178,7 +178,8 @@ ls_store *ls_store_create(const char *path, bool force, char *err, size_t errlen
         goto fail_unlink;
     }
     if (ls_exec(s, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;") < 0 ||
-        ls_exec(s, ls_schema_sql) < 0 || ls_exec(s, "BEGIN") < 0 || ls_fill_names(s) < 0)
+        ls_exec(s, ls_schema_sql) < 0 || ls_exec(s, ls_derived_sql) < 0 || ls_exec(s, "BEGIN") < 0 ||
+        ls_fill_names(s) < 0)
         goto fail_db;
     char *many = ls_events_insert_sql(LS_ROWS_PER_INSERT);
     s->ins_many = many ? ls_prepare(s, many) : NULL;

@@ -1,0 +1,303 @@
+/*
+ * derive.c -- the derived tables of a trace (derive.h), written from the
+ * one replay of task states (replay.c) and, for what needs the blocking
+ * table as well, by SQL over the indexed events.
+ */
+#include "derive.h"
+#include "codes.h"
+#include "ls_codes.h"
+#include "ls_schema.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#define LS_STR2(x) #x
+#define LS_STR(x) LS_STR2(x)
+
+struct ls_derive {
+    sqlite3 *db;
+    sqlite3_stmt *stat, *edge, *bucket, *iter;
+    int rc;                   /* first SQLite error, or SQLITE_OK */
+};
+
+#define LS_GENERIC "EXISTS (SELECT 1 FROM meta WHERE key = 'mode' AND value = 'generic')"
+
+static int ls_fail(sqlite3 *db, const char *what, char *err, size_t errlen)
+{
+    snprintf(err, errlen, "%s: %s", what, sqlite3_errmsg(db));
+    return -1;
+}
+
+ls_derive *ls_derive_new(sqlite3 *db, char *err, size_t errlen)
+{
+    ls_derive *d = calloc(1, sizeof(*d));
+    if (!d) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    d->db = db;
+    if (sqlite3_exec(db, ls_derived_sql, NULL, NULL, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO task_stats(task_id, busy_ns, scheduled_ns,"
+                               " idle_ns, resumes, wakes, longest_step_ns, blocking, blocked_ns)"
+                               " VALUES(?,?,?,?,?,?,?,0,0)", -1, &d->stat, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO transitions(loop_id, from_node, to_node,"
+                               " count, total_ns, max_ns) VALUES(?,?,?,?,?,?)", -1, &d->edge,
+                           NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO transition_hist(loop_id, from_node, to_node,"
+                               " lo_ns, hi_ns, count) VALUES(?,?,?,?,?,?)", -1, &d->bucket,
+                           NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO iteration_hist(loop_id, lo_ns, hi_ns, count,"
+                               " busy_ns) VALUES(?,?,?,?,?)", -1, &d->iter, NULL) != SQLITE_OK) {
+        ls_fail(db, "cannot prepare the derived tables", err, errlen);
+        ls_derive_free(d);
+        return NULL;
+    }
+    return d;
+}
+
+void ls_derive_free(ls_derive *d)
+{
+    if (!d)
+        return;
+    sqlite3_finalize(d->stat);
+    sqlite3_finalize(d->edge);
+    sqlite3_finalize(d->bucket);
+    sqlite3_finalize(d->iter);
+    free(d);
+}
+
+static void ls_run(ls_derive *d, sqlite3_stmt *st)
+{
+    int rc = sqlite3_step(st);
+    if (rc != SQLITE_DONE && d->rc == SQLITE_OK)
+        d->rc = rc;
+    sqlite3_reset(st);
+}
+
+static void ls_on_task_done(void *ctx, const ls_task *t, bool finished)
+{
+    ls_derive *d = ctx;
+    sqlite3_stmt *st = d->stat;
+    sqlite3_bind_int64(st, 1, (int64_t)t->id);
+    sqlite3_bind_int64(st, 2, t->busy);
+    sqlite3_bind_int64(st, 3, t->sched);
+    sqlite3_bind_int64(st, 4, t->idle);
+    sqlite3_bind_int64(st, 5, (int64_t)t->resumes);
+    sqlite3_bind_int64(st, 6, (int64_t)t->wakes);
+    sqlite3_bind_int64(st, 7, t->longest);
+    ls_run(d, st);
+}
+
+ls_replay_ops ls_derive_ops(ls_derive *d)
+{
+    return (ls_replay_ops){ .on_task_done = ls_on_task_done, .ctx = d };
+}
+
+static void ls_on_edge(void *ctx, const ls_edge_stats *e)
+{
+    ls_derive *d = ctx;
+    sqlite3_stmt *st = d->edge;
+    sqlite3_bind_int64(st, 1, (int64_t)e->loop);
+    sqlite3_bind_int(st, 2, e->from);
+    sqlite3_bind_int(st, 3, e->to);
+    sqlite3_bind_int64(st, 4, (int64_t)e->count);
+    sqlite3_bind_int64(st, 5, e->total_ns);
+    sqlite3_bind_int64(st, 6, e->max_ns);
+    ls_run(d, st);
+}
+
+static void ls_on_bucket(void *ctx, const ls_edge_stats *e, int64_t lo, int64_t hi, uint64_t n)
+{
+    ls_derive *d = ctx;
+    sqlite3_stmt *st = d->bucket;
+    sqlite3_bind_int64(st, 1, (int64_t)e->loop);
+    sqlite3_bind_int(st, 2, e->from);
+    sqlite3_bind_int(st, 3, e->to);
+    sqlite3_bind_int64(st, 4, lo);
+    sqlite3_bind_int64(st, 5, hi);
+    sqlite3_bind_int64(st, 6, (int64_t)n);
+    ls_run(d, st);
+}
+
+static void ls_on_iter(void *ctx, uint64_t loop, int64_t lo, int64_t hi, uint64_t n, int64_t busy)
+{
+    ls_derive *d = ctx;
+    sqlite3_stmt *st = d->iter;
+    sqlite3_bind_int64(st, 1, (int64_t)loop);
+    sqlite3_bind_int64(st, 2, lo);
+    sqlite3_bind_int64(st, 3, hi);
+    sqlite3_bind_int64(st, 4, (int64_t)n);
+    sqlite3_bind_int64(st, 5, busy);
+    ls_run(d, st);
+}
+
+/*
+ * What needs the blocking table and the indexed events, in SQL:
+ *  - on-CPU episodes of libevl loops last until their step ended (the
+ *    task's next suspend or finish, or the callback's end), minus the
+ *    off-CPU episodes inside them (the generic mode's BPF side measured
+ *    its own);
+ *  - victims: the tasks each episode delayed (wake events near it, with
+ *    the task's next run and its previous suspend): cause ready: woken
+ *    before the episode ended and ran after it; timer: its sleep's
+ *    deadline came before the episode's end (it could not fire until the
+ *    loop was free); fd: woken for I/O by the first poll after the episode
+ *    (the fd became ready at some point before: the delay is an upper
+ *    bound);
+ *  - per task, its blocking episodes and their time.
+ * Every statement recomputes from the base tables, so running it again
+ * gives the same rows.
+ */
+static const char ls_post_sql[] =
+    "CREATE INDEX IF NOT EXISTS events_task_ts ON events(task_id, ts_ns);"
+    "CREATE INDEX IF NOT EXISTS events_ts ON events(ts_ns);"
+    "CREATE INDEX IF NOT EXISTS tasks_loop ON tasks(loop_id);"
+    "UPDATE blocking SET dur_ns = coalesce(("
+    "  SELECT min(e.ts_ns) FROM events e WHERE e.ts_ns > blocking.start_ns AND ("
+    "    (blocking.task_id IS NOT NULL AND e.task_id = blocking.task_id"
+    "     AND e.kind IN (" LS_SQL_KIND_task_suspend ", " LS_SQL_KIND_task_finish "))"
+    "    OR (blocking.task_id IS NULL AND e.loop_id = blocking.loop_id"
+    "     AND e.kind = " LS_SQL_KIND_callback_end "))),"
+    "  (SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'end_ns'),"
+    "  (SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'derived_end_ns')) - start_ns"
+    " WHERE kind = " LS_SQL_BLOCK_ONCPU " AND NOT " LS_GENERIC ";"
+    "UPDATE blocking SET dur_ns = dur_ns - coalesce((SELECT sum(o.dur_ns) FROM blocking o"
+    "  WHERE o.kind = " LS_SQL_BLOCK_OFFCPU " AND o.loop_id = blocking.loop_id"
+    "  AND o.start_ns >= blocking.start_ns AND o.start_ns < blocking.start_ns + blocking.dur_ns), 0)"
+    " WHERE kind = " LS_SQL_BLOCK_ONCPU " AND NOT " LS_GENERIC ";"
+    "DELETE FROM blocking_victims;"
+    "INSERT OR IGNORE INTO blocking_victims(blocking_id, task_id, ready_ns, ran_ns, delay_ns, cause)"
+    " WITH ep AS (SELECT id, loop_id, task_id AS btask, start_ns AS s, start_ns + dur_ns AS e,"
+    "   (SELECT min(p.ts_ns) FROM events p WHERE p.loop_id = blocking.loop_id"
+    "     AND p.kind = " LS_SQL_KIND_poll_exit
+    "     AND p.ts_ns >= blocking.start_ns + blocking.dur_ns) AS px FROM blocking),"
+    " w AS (SELECT ep.id AS bid, ep.s, ep.e, ep.btask, ev.task_id, ev.ts_ns AS wake_ns,"
+    "   ev.reason AS waker, ep.px,"
+    "   (SELECT min(q.ts_ns) FROM events q WHERE q.loop_id = ep.loop_id"
+    "     AND q.kind = " LS_SQL_KIND_poll_enter " AND q.ts_ns > ep.px) AS next_poll,"
+    "   (SELECT min(r.ts_ns) FROM events r WHERE r.task_id = ev.task_id"
+    "     AND r.kind = " LS_SQL_KIND_task_run " AND r.ts_ns >= ev.ts_ns) AS ran_ns,"
+    "   (SELECT CASE WHEN p.reason = " LS_SQL_SUSPEND_SLEEP " THEN p.arg0 END FROM events p"
+    "     WHERE p.task_id = ev.task_id AND p.kind = " LS_SQL_KIND_task_suspend
+    "     AND p.ts_ns <= ev.ts_ns ORDER BY p.ts_ns DESC, p.rowid DESC LIMIT 1) AS deadline"
+    "  FROM ep JOIN events ev ON ev.loop_id = ep.loop_id AND ev.kind = " LS_SQL_KIND_task_wake
+    "   AND ev.ts_ns BETWEEN ep.s - 1000000000 AND ep.e + 1000000000),"
+    " c AS (SELECT *, CASE WHEN wake_ns < e THEN " LS_SQL_CAUSE_READY
+    "   WHEN waker = " LS_SQL_WAKER_TIMER " AND deadline < e THEN " LS_SQL_CAUSE_TIMER
+    "   WHEN waker = " LS_SQL_WAKER_IO " AND wake_ns >= px"
+    "    AND (next_poll IS NULL OR wake_ns < next_poll) THEN " LS_SQL_CAUSE_FD
+    "   END AS cause FROM w)"
+    " SELECT bid, task_id,"
+    "  CASE cause WHEN " LS_SQL_CAUSE_READY " THEN wake_ns WHEN " LS_SQL_CAUSE_TIMER
+    "   THEN deadline ELSE s END AS ready,"
+    "  ran_ns, ran_ns - max(CASE cause WHEN " LS_SQL_CAUSE_READY " THEN wake_ns"
+    "   WHEN " LS_SQL_CAUSE_TIMER " THEN deadline ELSE s END, s),"
+    "  cause FROM c WHERE cause IS NOT NULL AND task_id IS NOT btask AND ran_ns >= e"
+    " ORDER BY ready;"
+    "UPDATE blocking SET delayed_tasks = (SELECT count(*) FROM blocking_victims v"
+    "  WHERE v.blocking_id = blocking.id);"
+    "UPDATE task_stats SET blocking = (SELECT count(*) FROM blocking b"
+    "  WHERE b.task_id = task_stats.task_id), blocked_ns = (SELECT coalesce(sum(dur_ns), 0)"
+    "  FROM blocking b WHERE b.task_id = task_stats.task_id)"
+    " WHERE task_id IN (SELECT task_id FROM blocking);"
+    "INSERT OR REPLACE INTO meta(key, value) VALUES('model_version', '" LS_STR(LS_MODEL_VERSION) "');";
+
+int ls_derive_finish(ls_derive *d, ls_replay *r, char *err, size_t errlen)
+{
+    if (sqlite3_exec(d->db, "DELETE FROM transitions; DELETE FROM transition_hist;"
+                            "DELETE FROM iteration_hist WHERE NOT " LS_GENERIC ";",
+                     NULL, NULL, NULL) != SQLITE_OK)
+        return ls_fail(d->db, "cannot empty the derived tables", err, errlen);
+    ls_replay_each_edge(r, ls_on_edge, ls_on_bucket, d);
+    /* A generic trace's iteration_hist comes from its wait calls. */
+    sqlite3_stmt *q = NULL;
+    int generic = 0;
+    if (sqlite3_prepare_v2(d->db, "SELECT " LS_GENERIC, -1, &q, NULL) == SQLITE_OK &&
+        sqlite3_step(q) == SQLITE_ROW)
+        generic = sqlite3_column_int(q, 0);
+    sqlite3_finalize(q);
+    if (!generic)
+        ls_replay_each_iteration_bucket(r, ls_on_iter, d);
+    if (d->rc != SQLITE_OK)
+        return ls_fail(d->db, "cannot write the derived tables", err, errlen);
+    if (sqlite3_exec(d->db, ls_post_sql, NULL, NULL, NULL) != SQLITE_OK)
+        return ls_fail(d->db, "cannot derive blocking and indexes", err, errlen);
+    return 0;
+}
+
+int64_t ls_derive_last_time(sqlite3 *db)
+{
+    static const char sql[] =
+        "SELECT max(coalesce((SELECT max(ts_ns) FROM events), -9223372036854775807),"
+        " coalesce((SELECT max(start_ns + max(dur_ns, 0)) FROM blocking), -9223372036854775807),"
+        " coalesce((SELECT max(end_ns) FROM loop_windows), -9223372036854775807))";
+    sqlite3_stmt *st = NULL;
+    int64_t t = INT64_MIN;
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW &&
+        sqlite3_column_type(st, 0) == SQLITE_INTEGER)
+        t = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return t == -INT64_MAX ? INT64_MIN : t;
+}
+
+int ls_derive_all(sqlite3 *db, int64_t end_ns, char *err, size_t errlen)
+{
+    ls_derive *d = ls_derive_new(db, err, errlen);
+    if (!d)
+        return -1;
+    int rc = -1;
+    ls_replay *r = NULL;
+    sqlite3_stmt *ev = NULL, *lp = NULL;
+    char sql[160];
+    snprintf(sql, sizeof(sql), "INSERT OR REPLACE INTO meta(key, value)"
+             " VALUES('derived_end_ns', '%lld'); DELETE FROM task_stats", (long long)end_ns);
+    if (sqlite3_exec(db, sql, NULL, NULL, NULL) != SQLITE_OK) {
+        ls_fail(db, "cannot empty task_stats", err, errlen);
+        goto out;
+    }
+    ls_replay_ops ops = ls_derive_ops(d);
+    r = ls_replay_new(&ops, SIZE_MAX / 2);
+    if (!r) {
+        snprintf(err, errlen, "out of memory");
+        goto out;
+    }
+    if (sqlite3_prepare_v2(db, "SELECT id, stopped_ns FROM loops WHERE stopped_ns IS NOT NULL",
+                           -1, &lp, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(db, "SELECT ts_ns, loop_id, coalesce(task_id, 0), kind,"
+                               " coalesce(reason, 0), coalesce(arg0, 0), coalesce(arg1, 0)"
+                               " FROM events ORDER BY rowid", -1, &ev, NULL) != SQLITE_OK) {
+        ls_fail(db, "cannot read events", err, errlen);
+        goto out;
+    }
+    while (sqlite3_step(lp) == SQLITE_ROW)
+        ls_replay_loop_stop(r, (uint64_t)sqlite3_column_int64(lp, 0), sqlite3_column_int64(lp, 1));
+    int step;
+    while ((step = sqlite3_step(ev)) == SQLITE_ROW) {
+        ls_event e = {
+            .ts = sqlite3_column_int64(ev, 0),
+            .loop = (uint64_t)sqlite3_column_int64(ev, 1),
+            .task = (uint64_t)sqlite3_column_int64(ev, 2),
+            .kind = sqlite3_column_int(ev, 3),
+            .reason = sqlite3_column_int64(ev, 4),
+            .arg0 = sqlite3_column_int64(ev, 5),
+            .arg1 = sqlite3_column_int64(ev, 6),
+        };
+        ls_replay_event(r, &e);
+    }
+    if (step != SQLITE_DONE) {
+        ls_fail(db, "cannot read events", err, errlen);
+        goto out;
+    }
+    ls_replay_end(r, end_ns);
+    if (d->rc != SQLITE_OK) {
+        ls_fail(db, "cannot write task_stats", err, errlen);
+        goto out;
+    }
+    rc = ls_derive_finish(d, r, err, errlen);
+out:
+    sqlite3_finalize(ev);
+    sqlite3_finalize(lp);
+    ls_replay_free(r);
+    ls_derive_free(d);
+    return rc;
+}
