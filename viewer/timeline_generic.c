@@ -1,0 +1,276 @@
+/*
+ * timeline_generic.c -- `loopscope timeline` on a generic loop mode trace
+ * (a process not built on libevl): a row per loop thread from its
+ * iteration windows (loop_windows) and blocking episodes, on the terminal
+ * or as SVG.  Depends on timeline.h.
+ */
+#include "timeline.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+/* What a generic column shows (D_*): blocked > busy for half of the time in
+ * its iterations > busy for a tenth of it > waiting; blank without window. */
+static void generic_cells(const tl *x, const lane *ln, int ncols, unsigned char *cells)
+{
+    tl_lane_cells(x, ln, ncols, cells, NULL);      /* its blocking episodes */
+    for (int c = 0; c < ncols; c++) {
+        const gcol *g = &ln->gc[c];
+        if (cells[c] == D_BLOCK || !(g->cover > 0))
+            continue;
+        double f = g->busy + g->wait > 0 ? g->busy / (g->busy + g->wait) : 0;
+        cells[c] = f >= 0.5 ? D_RUN : f >= 0.1 ? D_RAN : D_SUSP;
+    }
+}
+
+static void gcol_add(gcol *c, const gcol *d, double k)
+{
+    c->busy += d->busy * k;
+    c->wait += d->wait * k;
+    c->iters += d->iters * k;
+    c->cover += d->cover * k;
+}
+
+/* A loop thread's windows in [from, to), each one's busy, wait and
+ * iterations spread evenly over it, summed per column: the partial columns
+ * at its ends directly, the whole ones through a difference array, so a
+ * window costs O(1) however many columns it spans. */
+static bool generic_fill(tl *x, lane *ln, int ncols)
+{
+    ln->gc = calloc((size_t)ncols, sizeof(*ln->gc));
+    gcol *diff = calloc((size_t)ncols + 1, sizeof(*diff));
+    if (!ln->gc || !diff) {
+        free(diff);
+        ls_error("out of memory");
+        return false;
+    }
+    sqlite3_stmt *st = ls_prepare(x->t, "SELECT start_ns, end_ns, iterations, wait_ns, busy_ns"
+                                        " FROM loop_windows WHERE loop_id = ?1 AND start_ns < ?3"
+                                        " AND end_ns > ?2");
+    if (!st) {
+        free(diff);
+        return false;
+    }
+    sqlite3_bind_int64(st, 1, ln->id);
+    sqlite3_bind_int64(st, 2, x->from);
+    sqlite3_bind_int64(st, 3, x->to);
+    double q = (double)(x->to - x->from) / ncols;
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        int64_t s = ls_col_ts(st, 0), e = ls_col_ts(st, 1), it = ls_col_ts(st, 2),
+                wait = ls_col_ts(st, 3), busy = ls_col_ts(st, 4);
+        if (e <= s || it < 0 || wait < 0 || busy < 0)
+            continue;                    /* malformed: counted by info */
+        double len = (double)(e - s);
+        gcol dens = { (double)busy / len, (double)wait / len, (double)it / len, 1 };
+        double a = (double)((s > x->from ? s : x->from) - x->from) / q;
+        double b = (double)((e < x->to ? e : x->to) - x->from) / q;
+        if (!(b > a))
+            continue;
+        int c0 = tl_col_of(a, ncols), c1 = tl_col_of(ceil(b) - 1, ncols);
+        if (c0 >= c1) {
+            gcol_add(&ln->gc[c0], &dens, (b - a) * q);
+            continue;
+        }
+        gcol_add(&ln->gc[c0], &dens, (c0 + 1 - a) * q);
+        gcol_add(&ln->gc[c1], &dens, (b - c1) * q);
+        gcol_add(&diff[c0 + 1], &dens, q);
+        gcol_add(&diff[c1], &dens, -q);
+    }
+    bool ok = ls_step_ok(x->t, st, rc);
+    sqlite3_finalize(st);
+    gcol run = { 0 };
+    for (int c = 0; c < ncols; c++) {
+        gcol_add(&run, &diff[c], 1);
+        gcol_add(&ln->gc[c], &run, 1);
+    }
+    free(diff);
+    return ok;
+}
+
+/* The first window start and the last window or episode end (absolute);
+ * false when there is none. */
+bool tl_generic_bounds(tl *x, int64_t *first, int64_t *last)
+{
+    bool win = ls_has_table(x->t, "loop_windows");
+    sqlite3_stmt *st = ls_prepare(x->t, win
+        ? "SELECT min(s), max(e) FROM (SELECT start_ns AS s, end_ns AS e FROM loop_windows"
+          " WHERE end_ns > start_ns UNION ALL SELECT start_ns, start_ns + dur_ns FROM blocking"
+          " WHERE dur_ns > 0)"
+        : "SELECT min(start_ns), max(start_ns + dur_ns) FROM blocking WHERE dur_ns > 0");
+    bool ok = st && sqlite3_step(st) == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL;
+    if (ok) {
+        *first = ls_col_ts(st, 0);
+        *last = ls_col_ts(st, 1) - 1;
+        if (*last < *first)
+            *last = *first;
+    }
+    sqlite3_finalize(st);
+    return ok;
+}
+
+static const char *const generic_names[D_COUNT] = {
+    "no window", "waiting (in the wait call)", "?", "partly busy (10-50%)",
+    "busy (half of the time or more)", "blocked (a blocking episode)",
+};
+
+/* A note under a generic picture or table: columns finer than windows. */
+static void generic_note(const tl *x, double q, char *buf, size_t n)
+{
+    int64_t w = ls_meta_int(x->t, "window_ns", 0);
+    char d[32];
+    if (w > 0 && q < (double)w)
+        snprintf(buf, n, "busy and wait times come from %s windows, spread evenly over each: "
+                 "columns are finer than that, so approximate", ls_fmt_dur(d, sizeof(d), w));
+    else
+        buf[0] = 0;
+}
+
+static void generic_terminal(tl *x, const struct opts *o, const char *path, size_t nmatch)
+{
+    bool color, utf8;
+    tl_term_style(o, &color, &utf8);
+    int ncols = tl_terminal_width() - NAME_W - 1;
+    if (ncols < 10)
+        ncols = 10;
+    double q = (double)(x->to - x->from) / ncols;
+    char d1[32], d2[32], d3[32], d4[32], note[200];
+    printf("%s: %zu loop thread%s (generic loop mode), %s .. %s (%s), one column = %s\n",
+           ls_term(path), x->nlanes, x->nlanes == 1 ? "" : "s",
+           tl_fmt_at(d1, sizeof(d1), x->from - x->start), tl_fmt_at(d2, sizeof(d2), x->to - x->start),
+           ls_fmt_dur(d3, sizeof(d3), x->to - x->from), ls_fmt_dur(d4, sizeof(d4), (int64_t)q));
+    unsigned char *cells = malloc((size_t)ncols);
+    for (size_t i = 0; cells && i < x->nlanes; i++) {
+        generic_cells(x, &x->lanes[i], ncols, cells);
+        tl_print_cells(&x->lanes[i], cells, ncols, color, utf8);
+    }
+    free(cells);
+    tl_print_axis(x, ncols, q, utf8);
+    printf("legend:");
+    static const int order[] = { D_BLOCK, D_RUN, D_RAN, D_SUSP };
+    for (size_t k = 0; k < sizeof(order) / sizeof(order[0]); k++) {
+        int s = order[k];
+        printf("%s%s", k ? "  " : " ", color ? tl_ansi_color[s] : "");
+        fputs(utf8 ? tl_utf8_glyph[s] : (char[]){ tl_ascii_glyph[s], 0 }, stdout);
+        printf("%s %s", color ? "\033[0m" : "", generic_names[s]);
+    }
+    printf("\n");
+    generic_note(x, q, note, sizeof(note));
+    if (note[0])
+        printf("%s\n", note);
+    if (nmatch > x->nlanes)
+        printf("%zu more loop thread%s not shown: use --limit or --loop\n", nmatch - x->nlanes,
+               nmatch - x->nlanes == 1 ? "" : "s");
+}
+
+static bool generic_svg(tl *x, const char *file, const char *path, size_t nmatch)
+{
+    FILE *f = tl_svg_open(x, file, path);
+    if (!f)
+        return false;
+    char d1[32], d2[32], d3[32], note[200];
+    double q = (double)(x->to - x->from) / SVG_LANE_W;
+    fprintf(f, "%zu loop thread%s (generic loop mode), %s .. %s (%s)", x->nlanes,
+            x->nlanes == 1 ? "" : "s", tl_fmt_at(d1, sizeof(d1), x->from - x->start),
+            tl_fmt_at(d2, sizeof(d2), x->to - x->start), ls_fmt_dur(d3, sizeof(d3), x->to - x->from));
+    if (nmatch > x->nlanes)
+        fprintf(f, ", %zu more not shown", nmatch - x->nlanes);
+    generic_note(x, q, note, sizeof(note));
+    if (note[0]) {
+        fputs(" \xe2\x80\x94 ", f);
+        ls_xml_write(f, note);
+    }
+    fprintf(f, "</text>\n");
+    static const svg_leg leg[] = {
+        { 3, "busy (half+)" }, { 5, "partly busy" }, { 1, "waiting" },
+    };
+    tl_svg_legend(f, leg, sizeof(leg) / sizeof(leg[0]), "blocked");
+    tl_svg_axis(f, x);
+    static const int cls[D_COUNT] = { 0, 1, 2, 5, 3, 4 };   /* D_* -> CSS class s<N> */
+    unsigned char *cells = malloc(SVG_LANE_W);
+    for (size_t i = 0; cells && i < x->nlanes; i++) {
+        lane *ln = &x->lanes[i];
+        double y = tl_svg_row_begin(f, ln, i);
+        char label[64];
+        tl_lane_label(ln, label, sizeof(label) - 1);
+        generic_cells(x, ln, SVG_LANE_W, cells);
+        for (int c = 0; c < SVG_LANE_W;) {
+            int d = cells[c], e = c;
+            gcol sum = { 0 };
+            while (e < SVG_LANE_W && cells[e] == d)
+                gcol_add(&sum, &ln->gc[e++], 1);
+            if (d != D_NONE && d != D_BLOCK) {   /* blocking: drawn from its own spans */
+                bool thin = d == D_SUSP;
+                int64_t s0 = x->from + (int64_t)(q * c), s1 = x->from + (int64_t)(q * e);
+                double in = sum.busy + sum.wait;
+                fprintf(f, "<rect class=\"s%d\" x=\"%d\" y=\"%.1f\" width=\"%d\" height=\"%d\">"
+                           "<title>", cls[d], SVG_NAME_W + c, y + (thin ? 7 : 3), e - c,
+                        thin ? 4 : 12);
+                ls_xml_write(f, label);
+                fprintf(f, ": busy %.3g%%, waiting %.3g%%, about %.0f iterations&#10;"
+                           "start %s, duration %s</title></rect>\n",
+                        in > 0 ? 100 * sum.busy / in : 0.0, in > 0 ? 100 * sum.wait / in : 0.0,
+                        sum.iters, tl_fmt_at(d1, sizeof(d1), s0 - x->start),
+                        ls_fmt_dur(d2, sizeof(d2), s1 - s0));
+            }
+            c = e;
+        }
+        for (size_t k = 0; k < ln->blk.n; k++)
+            tl_svg_rect(f, x, ln, &ln->blk.v[k], y + 1, 16);
+        fprintf(f, "</g>\n");
+    }
+    free(cells);
+    return tl_svg_close(f, file);
+}
+
+/* The generic loop mode's timeline: a row per loop thread. */
+int tl_timeline_generic(tl *x, const struct opts *o, const char *path)
+{
+    if (o->glob)
+        return ls_error("timeline: --tasks selects task rows; a generic loop mode trace has loop "
+                        "thread rows only (use --loop TID)");
+    bool win = ls_has_table(x->t, "loop_windows");
+    char sql[256];
+    snprintf(sql, sizeof(sql), "SELECT id FROM (SELECT id FROM loops%s) WHERE ?1 IS NULL OR"
+             " id = ?1 GROUP BY id ORDER BY id",
+             win ? " UNION ALL SELECT DISTINCT loop_id FROM loop_windows" : "");
+    sqlite3_stmt *st = ls_prepare(x->t, sql);
+    if (!st)
+        return 1;
+    if (o->loop >= 0)
+        sqlite3_bind_int64(st, 1, o->loop);
+    x->lanes = calloc((size_t)o->limit, sizeof(*x->lanes));
+    size_t nmatch = 0;
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+        if (nmatch++ < (size_t)o->limit && x->lanes)
+            x->lanes[x->nlanes++] = (lane){ .is_loop = true, .thread = true,
+                                            .id = sqlite3_column_int64(st, 0),
+                                            .loop = sqlite3_column_int64(st, 0) };
+    bool ok = ls_step_ok(x->t, st, rc);
+    sqlite3_finalize(st);
+    if (!ok)
+        return 1;
+    int ncols = o->svg ? SVG_LANE_W : tl_terminal_width() - NAME_W - 1;
+    if (ncols < 10)
+        ncols = 10;
+    for (size_t i = 0; i < x->nlanes; i++)
+        if (win ? !generic_fill(x, &x->lanes[i], ncols)
+                : !(x->lanes[i].gc = calloc((size_t)ncols, sizeof(gcol))))
+            return 1;
+    if (!tl_load_blocking(x))
+        return 1;
+    char d1[32], d2[32];
+    if (!o->svg) {
+        generic_terminal(x, o, path, nmatch);
+        return 0;
+    }
+    if (!generic_svg(x, o->svg, path, nmatch))
+        return 1;
+    printf("wrote %s: %zu loop thread%s, %s .. %s\n", o->svg, x->nlanes,
+           x->nlanes == 1 ? "" : "s", tl_fmt_at(d1, sizeof(d1), x->from - x->start),
+           tl_fmt_at(d2, sizeof(d2), x->to - x->start));
+    return 0;
+}
+

@@ -1,0 +1,231 @@
+/*
+ * timeline_svg.c -- `loopscope timeline --svg FILE`: the timeline as an SVG
+ * picture whose spans carry hover titles (every trace string through
+ * ls_xml_write).  Depends on timeline.h.
+ */
+#include "timeline.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+static const char *const state_names[ST_COUNT] = { "not alive", "suspended", "ready", "running",
+                                                   "blocking" };
+static const char *const svg_color[ST_COUNT] = { "none", "#9aa7b8", "#e8a915", "#2e9e44",
+                                                 "#d62728" };
+
+void tl_svg_rect(FILE *f, tl *x, const lane *ln, const span *s, double y, double h)
+{
+    double px = (double)SVG_LANE_W / (double)(x->to - x->from);
+    double x0 = SVG_NAME_W + (double)(s->s - x->from) * px, w = (double)(s->e - s->s) * px;
+    if (w < 1 && s->st != ST_SUSP)
+        w = 1;                           /* short steps and episodes stay visible */
+    char label[64], d1[32], d2[32];
+    tl_lane_label(ln, label, sizeof(label) - 1);
+    fprintf(f, "<rect class=\"s%d\" x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\">"
+               "<title>", s->st, x0, y, w, h);
+    ls_xml_write(f, label);
+    fprintf(f, ": %s", state_names[s->st]);
+    if (s->reason) {
+        fputs(" (", f);
+        ls_xml_write(f, s->reason);
+        if (ln->is_loop && s->arg >= 0)
+            fprintf(f, " in task %lld", (long long)s->arg);
+        fputc(')', f);
+    }
+    fprintf(f, "&#10;start %s, duration %s%s</title></rect>\n",
+            tl_fmt_at(d1, sizeof(d1), s->s - x->start), ls_fmt_dur(d2, sizeof(d2), s->e - s->s),
+            ln->binned && s->st != ST_BLOCK ? " (approximate: a busy task drawn per pixel)" : "");
+}
+
+/* A lane with more spans than pixels, drawn like the terminal: per pixel
+ * column, stretches of one display class, "ran briefly" in a lighter
+ * green, each with its running share in the title. */
+static void svg_dense(FILE *f, tl *x, const lane *ln, double y)
+{
+    static const int cls[D_COUNT] = { 0, 1, 2, 5, 3, 4 };   /* D_* -> CSS class s<N> */
+    unsigned char *cells = malloc(SVG_LANE_W);
+    double *run = calloc(SVG_LANE_W, sizeof(*run));
+    if (!cells || !run) {
+        free(cells);
+        free(run);
+        return;
+    }
+    tl_lane_cells(x, ln, SVG_LANE_W, cells, run);
+    double q = (double)(x->to - x->from) / SVG_LANE_W;
+    char label[64], d1[32], d2[32];
+    tl_lane_label(ln, label, sizeof(label) - 1);
+    for (int c = 0; c < SVG_LANE_W;) {
+        int d = cells[c], e = c;
+        double r = 0;
+        while (e < SVG_LANE_W && cells[e] == d)
+            r += run[e++];
+        if (d != D_NONE && d != D_BLOCK) {   /* blocking: drawn from its own spans */
+            bool thin = d == D_SUSP;
+            int64_t s0 = x->from + (int64_t)(q * c), s1 = x->from + (int64_t)(q * e);
+            fprintf(f, "<rect class=\"s%d\" x=\"%d\" y=\"%.1f\" width=\"%d\" height=\"%d\">"
+                       "<title>", cls[d], SVG_NAME_W + c, y + (thin ? 7 : 3), e - c, thin ? 4 : 12);
+            ls_xml_write(f, label);
+            fprintf(f, ": %s, running %.3g%% of the time&#10;start %s, duration %s"
+                       " (many short spans, drawn per pixel)</title></rect>\n",
+                    tl_disp_names[d], 100.0 * r / (double)(s1 - s0),
+                    tl_fmt_at(d1, sizeof(d1), s0 - x->start), ls_fmt_dur(d2, sizeof(d2), s1 - s0));
+        }
+        c = e;
+    }
+    free(cells);
+    free(run);
+}
+
+/* The picture's start: prolog, styles, background, and the title's
+ * "<text>PATH: " (the caller writes the rest of the title). */
+FILE *tl_svg_open(const tl *x, const char *file, const char *path)
+{
+    FILE *f = fopen(file, "w");
+    if (!f) {
+        ls_error("timeline: cannot write '%s': %m", file);
+        return NULL;
+    }
+    int h = SVG_TOP + (int)x->nlanes * SVG_ROW_H + 50;
+    fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+               "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
+               "viewBox=\"0 0 %d %d\" font-family=\"sans-serif\" font-size=\"12\">\n",
+            SVG_W, h, SVG_W, h);
+    fprintf(f, "<style>\n"
+               "rect.s1 { fill: %s; } rect.s2 { fill: %s; } rect.s3 { fill: %s; }\n"
+               "rect.s4 { fill: %s; fill-opacity: 0.9; } rect.s5 { fill: #9fd4a9; }\n"
+               "rect:hover { stroke: #000; stroke-width: 1; }\n"
+               "text.name { font-family: monospace; }\n"
+               "line.grid { stroke: #ddd; stroke-width: 1; }\n"
+               "</style>\n",
+            svg_color[1], svg_color[2], svg_color[3], svg_color[4]);
+    fprintf(f, "<rect width=\"100%%\" height=\"100%%\" fill=\"#fff\"/>\n");
+    fprintf(f, "<text x=\"10\" y=\"20\" font-size=\"14\" font-weight=\"bold\">");
+    ls_xml_write(f, path);
+    fputs(": ", f);
+    return f;
+}
+
+/* The legend line: the classes, then the blocking class and a hint. */
+void tl_svg_legend(FILE *f, const svg_leg *leg, size_t n, const char *blocking)
+{
+    int lx = 10;
+    for (size_t i = 0; i < n; i++) {
+        fprintf(f, "<rect class=\"s%d\" x=\"%d\" y=\"%d\" width=\"14\" height=\"%d\"/>"
+                   "<text x=\"%d\" y=\"42\">%s</text>\n", leg[i].cls, lx, leg[i].cls == 1 ? 35 : 31,
+                leg[i].cls == 1 ? 4 : 12, lx + 18, leg[i].name);
+        lx += 110;
+    }
+    fprintf(f, "<rect class=\"s4\" x=\"%d\" y=\"31\" width=\"14\" height=\"12\"/>"
+               "<text x=\"%d\" y=\"42\">%s</text>\n", lx, lx + 18, blocking);
+    fprintf(f, "<text x=\"%d\" y=\"42\" fill=\"#666\">hover a span for details</text>\n", lx + 170);
+}
+
+/* Grid lines and the time axis under the rows. */
+void tl_svg_axis(FILE *f, const tl *x)
+{
+    double q = (double)(x->to - x->from) / SVG_LANE_W;
+    int64_t step = tl_nice_step(q * 90);
+    int64_t rel0 = x->from - x->start;
+    int axis_y = SVG_TOP + (int)x->nlanes * SVG_ROW_H + 6;
+    fprintf(f, "<g>\n");
+    int64_t v = (rel0 + step - 1) / step * step;
+    for (int k = 0; k <= SVG_LANE_W && v <= x->to - x->start; k++, v += step) {
+        double px = SVG_NAME_W + (double)(v - rel0) / q;
+        char b[32];
+        tl_fmt_tick(b, sizeof(b), v, step, x->to - x->start);
+        fprintf(f, "<line class=\"grid\" x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\"/>"
+                   "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\" fill=\"#444\">+%s</text>\n",
+                px, SVG_TOP - 4, px, axis_y, px, axis_y + 16, b);
+    }
+    fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#444\"/>\n</g>\n",
+            SVG_NAME_W, axis_y, SVG_NAME_W + SVG_LANE_W, axis_y);
+}
+
+/* A row's group, label and stripe; returns its top y (the caller closes
+ * the group). */
+double tl_svg_row_begin(FILE *f, const lane *ln, size_t i)
+{
+    double y = SVG_TOP + (double)i * SVG_ROW_H;
+    char label[64];
+    tl_lane_label(ln, label, 26);
+    fprintf(f, "<g>\n<text class=\"name\" x=\"10\" y=\"%.1f\"%s>", y + 12,
+            ln->is_loop ? " font-weight=\"bold\"" : "");
+    ls_xml_write(f, label);
+    fprintf(f, "</text>\n");
+    if (i % 2 == 0)
+        fprintf(f, "<rect x=\"%d\" y=\"%.1f\" width=\"%d\" height=\"%d\" fill=\"#f6f7f9\"/>\n",
+                SVG_NAME_W, y, SVG_LANE_W, SVG_ROW_H);
+    return y;
+}
+
+bool tl_svg_close(FILE *f, const char *file)
+{
+    fprintf(f, "</svg>\n");
+    if (fclose(f) != 0) {
+        ls_error("timeline: cannot write '%s': %m", file);
+        return false;
+    }
+    return true;
+}
+
+bool tl_write_svg(tl *x, const char *file, const char *path, size_t ntasks, size_t nmatch)
+{
+    FILE *f = tl_svg_open(x, file, path);
+    if (!f)
+        return false;
+    char d1[32], d2[32], d3[32];
+    fprintf(f, "%zu task%s, %s .. %s (%s)", ntasks, ntasks == 1 ? "" : "s",
+            tl_fmt_at(d1, sizeof(d1), x->from - x->start), tl_fmt_at(d2, sizeof(d2), x->to - x->start), ls_fmt_dur(d3, sizeof(d3), x->to - x->from));
+    if (nmatch > ntasks)
+        fprintf(f, ", %zu more not shown", nmatch - ntasks);
+    fprintf(f, "</text>\n");
+    static const svg_leg leg[] = {
+        { 3, "running" }, { 5, "ran briefly" }, { 2, "ready" }, { 1, "suspended" },
+    };
+    tl_svg_legend(f, leg, sizeof(leg) / sizeof(leg[0]), "blocking the loop");
+
+    tl_svg_axis(f, x);
+
+    /* Rows. */
+    for (size_t i = 0; i < x->nlanes; i++) {
+        lane *ln = &x->lanes[i];
+        double y = tl_svg_row_begin(f, ln, i);
+        if (ln->binned || ln->st.n > SVG_LANE_W / 4)
+            svg_dense(f, x, ln, y);
+        else
+            for (size_t k = 0; k < ln->st.n; k++) {
+                const span *s = &ln->st.v[k];
+                bool thin = s->st == ST_SUSP;
+                tl_svg_rect(f, x, ln, s, y + (thin ? 7 : 3), thin ? 4 : 12);
+            }
+        for (size_t k = 0; k < ln->blk.n; k++)
+            tl_svg_rect(f, x, ln, &ln->blk.v[k], y + 1, 16);
+        fprintf(f, "</g>\n");
+    }
+    return tl_svg_close(f, file);
+}
+
+/* Nothing to draw: a picture that says so (--svg promises a file). */
+bool tl_write_note_svg(const char *file, const char *path, const char *msg)
+{
+    FILE *f = fopen(file, "w");
+    if (!f) {
+        ls_error("timeline: cannot write '%s': %m", file);
+        return false;
+    }
+    fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+               "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"40\" "
+               "viewBox=\"0 0 %d 40\" font-family=\"sans-serif\" font-size=\"12\">\n"
+               "<rect width=\"100%%\" height=\"100%%\" fill=\"#fff\"/>\n"
+               "<text x=\"10\" y=\"24\">", SVG_W, SVG_W);
+    ls_xml_write(f, path);
+    fputs(": ", f);
+    ls_xml_write(f, msg);
+    fputs("</text>\n</svg>\n", f);
+    if (fclose(f) != 0) {
+        ls_error("timeline: cannot write '%s': %m", file);
+        return false;
+    }
+    return true;
+}
+
