@@ -133,6 +133,25 @@ static char *ls_events_insert_sql(int nrows)
     return sql;
 }
 
+/* This process's start time (field 22 of /proc/self/stat, clock ticks
+ * since boot), which with the pid names it uniquely. */
+static unsigned long long ls_self_start_time(void)
+{
+    char buf[1024];
+    FILE *f = fopen("/proc/self/stat", "r");
+    if (!f)
+        return 0;
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    char *p = strrchr(buf, ')');
+    int field = 2;
+    for (; p && *p; p++)
+        if (*p == ' ' && ++field == 22)
+            return strtoull(p + 1, NULL, 10);
+    return 0;
+}
+
 int ls_store_check(const char *path, bool force, char *err, size_t errlen)
 {
     struct stat st;
@@ -225,6 +244,11 @@ ls_store *ls_store_create(const char *path, bool force, char *err, size_t errlen
         !s->ins_stat || !s->leak_task || !s->ins_unknown || !s->ins_named || !s->ins_window ||
         !s->ins_hist)
         goto fail_db;
+    /* Who writes it: while this process lives, a viewer leaves the trace
+     * as it is (viewer/complete.c); once it is gone without end_ns, the
+     * recording was cut short. */
+    ls_store_meta(s, "recorder_pid", "%d", (int)getpid());
+    ls_store_meta(s, "recorder_start", "%llu", ls_self_start_time());
     return s;
 fail_db:
     snprintf(err, errlen, "cannot initialise trace '%s': %s", target, s->err);

@@ -8,6 +8,7 @@
 #include "commands.h"
 #include "output.h"
 #include "trace.h"
+#include "ls_codes.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -181,7 +182,7 @@ static const char *group_expr(const char *by, bool generic)
     if (!strcmp(by, "task"))
         return generic ? "coalesce(t.name, '(no asyncio task)')" : "coalesce(t.name, '(callback)')";
     if (!strcmp(by, "syscall"))
-        return "coalesce(y.name, CASE b.kind WHEN 2 THEN '(on-cpu)' ELSE '(none)' END)";
+        return "coalesce(y.name, CASE b.kind WHEN " LS_SQL_BLOCK_ONCPU " THEN '(on-cpu)' ELSE '(none)' END)";
     return "CASE WHEN s.file IS NULL THEN coalesce(s.function, '(no application frame)')"
            " ELSE s.file || ':' || s.line || ' ' || coalesce(s.function, '?') END";
 }

@@ -5,6 +5,7 @@
 #include "loopstat.h"
 #include "output.h"
 #include "trace.h"
+#include "ls_codes.h"
 
 #include <getopt.h>
 #include <stdlib.h>
@@ -39,14 +40,15 @@ static int64_t q_int(ls_trace *t, const char *sql)
 }
 
 /* What was lost, one line each; nothing when all is zero. */
-static void print_drops(const ls_drops *d)
+static void print_drops(const ls_drops *d, bool cut_short)
 {
     char claim[96] = "";
     if (d->claimed >= 0)
         snprintf(claim, sizeof(claim), " (the target claims %lld event%s in them)",
                  (long long)d->claimed, d->claimed == 1 ? "" : "s");
     if (d->messages < 0) {
-        printf("drops:     not recorded\n");
+        printf("drops:     %s\n", cut_short ? "unknown: the recording was cut short before they "
+                                               "were counted" : "not recorded");
         if (d->claimed > 0)
             printf("dropped:   the target claims %lld event%s lost (unverified) -- this trace "
                    "may be LOSSY\n", (long long)d->claimed, d->claimed == 1 ? "" : "s");
@@ -270,9 +272,9 @@ int cmd_info(int argc, char **argv)
     ls_read_drops(t, &dr);
     int64_t nloops = q_int(t, "SELECT count(*) FROM loops"),
             ntasks = q_int(t, "SELECT count(*) FROM tasks"),
-            nfin = q_int(t, "SELECT count(*) FROM tasks WHERE final_state = 4"),
-            nfail = q_int(t, "SELECT count(*) FROM tasks WHERE final_state = 5"),
-            ncanc = q_int(t, "SELECT count(*) FROM tasks WHERE final_state = 6"),
+            nfin = q_int(t, "SELECT count(*) FROM tasks WHERE final_state = " LS_SQL_STATE_FINISHED),
+            nfail = q_int(t, "SELECT count(*) FROM tasks WHERE final_state = " LS_SQL_STATE_FAILED),
+            ncanc = q_int(t, "SELECT count(*) FROM tasks WHERE final_state = " LS_SQL_STATE_CANCELLED),
             npend = q_int(t, "SELECT count(*) FROM tasks WHERE final_state IS NULL"),
             npre = q_int(t, "SELECT count(*) FROM tasks WHERE preexisting"),
             nleak = q_int(t, "SELECT count(*) FROM tasks WHERE leak IS NOT NULL"),
@@ -346,6 +348,10 @@ int cmd_info(int argc, char **argv)
                 ls_json_int(&j, vals[i]);
         }
         ls_json_key(&j, "lossy"); ls_json_bool(&j, ls_drops_lossy(&dr));
+        if (t->cut_short) {           /* only then: older outputs stay as they were */
+            ls_json_key(&j, "cut_short_at_ns");
+            ls_json_int(&j, t->cut_at_ns);
+        }
         ls_json_key(&j, "blocking_episodes"); ls_json_int(&j, nblk);
         ls_json_key(&j, "blocked_ns"); ls_json_int(&j, blkns);
         if (generic) {
@@ -364,12 +370,16 @@ int cmd_info(int argc, char **argv)
             json_loop_threads(&j, ls, nls);
         ls_json_end_object(&j);
     } else {
-        printf("trace:     %s (schema %d, %.1f KiB)\n", ls_term(path), LS_SCHEMA_VERSION, sb.st_size / 1024.0);
+        printf("trace:     %s (schema %lld, %.1f KiB)\n", ls_term(path),
+               (long long)q_int(t, "PRAGMA user_version"), sb.st_size / 1024.0);
         printf("recorder:  %s\n", tool ? ls_term(tool) : "?");
         printf("target:    pid %lld  %s\n", (long long)pid, cmd ? ls_term(cmd) : "?");
         printf("recorded:  %s, %s (%s)\n", start ? ls_term(start) : "?", ls_fmt_dur(d1, sizeof(d1), dur),
                why ? ls_term(why) : "?");
         printf("host:      %s, %s\n", host ? ls_term(host) : "?", kernel ? ls_term(kernel) : "?");
+        if (t->cut_short)
+            printf("cut short: at +%.1f s (the recorder was killed or could not write): counts "
+                   "after that are unknown\n", t->cut_at_ns / 1e9);
         if (generic) {
             const char *wt = wait_calls_text(waits);
             printf("mode:      generic loop mode (no task lifecycle: the process is not built on "
@@ -404,7 +414,7 @@ int cmd_info(int argc, char **argv)
                    (long long)nleak);
             printf("events:    %lld%s\n", (long long)nev, none ? " (none dropped)" : "");
         }
-        print_drops(&dr);
+        print_drops(&dr, t->cut_short);
         printf("blocking:  %lld episode%s, %s in all, longest %s\n", (long long)nblk,
                nblk == 1 ? "" : "s", ls_fmt_dur(d3, sizeof(d3), blkns),
                ls_fmt_dur(d4, sizeof(d4), maxblk));

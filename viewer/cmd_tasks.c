@@ -7,6 +7,7 @@
 #include "commands.h"
 #include "output.h"
 #include "trace.h"
+#include "ls_codes.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -171,7 +172,8 @@ int cmd_tasks(int argc, char **argv)
     char *sql = NULL;
     if (asprintf(&sql,
         "SELECT * FROM (SELECT t.id, t.name, t.parent_id,"
-        "  CASE t.final_state WHEN 4 THEN 'finished' WHEN 5 THEN 'failed' WHEN 6 THEN 'cancelled'"
+        "  CASE t.final_state WHEN " LS_SQL_STATE_FINISHED " THEN 'finished'"
+        "   WHEN " LS_SQL_STATE_FAILED " THEN 'failed' WHEN " LS_SQL_STATE_CANCELLED " THEN 'cancelled'"
         "  ELSE CASE WHEN t.leak IS NOT NULL"
         "       THEN 'leaked' ELSE 'pending' END END AS state,"
         "  t.created_ns - ?1 AS created, coalesce(t.ended_ns, ?2) - t.created_ns AS lifetime,"

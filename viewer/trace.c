@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 int ls_error(const char *fmt, ...)
 {
@@ -44,6 +45,39 @@ static int64_t ls_pragma_int(sqlite3 *db, const char *pragma, int *rc)
     }
     sqlite3_finalize(st);
     return v;
+}
+
+static void ls_trace_drop_copy(ls_trace *t)
+{
+    if (!t->tmp_path)
+        return;
+    static const char *const side[] = { "", "-journal", "-wal", "-shm" };
+    for (size_t i = 0; i < sizeof(side) / sizeof(side[0]); i++) {
+        char p[4096];
+        snprintf(p, sizeof(p), "%s%s", t->tmp_path, side[i]);
+        unlink(p);
+    }
+    free(t->tmp_path);
+    t->tmp_path = NULL;
+}
+
+/* One line on stderr (stdout stays the command's own output) when the
+ * recording did not end cleanly, or has not ended yet. */
+static void ls_trace_say_state(ls_trace *t)
+{
+    if (t->in_progress) {
+        fprintf(stderr, "note: '%s' is still being recorded; showing what its recorder has "
+                        "committed so far\n", ls_term(t->path));
+        return;
+    }
+    if (ls_meta_int(t, "end_ns", INT64_MIN) != INT64_MIN)
+        return;
+    t->cut_short = true;
+    int64_t start = ls_meta_ts(t, "start_ns", 0);
+    int64_t last = ls_meta_ts(t, "derived_end_ns", start);
+    t->cut_at_ns = last > start ? last - start : 0;
+    fprintf(stderr, "note: recording was cut short at +%.1f s (the recorder was killed or "
+                    "could not write); counts after that are unknown\n", t->cut_at_ns / 1e9);
 }
 
 ls_trace *ls_trace_open(const char *path)
@@ -99,6 +133,17 @@ ls_trace *ls_trace_open(const char *path)
     sqlite3_finalize(st);
     if (rc != SQLITE_OK)
         goto sqlerr;
+    const char *use = ls_trace_complete(t, &t->tmp_path);
+    if (!use)
+        goto fail;
+    if (t->completed) {                        /* reopen what was completed */
+        sqlite3_close(t->db);
+        t->db = NULL;
+        rc = sqlite3_open_v2(use, &t->db, SQLITE_OPEN_READONLY, NULL);
+        if (rc != SQLITE_OK)
+            goto sqlerr;
+    }
+    ls_trace_say_state(t);
     return t;
 sqlerr:
     if (rc == SQLITE_NOTADB)
@@ -110,6 +155,7 @@ sqlerr:
         ls_error("cannot open trace '%s': %s", path, t->db ? sqlite3_errmsg(t->db) : sqlite3_errstr(rc));
 fail:
     sqlite3_close(t->db);
+    ls_trace_drop_copy(t);
     free(t);
     return NULL;
 }
@@ -119,6 +165,7 @@ void ls_trace_close(ls_trace *t)
     if (!t)
         return;
     sqlite3_close(t->db);
+    ls_trace_drop_copy(t);
     free(t);
 }
 

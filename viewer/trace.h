@@ -15,10 +15,22 @@
 typedef struct ls_trace {
     sqlite3 *db;
     const char *path;
+    char *tmp_path;           /* a completed private copy (read-only trace), or NULL */
+    bool in_progress;         /* its recorder still runs: no derived tables yet */
+    bool completed;           /* derived by this open (ls_trace_complete) */
+    bool cut_short;           /* the recording did not end cleanly (no meta end_ns) */
+    int64_t cut_at_ns;        /* then: its last time, from the start */
 } ls_trace;
 
+/* Complete t if it lacks the derived tables (complete.c): derived in place
+ * or, for a file this user cannot write, in a private copy (*tmp_path, to
+ * unlink).  Returns the path to read (t->path or the copy), or NULL after
+ * printing an error. */
+const char *ls_trace_complete(ls_trace *t, char **tmp_path);
+
 /* Open path read-only and check it is a loopscope trace of a schema this
- * reader knows.  On failure prints one "error: ..." line and returns NULL:
+ * reader knows; complete it on first read (ls_trace_complete) and say in
+ * one line on stderr when its recording was cut short or is in progress.  On failure prints one "error: ..." line and returns NULL:
  * missing file, not SQLite, foreign SQLite file, newer/older schema,
  * truncated or damaged. */
 ls_trace *ls_trace_open(const char *path);
