@@ -29,12 +29,21 @@ typedef struct ls_optspec {
     void *ctx;
 } ls_optspec;
 
-/* Parse argv: --help/-h (prints usage, exits 0), --json when json is not
+/* Parse argv: --help/-h (prints usage to stdout, exits through
+ * ls_finish_stdout: 0, or 1 if it could not be written), --json when json is not
  * NULL, the command's options, and exactly one positional: the trace path
  * (or, when extra_pos is not NULL, the path then at most one more
  * positional stored there, e.g. the query of `sql`).  Returns 0, or 2
  * after printing a usage error. */
 int ls_parse_common(int argc, char **argv, const char *usage, const char **path, bool *json,
                     const ls_optspec *spec, const char **extra_pos);
+
+/* The one check of stdout: flush it and, if any write to it failed, print
+ * one "error: cannot write output: ..." line (none for a closed pipe) and
+ * return rc, or 1 if rc was 0.  Every way out of loopscope goes through it:
+ * main's return, --help, and (registered with atexit by main) any exit()
+ * call, where a failed write turns the status into 1. */
+int ls_finish_stdout(int rc);
+void ls_check_stdout_at_exit(void);
 
 #endif

@@ -5,8 +5,8 @@
 #include "commands.h"
 #include "tracer.h"
 
-#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static int cmd_help(int argc, char **argv);
@@ -47,7 +47,7 @@ static void usage(FILE *f)
 
 static int cmd_help(int argc, char **argv)
 {
-    if (argc > 1) {
+    if (argc > 1 && strcmp(argv[1], "--help") != 0 && strcmp(argv[1], "-h") != 0) {
         const struct command *c = find_command(argv[1]);
         if (!c) {
             fprintf(stderr, "error: unknown command '%s'\n", argv[1]);
@@ -60,33 +60,26 @@ static int cmd_help(int argc, char **argv)
     return 0;
 }
 
-/* Check stdout for write errors at exit (a full disk, a closed pipe). */
-static int finish_stdout(int rc)
-{
-    if (fflush(stdout) != 0 || ferror(stdout)) {
-        if (errno != EPIPE)
-            fprintf(stderr, "error: cannot write output: %s\n", strerror(errno));
-        return rc ? rc : 1;
-    }
-    return rc;
-}
-
+/* Output is checked once, on the way out (ls_finish_stdout, options.c):
+ * at main's return, and for commands that call exit() (record's --help),
+ * by the atexit handler. */
 int main(int argc, char **argv)
 {
+    atexit(ls_check_stdout_at_exit);
     if (argc < 2) {
         usage(stderr);
         return 2;
     }
     if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)
-        return finish_stdout(cmd_help(1, argv));
+        return ls_finish_stdout(cmd_help(1, argv));
     if (strcmp(argv[1], "--version") == 0) {
         printf("loopscope %s\n", LOOPSCOPE_VERSION);
-        return finish_stdout(0);
+        return ls_finish_stdout(0);
     }
     const struct command *c = find_command(argv[1]);
     if (!c) {
         fprintf(stderr, "error: unknown command '%s' (see 'loopscope help')\n", argv[1]);
         return 2;
     }
-    return finish_stdout(c->fn(argc - 1, argv + 1));
+    return ls_finish_stdout(c->fn(argc - 1, argv + 1));
 }

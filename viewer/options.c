@@ -1,12 +1,43 @@
 /*
- * options.c -- ls_parse_common (commands.h).
+ * options.c -- ls_parse_common and the checked end of stdout,
+ * ls_finish_stdout and ls_check_stdout_at_exit (commands.h).  Depends on
+ * libc only.
  */
 #include "commands.h"
 
 #include <assert.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+static bool stdout_checked;
+
+int ls_finish_stdout(int rc)
+{
+    if (stdout_checked)
+        return rc;
+    stdout_checked = true;
+    errno = 0;
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        int err = errno ? errno : EIO;
+        if (err != EPIPE)
+            fprintf(stderr, "error: cannot write output: %s\n", strerror(err));
+        return rc ? rc : 1;
+    }
+    return rc;
+}
+
+void ls_check_stdout_at_exit(void)
+{
+    if (stdout_checked)
+        return;
+    /* Reached through exit() without ls_finish_stdout: whatever status
+     * exit() was given, a lost write must not end in success. */
+    if (ls_finish_stdout(0) != 0)
+        _exit(1);
+}
 
 #define LS_MAX_OPTS 32
 
@@ -32,7 +63,7 @@ int ls_parse_common(int argc, char **argv, const char *usage, const char **path,
     while ((c = getopt_long(argc, argv, shortopts, opts, NULL)) != -1) {
         if (c == 'h') {
             fputs(usage, stdout);
-            exit(0);
+            exit(ls_finish_stdout(0));
         } else if (c == 'J' && json) {
             *json = true;
         } else if (c == '?' || c == ':') {
