@@ -221,17 +221,7 @@ int cmd_timeline(int argc, char **argv)
         !tl_load_names(&x, "SELECT id, name FROM waker_kinds", x.wake_names, 32) ||
         !tl_load_names(&x, "SELECT nr, name FROM syscalls", x.sys_names, 512))
         goto out;
-    x.q_before = ls_prepare(x.t, "SELECT ts_ns, kind, reason FROM events WHERE task_id = ?1"
-                                 " AND ts_ns < ?2 AND kind BETWEEN 3 AND 7"
-                                 " ORDER BY ts_ns DESC, rowid DESC LIMIT 1");
-    x.q_after = !x.q_before ? NULL : ls_prepare(x.t, "SELECT kind FROM events WHERE task_id = ?1 AND ts_ns > ?2"
-                                " AND kind BETWEEN 3 AND 7 ORDER BY ts_ns, rowid LIMIT 1");
-    x.q_range = !x.q_after ? NULL : ls_prepare(x.t, "SELECT ts_ns, kind, reason FROM events WHERE task_id = ?1"
-                                " AND ts_ns >= ?2 AND ts_ns < ?3 AND kind BETWEEN 3 AND 7"
-                                " ORDER BY ts_ns, rowid LIMIT ?4");
-    x.q_count = !x.q_range ? NULL : ls_prepare(x.t, "SELECT count(*) FROM (SELECT 1 FROM events WHERE task_id = ?1"
-                                " AND ts_ns >= ?2 AND ts_ns < ?3 LIMIT ?4)");
-    if (!x.q_before || !x.q_after || !x.q_range || !x.q_count)
+    if (!tl_prepare_reads(&x))
         goto out;
 
     /* The tasks alive in the window, busiest first: most steps and wakes

@@ -98,6 +98,7 @@ typedef struct tl {
 /* ------------------------------------------- reading (timeline_model.c) */
 
 bool tl_load_names(tl *x, const char *sql, char **names, size_t n);
+bool tl_prepare_reads(tl *x);
 bool tl_exact_task(tl *x, lane *ln);
 void tl_bin_task(tl *x, lane *ln, int ncols);
 bool tl_load_blocking(tl *x);

@@ -1,22 +1,29 @@
 /*
  * timeline_model.c -- what `loopscope timeline` draws, read from the trace:
  * each shown task's states over the window and the blocking episodes (the
- * tables are described in tracer/SCHEMA.md).  Depends on timeline.h.
+ * tables are described in tracer/SCHEMA.md).  Depends on timeline.h, model/replay.h and
+ * ls_codes.h.
  *
- * Spans come from the task's lifecycle events (kinds 3-7): create and wake
- * start "ready", run starts "running", suspend starts "suspended" and
- * finish ends the task; the last state lasts until the loop stopped or the
- * recording ended.  Blocking episodes (table `blocking`) are drawn over the
- * task they happened in and on a row of their loop.
+ * Spans come from the one replay of task states (model/replay.h), fed each
+ * shown task's lifecycle events (task_create .. task_finish) through the
+ * index events(task_id, ts_ns): its last event before the window, those in
+ * it, and its first one after, which ends the last state (and tells what a
+ * task that existed before the recording was doing).  The last state lasts
+ * until the loop stopped or the recording ended.  Blocking episodes (table
+ * `blocking`) are drawn over the task they happened in and on a row of
+ * their loop.
  *
  * Cost is bounded whatever the trace size: a task's events are read only
  * while they are few (EXACT_BUDGET); past that the row is resolved column
  * by column, reading at most CELL_BUDGET events per column plus one index
- * seek for the state at the column's end.  So the work is about tasks x
+ * seek to go on from the column's end.  So the work is about tasks x
  * columns, never the number of events.
  */
 #define _GNU_SOURCE
 #include "timeline.h"
+#include "codes.h"
+#include "ls_codes.h"
+#include "replay.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,61 +74,180 @@ static const char *name_of(char **names, size_t n, int64_t id)
     return id >= 0 && (size_t)id < n && names[id] ? names[id] : NULL;
 }
 
-/* The state a lifecycle event starts, and why. */
-static int event_state(tl *x, int kind, int64_t reason, const char **why)
+/* The statements reading a task's lifecycle events, all on the index
+ * events(task_id, ts_ns): the last one before a time, the first at or
+ * after a time, those in a range, and how many events of any kind are in a
+ * range (on the index alone). */
+bool tl_prepare_reads(tl *x)
 {
-    *why = NULL;
-    switch (kind) {
-    case 3:
-        *why = reason == 1 ? "existed before the recording" : "created";
-        return ST_READY;
-    case 4:
-        return ST_RUN;
-    case 5:
-        *why = name_of(x->susp_names, 32, reason);
-        return ST_SUSP;
-    case 6:
-        *why = name_of(x->wake_names, 32, reason);
-        return ST_READY;
-    default:
-        return ST_NONE;                  /* 7 task_finish */
+#define TL_LIFECYCLE " AND kind BETWEEN " LS_SQL_KIND_task_create " AND " LS_SQL_KIND_task_finish
+#define TL_COLS "SELECT ts_ns, kind, reason, arg0, arg1, rowid FROM events WHERE task_id = ?1"
+    x->q_before = ls_prepare(x->t, TL_COLS " AND ts_ns < ?2" TL_LIFECYCLE
+                                   " ORDER BY ts_ns DESC, rowid DESC LIMIT 1");
+    x->q_after = !x->q_before ? NULL : ls_prepare(x->t, TL_COLS " AND ts_ns >= ?2" TL_LIFECYCLE
+                                                        " ORDER BY ts_ns, rowid LIMIT 1");
+    x->q_range = !x->q_after ? NULL : ls_prepare(x->t, TL_COLS " AND ts_ns >= ?2 AND ts_ns < ?3"
+                                                       TL_LIFECYCLE " ORDER BY ts_ns, rowid LIMIT ?4");
+    x->q_count = !x->q_range ? NULL : ls_prepare(x->t, "SELECT count(*) FROM (SELECT 1 FROM events"
+                                 " WHERE task_id = ?1 AND ts_ns >= ?2 AND ts_ns < ?3 LIMIT ?4)");
+#undef TL_COLS
+#undef TL_LIFECYCLE
+    return x->q_before && x->q_after && x->q_range && x->q_count;
+}
+
+/* Reading one lane: its replay and, for a binned lane, its columns. */
+typedef struct rd {
+    tl *x;
+    lane *ln;
+    ls_replay *r;
+    int64_t end;                 /* min(alive_end, window end) */
+    int64_t last_rowid;          /* the last event fed, or -1 */
+    /* binned: per column, the highest state touching it (and why), the
+     * running time in it, and where reading stopped (-1: read it all) */
+    int ncols;
+    double q;
+    unsigned char *best;
+    const char **why;
+    double *run;
+    int64_t *cut;
+} rd;
+
+/* Column c of a binned lane: [a, b), as the terminal and SVG cut them. */
+static int64_t col_a(const rd *d, int c)
+{
+    return d->x->from + (int64_t)(d->q * c);
+}
+
+static int64_t col_b(const rd *d, int c)
+{
+    int64_t b = c + 1 == d->ncols ? d->x->to : col_a(d, c + 1);
+    return b < d->ln->alive_end ? b : d->ln->alive_end;
+}
+
+/* The last column starting at or before ts (0 before the window). */
+static int col_at(const rd *d, int64_t ts)
+{
+    int c = (int)((double)(ts - d->x->from) / d->q);
+    if (c < 0)
+        c = 0;
+    if (c >= d->ncols)
+        c = d->ncols - 1;
+    while (c > 0 && col_a(d, c) > ts)
+        c--;
+    while (c + 1 < d->ncols && col_a(d, c + 1) <= ts)
+        c++;
+    return c;
+}
+
+/* A span of the replay (model/replay.h): created and woken tasks are
+ * ready, with why; a pre-existing task's first span says so. */
+static void on_span(void *ctx, const ls_span *s)
+{
+    rd *d = ctx;
+    tl *x = d->x;
+    int st = s->state == EVL_FINAL_RUNNING ? ST_RUN
+             : s->state == EVL_FINAL_SUSPENDED ? ST_SUSP : ST_READY;
+    const char *why = s->node == LS_NODE_PREEXISTING ? "existed before the recording"
+                      : s->node == LS_NODE_CREATED ? "created"
+                      : st == ST_SUSP ? name_of(x->susp_names, 32, s->detail)
+                      : s->state == EVL_FINAL_READY ? name_of(x->wake_names, 32, s->detail)
+                      : NULL;
+    if (!d->best) {                      /* exact: the span, clipped to the window */
+        int64_t a = s->start > x->from ? s->start : x->from, b = s->end < d->end ? s->end : d->end;
+        if (b > a)
+            spans_push(&d->ln->st, (span){ a, b, st, why, -1, st == ST_RUN ? 1000 : 0 });
+        return;
+    }
+    /* binned: every column it touches -- it started before the column's
+     * end and ended at or after its start (so the state a column starts
+     * in counts, and an instant state too) -- unless it started after the
+     * point where that column's reading stopped. */
+    if (s->end < x->from || s->start >= d->end)
+        return;
+    int c0 = s->start < x->from ? 0 : col_at(d, s->start), c1 = col_at(d, s->end);
+    for (int c = c0; c <= c1; c++) {
+        int64_t a = col_a(d, c), b = col_b(d, c);
+        if (a >= d->ln->alive_end)
+            break;
+        if (s->start >= b || s->end < a || (d->cut[c] >= 0 && s->start > d->cut[c]))
+            continue;
+        if (st > d->best[c]) {
+            d->best[c] = (unsigned char)st;
+            d->why[c] = why;
+        }
+        int64_t hi = d->cut[c] >= 0 ? d->cut[c] : b;
+        int64_t lo = s->start > a ? s->start : a, e = s->end < hi ? s->end : hi;
+        if (st == ST_RUN && e > lo)
+            d->run[c] += (double)(e - lo);
     }
 }
 
-/* A task that existed before the recording gets a task_create at attach;
- * what it was doing then shows in its next event: a wake means it was
- * suspended, a run that it was ready.  Returns the state to draw. */
-static int preexisting_state(tl *x, int64_t task, int64_t ts)
+/* Feed the row q is on to the replay (unless it was fed already). */
+static void feed(rd *d, sqlite3_stmt *q)
 {
-    sqlite3_stmt *q = x->q_after;
-    sqlite3_reset(q);
-    sqlite3_bind_int64(q, 1, task);
-    sqlite3_bind_int64(q, 2, ts);
-    int kind = sqlite3_step(q) == SQLITE_ROW ? sqlite3_column_int(q, 0) : 0;
-    return kind == 4 ? ST_READY : ST_SUSP;
+    int64_t rowid = sqlite3_column_int64(q, 5);
+    if (rowid == d->last_rowid)
+        return;
+    d->last_rowid = rowid;
+    ls_event e = { .ts = ls_col_ts(q, 0), .loop = (uint64_t)d->ln->loop,
+                   .task = (uint64_t)d->ln->id, .kind = sqlite3_column_int(q, 1),
+                   .reason = sqlite3_column_int64(q, 2), .arg0 = sqlite3_column_int64(q, 3),
+                   .arg1 = sqlite3_column_int64(q, 4) };
+    ls_replay_event(d->r, &e);
 }
 
-/* The state of a task at absolute time ts (its last lifecycle event before
- * ts); ST_NONE before its creation. */
-static int state_at(tl *x, int64_t task, int64_t ts, const char **why)
+/* Feed the task's last lifecycle event before ts (q_before) or its first
+ * at or after ts (q_after). */
+static void feed_one(rd *d, sqlite3_stmt *q, int64_t ts)
 {
-    sqlite3_stmt *q = x->q_before;
     sqlite3_reset(q);
-    sqlite3_bind_int64(q, 1, task);
+    sqlite3_bind_int64(q, 1, d->ln->id);
     sqlite3_bind_int64(q, 2, ts);
-    *why = NULL;
-    if (sqlite3_step(q) != SQLITE_ROW)
-        return ST_NONE;
-    int kind = sqlite3_column_int(q, 1);
-    int64_t reason = sqlite3_column_int64(q, 2), at = ls_col_ts(q, 0);
-    int st = event_state(x, kind, reason, why);
-    if (kind == 3 && reason == 1)
-        st = preexisting_state(x, task, at);
-    return st;
+    if (sqlite3_step(q) == SQLITE_ROW)
+        feed(d, q);
 }
 
-/* Exact spans of a task from its events in the window; false if it has
- * more than EXACT_BUDGET of them (then tl_bin_task draws it). */
+/* Feed at most limit events in [a, b); returns how many there were. */
+static int feed_range(rd *d, int64_t a, int64_t b, int limit, int64_t *last_ts)
+{
+    sqlite3_stmt *q = d->x->q_range;
+    sqlite3_reset(q);
+    sqlite3_bind_int64(q, 1, d->ln->id);
+    sqlite3_bind_int64(q, 2, a);
+    sqlite3_bind_int64(q, 3, b);
+    sqlite3_bind_int64(q, 4, limit);
+    int n = 0;
+    while (n < limit && sqlite3_step(q) == SQLITE_ROW) {
+        n++;
+        *last_ts = ls_col_ts(q, 0);
+        feed(d, q);
+    }
+    return n;
+}
+
+static bool rd_begin(rd *d, tl *x, lane *ln)
+{
+    *d = (rd){ .x = x, .ln = ln, .last_rowid = -1,
+               .end = ln->alive_end < x->to ? ln->alive_end : x->to };
+    ls_replay_ops ops = { .on_span = on_span, .ctx = d };
+    d->r = ls_replay_new(&ops, 4);
+    if (!d->r)
+        ls_error("out of memory");
+    return d->r != NULL;
+}
+
+/* The end of a lane's reading: its state until the window's end is told by
+ * the task's next event after it (a pre-existing task's first one too). */
+static void rd_end(rd *d, int64_t after)
+{
+    feed_one(d, d->x->q_after, after);
+    ls_replay_end(d->r, d->end);
+    ls_replay_free(d->r);
+}
+
+/* Exact spans of a task: the replay of its event before the window, those
+ * in it and the one after; false if it has more than EXACT_BUDGET events
+ * in the window (then tl_bin_task draws it). */
 bool tl_exact_task(tl *x, lane *ln)
 {
     /* Count first, on the index alone: reading the rows of a busy task
@@ -134,44 +260,13 @@ bool tl_exact_task(tl *x, lane *ln)
     sqlite3_bind_int64(qc, 4, EXACT_BUDGET + 1);
     if (sqlite3_step(qc) != SQLITE_ROW || sqlite3_column_int64(qc, 0) > EXACT_BUDGET)
         return false;
-    const char *why;
-    int cur = state_at(x, ln->id, x->from, &why);
-    int64_t cur_s = x->from, end = ln->alive_end < x->to ? ln->alive_end : x->to;
-    sqlite3_stmt *q = x->q_range;
-    sqlite3_reset(q);
-    sqlite3_bind_int64(q, 1, ln->id);
-    sqlite3_bind_int64(q, 2, x->from);
-    sqlite3_bind_int64(q, 3, x->to);
-    sqlite3_bind_int64(q, 4, EXACT_BUDGET + 1);
-    /* Read first, then build: a pre-existing task's create needs the next
-     * event, which is the next row. */
-    struct ev { int64_t ts, reason; int kind; } *ev = malloc((EXACT_BUDGET + 1) * sizeof(*ev));
-    if (!ev)
-        return false;
-    int n = 0;
-    while (sqlite3_step(q) == SQLITE_ROW && n <= EXACT_BUDGET)
-        ev[n++] = (struct ev){ ls_col_ts(q, 0), sqlite3_column_int64(q, 2),
-                               sqlite3_column_int(q, 1) };
-    if (n > EXACT_BUDGET) {
-        free(ev);
-        return false;
-    }
-    for (int i = 0; i < n; i++) {
-        const char *w;
-        int st = event_state(x, ev[i].kind, ev[i].reason, &w);
-        if (ev[i].kind == 3 && ev[i].reason == 1)
-            st = i + 1 < n ? (ev[i + 1].kind == 4 ? ST_READY : ST_SUSP)
-                           : preexisting_state(x, ln->id, ev[i].ts);
-        int64_t ts = ev[i].ts < end ? ev[i].ts : end;
-        if (cur != ST_NONE && ts > cur_s)
-            spans_push(&ln->st, (span){ cur_s, ts, cur, why, -1, cur == ST_RUN ? 1000 : 0 });
-        cur = st;
-        why = w;
-        cur_s = ev[i].ts;
-    }
-    if (cur != ST_NONE && end > cur_s)
-        spans_push(&ln->st, (span){ cur_s, end, cur, why, -1, cur == ST_RUN ? 1000 : 0 });
-    free(ev);
+    rd d;
+    if (!rd_begin(&d, x, ln))
+        return true;
+    int64_t t;
+    feed_one(&d, x->q_before, x->from);
+    feed_range(&d, x->from, x->to, EXACT_BUDGET + 1, &t);
+    rd_end(&d, x->to);
     return true;
 }
 
@@ -179,55 +274,56 @@ bool tl_exact_task(tl *x, lane *ln)
  * becomes one span of the highest-ranked state seen in it, with the share
  * of the column the task was running.  At most CELL_BUDGET events are read
  * per column; when there are more, the running share is the one of the
- * part read, and the state at the column's end is found with one seek. */
+ * part read, and the replay goes on from the task's last event before the
+ * column's end (one seek). */
 void tl_bin_task(tl *x, lane *ln, int ncols)
 {
-    const char *why;
-    int cur = state_at(x, ln->id, x->from, &why);
-    double q = (double)(x->to - x->from) / ncols;
-    sqlite3_stmt *qr = x->q_range;
+    rd d;
+    if (!rd_begin(&d, x, ln))
+        return;
+    d.ncols = ncols;
+    d.q = (double)(x->to - x->from) / ncols;
+    d.best = calloc((size_t)ncols, 1);
+    d.why = calloc((size_t)ncols, sizeof(*d.why));
+    d.run = calloc((size_t)ncols, sizeof(*d.run));
+    d.cut = malloc((size_t)ncols * sizeof(*d.cut));
     ln->binned = true;
+    if (!d.best || !d.why || !d.run || !d.cut) {
+        ls_error("out of memory");
+        ls_replay_free(d.r);
+        goto out;
+    }
+    for (int c = 0; c < ncols; c++)
+        d.cut[c] = -1;
+    feed_one(&d, x->q_before, x->from);
+    int64_t after = x->to;
+    int last = -1;
     for (int c = 0; c < ncols; c++) {
-        int64_t a = x->from + (int64_t)(q * c);
-        int64_t b = c + 1 == ncols ? x->to : x->from + (int64_t)(q * (c + 1));
+        int64_t a = col_a(&d, c), b = col_b(&d, c), t = a;
         if (a >= ln->alive_end)
             break;
-        if (b > ln->alive_end)
-            b = ln->alive_end;
-        int best = cur;
-        const char *best_why = why;
-        int64_t t = a, run = 0;
-        sqlite3_reset(qr);
-        sqlite3_bind_int64(qr, 1, ln->id);
-        sqlite3_bind_int64(qr, 2, a);
-        sqlite3_bind_int64(qr, 3, b);
-        sqlite3_bind_int64(qr, 4, CELL_BUDGET);
-        int n = 0;
-        while (sqlite3_step(qr) == SQLITE_ROW) {
-            n++;
-            int64_t ts = ls_col_ts(qr, 0), reason = sqlite3_column_int64(qr, 2);
-            int kind = sqlite3_column_int(qr, 1);
-            if (cur == ST_RUN)
-                run += ts - t;
-            t = ts;
-            cur = event_state(x, kind, reason, &why);
-            if (kind == 3 && reason == 1)
-                cur = preexisting_state(x, ln->id, ts);
-            if (cur > best) {
-                best = cur;
-                best_why = why;
-            }
+        last = c;
+        after = b;
+        if (feed_range(&d, a, b, CELL_BUDGET, &t) == CELL_BUDGET) {   /* more than read */
+            d.cut[c] = t;
+            feed_one(&d, x->q_before, b);
         }
-        if (n == CELL_BUDGET) {          /* more events than read */
-            run = t > a ? (int64_t)((double)run * (double)(b - a) / (double)(t - a)) : 0;
-            cur = state_at(x, ln->id, b, &why);
-        } else if (cur == ST_RUN) {
-            run += b - t;
-        }
-        if (best != ST_NONE && b > a)
-            spans_push(&ln->st, (span){ a, b, best, best_why, -1,
-                                        (int)((double)run * 1000 / (double)(b - a)) });
     }
+    rd_end(&d, after);
+    for (int c = 0; c <= last; c++) {
+        int64_t a = col_a(&d, c), b = col_b(&d, c);
+        double run = d.run[c];
+        if (d.cut[c] >= 0)
+            run = d.cut[c] > a ? run * (double)(b - a) / (double)(d.cut[c] - a) : 0;
+        if (d.best[c] != ST_NONE && b > a)
+            spans_push(&ln->st, (span){ a, b, d.best[c], d.why[c], -1,
+                                        (int)((double)(int64_t)run * 1000 / (double)(b - a)) });
+    }
+out:
+    free(d.best);
+    free(d.why);
+    free(d.run);
+    free(d.cut);
 }
 
 /* A title kept until the end: "what in asyncio task NAME" (name may be
@@ -264,10 +360,10 @@ bool tl_load_blocking(tl *x)
         int kind = sqlite3_column_int(st, 4);
         const char *sys = sqlite3_column_type(st, 5) == SQLITE_NULL ? NULL
                           : name_of(x->sys_names, 512, sqlite3_column_int64(st, 5));
-        const char *why = kind == 2 ? "on-cpu: a long step" : sys ? sys : "off-cpu";
+        const char *why = kind == LS_BLOCK_ONCPU ? "on-cpu: a long step" : sys ? sys : "off-cpu";
         if (x->generic) {                /* the asyncio task by name, not its address */
             const char *tn = (const char *)sqlite3_column_text(st, 6);
-            why = keep(x, kind == 2 ? "on-cpu" : sys ? sys : "off-cpu", tn);
+            why = keep(x, kind == LS_BLOCK_ONCPU ? "on-cpu" : sys ? sys : "off-cpu", tn);
             task = -1;
         }
         span sp = { s < x->from ? x->from : s, e > x->to ? x->to : e, ST_BLOCK, why, task, 0 };
