@@ -1,0 +1,157 @@
+/*
+ * attach.c -- which BPF programs load (libevl mode: the USDT probes;
+ * generic mode: the wait-call tracepoints) and attaching them.  Part of
+ * the recorder (recorder.h).
+ */
+#define _GNU_SOURCE
+#include "recorder.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <unistd.h>
+
+static int ls_attach(recorder *r, struct bpf_program *prog, const char *probe)
+{
+    if (r->nlinks == LS_MAX_LINKS)
+        return -E2BIG;
+    struct bpf_link *l = bpf_program__attach_usdt(prog, r->child ? r->child : r->pid,
+                                                  r->binary, "evl", probe, NULL);
+    if (!l)
+        return -errno;
+    r->links[r->nlinks++] = l;
+    return 0;
+}
+
+/* The generic mode's wait-call programs, enter and exit (tracepoints
+ * syscalls:sys_enter_NAME / sys_exit_NAME); the first three are the epoll
+ * family, the rest only with --wait-calls all. */
+#define LS_WAIT_PROGS(s) { \
+    { s->progs.on_enter_epoll_wait, s->progs.on_exit_epoll_wait }, \
+    { s->progs.on_enter_epoll_pwait, s->progs.on_exit_epoll_pwait }, \
+    { s->progs.on_enter_epoll_pwait2, s->progs.on_exit_epoll_pwait2 }, \
+    { s->progs.on_enter_poll, s->progs.on_exit_poll }, \
+    { s->progs.on_enter_ppoll, s->progs.on_exit_ppoll }, \
+    { s->progs.on_enter_select, s->progs.on_exit_select }, \
+    { s->progs.on_enter_pselect6, s->progs.on_exit_pselect6 } }
+
+/* libbpf finds the syscall tracepoints' ids in tracefs: mount it where it
+ * looks first when it is not mounted anywhere (a bare system, a fresh
+ * container; we run as root). */
+static int ls_need_tracefs(void)
+{
+    if (access("/sys/kernel/tracing/events/syscalls", F_OK) == 0 ||
+        access("/sys/kernel/debug/tracing/events/syscalls", F_OK) == 0)
+        return 0;
+    if (mount("nodev", "/sys/kernel/tracing", "tracefs", 0, NULL) < 0)
+        return ls_err("the generic mode needs the syscall tracepoints: tracefs is not mounted "
+                      "and mounting it on /sys/kernel/tracing failed: %s", strerror(errno));
+    if (access("/sys/kernel/tracing/events/syscalls", F_OK) != 0)
+        return ls_err("the generic mode needs the syscall tracepoints: this kernel has none "
+                      "(CONFIG_FTRACE_SYSCALLS)");
+    return 0;
+}
+
+static int ls_attach_generic(recorder *r)
+{
+    struct record_bpf *s = r->skel;
+    struct bpf_program *wait[][2] = LS_WAIT_PROGS(s);
+    int n = r->wait_raw ? 0 : r->wait_all ? (int)(sizeof(wait) / sizeof(wait[0]))
+                                          : LS_EPOLL_CALLS;
+    int err = n ? ls_need_tracefs() : 0;
+    if (err)
+        return err;
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < 2; j++) {
+            struct bpf_link *l = r->nlinks < LS_MAX_LINKS ? bpf_program__attach(wait[i][j]) : NULL;
+            if (!l)
+                return ls_err("cannot attach to the tracepoint of %s: %s",
+                              bpf_program__name(wait[i][j]), strerror(errno));
+            r->links[r->nlinks++] = l;
+        }
+    struct bpf_program *more[] = { s->progs.on_thread_exit, s->progs.on_wait_enter,
+                                   s->progs.on_wait_exit };
+    for (int i = 0; i < (r->wait_raw ? 3 : 1); i++) {
+        struct bpf_link *l = r->nlinks < LS_MAX_LINKS ? bpf_program__attach(more[i]) : NULL;
+        if (!l)
+            return ls_err("cannot attach %s: %s", bpf_program__name(more[i]), strerror(errno));
+        r->links[r->nlinks++] = l;
+    }
+    return 0;
+}
+
+/* Generic mode: only the programs of the wait calls asked for are loaded;
+ * libevl mode: none of them. */
+void ls_choose_programs(recorder *r)
+{
+    struct record_bpf *s = r->skel;
+    struct bpf_program *wait[][2] = LS_WAIT_PROGS(s);
+    int n = !r->generic || r->wait_raw ? 0
+            : r->wait_all ? (int)(sizeof(wait) / sizeof(wait[0])) : LS_EPOLL_CALLS;
+    for (size_t i = 0; i < sizeof(wait) / sizeof(wait[0]); i++)
+        for (int j = 0; j < 2; j++)
+            bpf_program__set_autoload(wait[i][j], (int)i < n);
+    bpf_program__set_autoload(s->progs.on_thread_exit, r->generic);
+    bpf_program__set_autoload(s->progs.on_wait_enter, r->generic && r->wait_raw);
+    bpf_program__set_autoload(s->progs.on_wait_exit, r->generic && r->wait_raw);
+    struct bpf_program *usdt[] = {
+        s->progs.on_loop_start, s->progs.on_loop_stop, s->progs.on_batch,
+        s->progs.on_task_create, s->progs.on_task_run, s->progs.on_task_suspend,
+        s->progs.on_task_wake, s->progs.on_task_finish, s->progs.on_task_cancel,
+        s->progs.on_task_leak, s->progs.on_poll_enter, s->progs.on_poll_exit,
+        s->progs.on_callback_begin, s->progs.on_callback_end,
+    };
+    if (r->generic)
+        for (size_t i = 0; i < sizeof(usdt) / sizeof(usdt[0]); i++)
+            bpf_program__set_autoload(usdt[i], false);
+}
+
+int ls_attach_all(recorder *r)
+{
+    struct record_bpf *s = r->skel;
+    struct { struct bpf_program *prog; const char *probe; bool batched; } t[] = {
+        { s->progs.on_loop_start, "loop_start", true },
+        { s->progs.on_loop_stop, "loop_stop", true },
+        { s->progs.on_batch, "batch", true },
+        { s->progs.on_task_create, "task_create", false },
+        { s->progs.on_task_run, "task_run", false },
+        { s->progs.on_task_suspend, "task_suspend", false },
+        { s->progs.on_task_wake, "task_wake", false },
+        { s->progs.on_task_finish, "task_finish", false },
+        { s->progs.on_task_cancel, "task_cancel", false },
+        { s->progs.on_task_leak, "task_leak", false },
+        { s->progs.on_poll_enter, "poll_enter", false },
+        { s->progs.on_poll_exit, "poll_exit", false },
+        { s->progs.on_callback_begin, "callback_begin", false },
+        { s->progs.on_callback_end, "callback_end", false },
+    };
+    if (r->syscalls) {
+        struct bpf_link *e = bpf_program__attach(s->progs.on_sys_enter);
+        struct bpf_link *x = e ? bpf_program__attach(s->progs.on_sys_exit) : NULL;
+        if (!x) {
+            bpf_link__destroy(e);
+            return ls_err("cannot attach to the raw_syscalls tracepoints: %s", strerror(errno));
+        }
+        r->links[r->nlinks++] = e;
+        r->links[r->nlinks++] = x;
+    }
+    if (!r->no_blocking) {
+        struct bpf_link *l = bpf_program__attach(s->progs.on_switch);
+        if (!l)
+            return ls_err("cannot attach to the sched_switch tracepoint: %s", strerror(errno));
+        r->links[r->nlinks++] = l;
+    }
+    if (r->generic)
+        return ls_attach_generic(r);
+    for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+        bool want = i < 2 || t[i].batched != r->no_batch;
+        if (!want)
+            continue;
+        int rc = ls_attach(r, t[i].prog, t[i].probe);
+        if (rc < 0)
+            return ls_err("cannot attach to probe evl:%s in '%s': %s%s", t[i].probe, r->binary,
+                          strerror(-rc), rc == -EACCES || rc == -EPERM
+                                             ? " (uprobes need CAP_SYS_ADMIN)" : "");
+    }
+    return 0;
+}

@@ -1,0 +1,374 @@
+/*
+ * ingest.c -- what arrives through the ring buffer (record.h's messages):
+ * the dispatch, each loop's entry, the lifecycle records of batches
+ * (checked at the trust boundary ls_rec_valid, then stored) with the
+ * per-task accounting, the snapshot request, and the generic mode's
+ * windows.  Blocking episodes go to blocks.c.  Part of the recorder
+ * (recorder.h).
+ */
+#define _GNU_SOURCE
+#include "recorder.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+
+/* The loop's entry, made (with its loops row and CPU sampler) the first
+ * time a message names it. */
+struct ls_loop_info *ls_loop_seen(recorder *r, uint64_t loop, uint32_t pid, uint32_t tid,
+                                  int64_t ts)
+{
+    for (size_t i = 0; i < r->nloops; i++)
+        if (r->loops[i].id == loop)
+            return &r->loops[i];
+    if (r->nloops == LS_MAX_LOOPS)     /* loop ids are the target's choice */
+        return NULL;
+    if (r->nloops == r->loops_cap) {
+        size_t cap = r->loops_cap ? 2 * r->loops_cap : 8;
+        struct ls_loop_info *a = realloc(r->loops, cap * sizeof(*a));
+        if (!a)
+            return NULL;
+        r->loops = a;
+        r->loops_cap = cap;
+    }
+    ls_sample_thread(r, tid);
+    if (r->generic && r->child && !r->nloops)
+        ls_child_runs(r);
+    ls_store_loop(r->store, loop, pid, tid, ts);
+    r->loops[r->nloops] = (struct ls_loop_info){ .id = loop, .last_ts = r->attach_ns };
+    return &r->loops[r->nloops++];
+}
+
+/* Symbols need the process's mappings as they are once it runs (for a
+ * child started by us, libraries are mapped only after exec): made at the
+ * first use. */
+ls_syms *ls_get_syms(recorder *r)
+{
+    if (!r->syms)
+        r->syms = ls_syms_new(r->pid);
+    return r->syms;
+}
+
+static void ls_store_stat_row(ls_task *a, void *arg)
+{
+    recorder *r = arg;
+    ls_store_task_stat(r->store, a->id, a->busy, a->sched, a->idle, a->resumes, a->wakes,
+                       a->longest);
+}
+
+/* The task an accepted record names: its table entry (NULL when the table
+ * is full), and a tasks row in any case, so events never name a task
+ * missing from tasks. */
+ls_task *ls_task_seen(recorder *r, uint64_t loop, uint64_t id)
+{
+    bool made;
+    ls_task *a = ls_tasks_get(r->tasks, id, loop, &made);
+    if (!a) {                         /* not tracked: make sure of the row */
+        ls_store_task_unknown(r->store, id, loop);
+        return NULL;
+    }
+    return a;
+}
+
+void ls_task_row(recorder *r, ls_task *a, uint64_t loop, uint64_t id)
+{
+    if (!a || a->row != LS_ROW_NONE)
+        return;
+    ls_store_task_unknown(r->store, id, loop);
+    a->row = LS_ROW_PLACEHOLDER;
+}
+
+/* Per-task accounting (task_stats): each create/run/suspend/wake lasts
+ * until the task's next event; at its finish the row is written and the
+ * task leaves memory. */
+static void ls_account(recorder *r, ls_task *a, const struct evl_rec *e, bool pre)
+{
+    if (!a || (pre && a->last_kind))
+        return;                       /* a late snapshot: its events tell more */
+    ls_task_close_span(a, (int64_t)e->ts, e->kind);
+    a->last_ts = (int64_t)e->ts;
+    a->last_kind = pre ? LS_TASK_PREEXISTING : e->kind;
+    if (e->kind == EVL_PROBE_ID_task_run)
+        a->resumes++;
+    else if (e->kind == EVL_PROBE_ID_task_wake)
+        a->wakes++;
+    else if (e->kind == EVL_PROBE_ID_task_finish) {
+        a->last_kind = 0;
+        ls_store_stat_row(a, r);
+        ls_tasks_remove(r->tasks, a);
+    }
+}
+
+/* At the end: the open span of each unfinished task lasts until its loop
+ * stopped, or the end of the recording; then store every row. */
+void ls_close_open(ls_task *a, void *arg)
+{
+    recorder *r = arg;
+    int64_t stop = r->end_ns;
+    for (size_t l = 0; l < r->nloops; l++)
+        if (r->loops[l].id == a->loop && r->loops[l].stopped)
+            stop = r->loops[l].stopped;
+    ls_task_close_span(a, stop, 0);
+    ls_store_stat_row(a, r);
+}
+
+static bool ls_in_list(int v, const int *list, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (list[i] == v)
+            return true;
+    return false;
+}
+
+/* The trust boundary for lifecycle records: a record is accepted only if
+ * its kind is a lifecycle probe, its task id is set where one is needed,
+ * its enum argument is in its list, and its time lies between the last
+ * record of its loop and the kernel's time of the message carrying it.
+ * Everything after this function may trust those fields. */
+static bool ls_rec_valid(const struct evl_rec *e, int64_t not_before, int64_t not_after)
+{
+#define LS_V(n, v, s) v,
+    static const int reasons[] = { EVL_SUSPEND_LIST(LS_V) };
+    static const int wakers[] = { EVL_WAKER_LIST(LS_V) };
+    static const int leaks[] = { EVL_LEAK_LIST(LS_V) };
+#undef LS_V
+    static const int finals[] = { EVL_FINAL_FINISHED, EVL_FINAL_FAILED, EVL_FINAL_CANCELLED };
+#define LS_N(a) (sizeof(a) / sizeof(a[0]))
+    if ((int64_t)e->ts < not_before || (int64_t)e->ts > not_after || e->ts > INT64_MAX)
+        return false;
+    switch (e->kind) {
+    case EVL_PROBE_ID_task_create:
+    case EVL_PROBE_ID_task_run:
+    case EVL_PROBE_ID_task_cancel:
+        return e->task != 0;
+    case EVL_PROBE_ID_task_suspend:
+        return e->task && ls_in_list((int)e->a32, reasons, LS_N(reasons));
+    case EVL_PROBE_ID_task_wake:
+        return e->task && ls_in_list((int)e->a32, wakers, LS_N(wakers));
+    case EVL_PROBE_ID_task_finish:
+        return e->task && ls_in_list((int)e->a32, finals, LS_N(finals));
+    case EVL_PROBE_ID_task_leak:
+        return e->task && ls_in_list((int)e->a32, leaks, LS_N(leaks));
+    case EVL_PROBE_ID_poll_enter:
+    case EVL_PROBE_ID_poll_exit:
+    case EVL_PROBE_ID_callback_begin:
+    case EVL_PROBE_ID_callback_end:
+        return true;
+    default:                          /* loop_start/stop/batch are not records */
+        return false;
+    }
+#undef LS_N
+}
+
+/* One record of a batch: e points at `avail` readable bytes (>= sizeof *e,
+ * e->size checked by the caller). */
+static void ls_ingest_rec(recorder *r, struct ls_loop_info *li, const struct evl_rec *e,
+                          size_t avail, int64_t msg_ts)
+{
+    uint64_t loop = li->id;
+    if (!ls_rec_valid(e, li->last_ts, msg_ts)) {
+        if ((int64_t)e->ts < r->attach_ns && (int64_t)e->ts >= 0 && e->kind <= EVL_PROBE_ID_callback_end)
+            return;                   /* made before this recording began */
+        r->rejected++;
+        return;
+    }
+    li->last_ts = (int64_t)e->ts;
+    int64_t reason = e->a32;
+    ls_task *a = e->task ? ls_task_seen(r, loop, e->task) : NULL;
+    bool pre = false;
+    switch (e->kind) {
+    case EVL_PROBE_ID_task_create: {
+        size_t n = e->a32 & ~EVL_REC_PREEXISTING;
+        if (n > avail - sizeof(*e))
+            n = avail - sizeof(*e);
+        if (n > EVL_NAME_MAX - 1)
+            n = EVL_NAME_MAX - 1;
+        pre = e->a32 & EVL_REC_PREEXISTING;
+        if (pre && a && a->row == LS_ROW_CREATED)
+            return;                   /* a snapshot repeated for a task we know */
+        ls_syms *syms = ls_get_syms(r);
+        const ls_sym *sym = syms ? ls_syms_lookup(syms, e->a1) : NULL;
+        ls_store_task_create(r->store, e->task, loop, e->a0, (const char *)(e + 1), n,
+                             sym ? sym->function : NULL, e->a1, (int64_t)e->ts, pre);
+        if (a)
+            a->row = LS_ROW_CREATED;
+        else if (!pre)
+            r->untracked++;
+        r->tasks_created++;
+        reason = pre;
+        break;
+    }
+    case EVL_PROBE_ID_task_leak:
+        ls_task_row(r, a, loop, e->task);
+        ls_store_task_leak(r->store, e->task, (int)e->a32);
+        break;
+    case EVL_PROBE_ID_task_finish:
+        ls_store_task_finish(r->store, e->task, loop, (int64_t)e->ts, (int)e->a32, (int64_t)e->a0);
+        if (a && a->row == LS_ROW_NONE)
+            a->row = LS_ROW_PLACEHOLDER;
+        r->tasks_finished++;
+        break;
+    default:
+        if (e->task)
+            ls_task_row(r, a, loop, e->task);
+        break;
+    }
+    ls_store_event(r->store, (int64_t)e->ts, loop, e->task, e->kind, reason,
+                   (int64_t)e->a0, (int64_t)e->a1);
+    r->records++;
+    if (e->kind >= EVL_PROBE_ID_task_create && e->kind <= EVL_PROBE_ID_task_finish)
+        ls_account(r, a, e, pre);
+}
+
+/* Drain the ring buffer for at most `budget_ns`, so that a producer
+ * faster than SQLite cannot keep the recorder from stopping or committing.
+ * Returns messages consumed, or -1 when the budget ran out first. */
+int ls_consume(recorder *r, int64_t budget_ns)
+{
+    r->consume_until = ls_now() + budget_ns;
+    int n = ring_buffer__consume(r->rb);
+    return n == -EAGAIN ? -1 : n;
+}
+
+static void ls_ingest_msg(recorder *r, const void *data, size_t size);
+
+/* Generic mode: a window of a loop thread's iterations (written by the BPF
+ * side from kernel times, not by the target). */
+static void ls_on_window(recorder *r, struct ls_loop_info *li, const struct ls_window *w)
+{
+    if (w->end_ns < w->start_ns || w->end_ns > INT64_MAX)
+        return;
+    uint64_t n = 0;
+    for (int b = 0; b < LS_HIST_BUCKETS; b++) {
+        li->hist[b] += w->hist[b];
+        li->hist_ns[b] += w->hist_ns[b];
+        n += w->hist[b];
+    }
+    if (!n && !w->wait_ns && !w->busy_ns)
+        return;                       /* nothing happened: no row */
+    ls_store_window(r->store, li->id, (int64_t)w->start_ns, (int64_t)w->end_ns, w->iterations,
+                    w->wait_ns, w->busy_ns, w->max_busy_ns);
+}
+
+/* At the end: the windows still being summed in BPF, then each loop's
+ * iteration histogram. */
+static void ls_flush_window(recorder *r, uint32_t key, void *v)
+{
+    struct ls_window *w = &((struct ls_gloop *)v)->w;
+    struct ls_loop_info *li = ls_loop_seen(r, key, (uint32_t)r->pid, key, (int64_t)w->start_ns);
+    if (!li)
+        return;
+    w->end_ns = (uint64_t)r->detach_ns;   /* the last window ends there */
+    ls_on_window(r, li, w);
+}
+
+void ls_flush_windows(recorder *r)
+{
+    if (!r->generic || !r->skel)
+        return;
+    _Static_assert(sizeof(struct ls_gloop) % 8 == 0, "gloops value: no tail padding");
+    if (bpf_map__value_size(r->skel->maps.gloops) == sizeof(struct ls_gloop))
+        ls_map_each(r, r->skel->maps.gloops, ls_flush_window);
+    for (size_t i = 0; i < r->nloops; i++)
+        for (int b = 0; b < LS_HIST_BUCKETS; b++)
+            if (r->loops[i].hist[b])
+                ls_store_hist(r->store, r->loops[i].id, b ? 1ll << b : 0, 2ll << b,
+                              r->loops[i].hist[b], r->loops[i].hist_ns[b]);
+}
+
+/* Ask a loop for its task snapshot again (evl-probes.h: snapshot_req).
+ * Needed when the loop did not see our attach as a rise of the semaphore:
+ * another tracer is attached, or the previous one left while the loop
+ * slept.  A repeated snapshot is harmless (known tasks are skipped).  pub
+ * is the target's word: it must look like an aligned user address, and
+ * the write goes through the kernel's checks on the target's own memory. */
+static void ls_request_snapshot(recorder *r, uint64_t pub)
+{
+    if (!pub || pub % 8 || pub >= (1ull << 47) - sizeof(struct evl_loop_pub)) {
+        r->snapshot_fail++;
+        return;
+    }
+    struct evl_loop_pub cur;
+    struct iovec local = { &cur, sizeof(cur) };
+    struct iovec remote = { (void *)(uintptr_t)pub, sizeof(cur) };
+    if (process_vm_readv(r->pid, &local, 1, &remote, 1, 0) != (ssize_t)sizeof(cur)) {
+        r->snapshot_fail++;
+        return;
+    }
+    uint32_t req = cur.snapshot_done + 1;
+    local = (struct iovec){ &req, sizeof(req) };
+    remote = (struct iovec){ (void *)(uintptr_t)(pub + offsetof(struct evl_loop_pub, snapshot_req)),
+                             sizeof(req) };
+    if (process_vm_writev(r->pid, &local, 1, &remote, 1, 0) != (ssize_t)sizeof(req))
+        r->snapshot_fail++;
+}
+
+int ls_on_msg(void *ctx, void *data, size_t size)
+{
+    recorder *r = ctx;
+    ls_ingest_msg(r, data, size);
+    /* libbpf has already consumed this message when it calls us (a
+     * negative return does not give it back): the budget is checked only
+     * once it is stored, and the rest stays queued. */
+    if (++r->since_check >= 64) {
+        r->since_check = 0;
+        if (ls_now() > r->consume_until)
+            return -EAGAIN;
+    }
+    return 0;
+}
+
+static void ls_ingest_msg(recorder *r, const void *data, size_t size)
+{
+    const struct ls_msg_hdr *h = data;
+    if (size < sizeof(*h) || h->len > size - sizeof(*h))
+        return;
+    const uint8_t *p = (const uint8_t *)(h + 1);
+    struct ls_loop_info *li = NULL;
+    if (h->type != LS_MSG_BLOCK &&
+        !(li = ls_loop_seen(r, h->loop, h->pid, h->tid, (int64_t)h->ts))) {
+        r->rejected_msgs++;           /* more loop ids than any real program */
+        return;
+    }
+    switch (h->type) {
+    case LS_MSG_LOOP_START:
+        li->snapshot_asked = true;    /* it starts under our eyes: no tasks yet */
+        if (!r->generic)              /* generic traces have no events */
+            ls_store_event(r->store, (int64_t)h->ts, h->loop, 0, EVL_PROBE_ID_loop_start,
+                           h->tid, (int64_t)h->arg, 0);
+        break;
+    case LS_MSG_LOOP_STOP:
+        li->stopped = (int64_t)h->ts;
+        ls_store_loop_stop(r->store, h->loop, (int64_t)h->ts);
+        if (!r->generic)
+            ls_store_event(r->store, (int64_t)h->ts, h->loop, 0, EVL_PROBE_ID_loop_stop,
+                           h->tid, 0, 0);
+        break;
+    case LS_MSG_WINDOW:
+        if (h->len >= sizeof(struct ls_window))
+            ls_on_window(r, li, (const struct ls_window *)(const void *)p);
+        break;
+    case LS_MSG_BLOCK:
+        ls_on_block(r, h);
+        break;
+    case LS_MSG_BATCH:
+    case LS_MSG_REC:
+        if (r->generic)
+            break;
+        if (!li->snapshot_asked) {
+            li->snapshot_asked = true;
+            ls_request_snapshot(r, h->arg);
+        }
+        for (size_t off = 0; off + sizeof(struct evl_rec) <= h->len;) {
+            const struct evl_rec *e = (const struct evl_rec *)(const void *)(p + off);
+            if (e->size < sizeof(*e) || e->size % 8 || e->size > h->len - off) {
+                r->rejected++;        /* no framing left to trust: drop the rest */
+                break;
+            }
+            ls_ingest_rec(r, li, e, e->size, (int64_t)h->ts);
+            off += e->size;
+        }
+        break;
+    }
+}

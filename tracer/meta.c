@@ -1,0 +1,113 @@
+/*
+ * meta.c -- the meta rows of a trace: how it was recorded (at the start)
+ * and what the kernel and the recorder counted (at the end); their keys
+ * are documented in tracer/SCHEMA.md.  Part of the recorder (recorder.h).
+ */
+#define _GNU_SOURCE
+#include "recorder.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <sys/utsname.h>
+#include <time.h>
+#include <unistd.h>
+#include "ls_schema.h"
+#include "tracer.h"
+
+void ls_write_meta(recorder *r, int argc, char **argv)
+{
+    struct utsname u;
+    uname(&u);
+    ls_store_meta(r->store, "tool", "loopscope %s", LOOPSCOPE_VERSION);
+    ls_store_meta(r->store, "schema_version", "%d", LS_SCHEMA_VERSION);
+    ls_store_meta(r->store, "host", "%s", u.nodename);
+    ls_store_meta(r->store, "kernel", "%s %s", u.sysname, u.release);
+    ls_store_meta(r->store, "clock", "CLOCK_MONOTONIC");
+    ls_store_meta(r->store, "target_pid", "%d", r->pid);
+    ls_store_meta(r->store, "target_binary", "%s", r->binary);
+    char path[64], buf[4096];
+    snprintf(path, sizeof(path), "/proc/%d/cmdline", r->pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+    if (fd >= 0)
+        close(fd);
+    if (r->child) {                   /* not exec'd yet: use what we will run */
+        n = 0;
+        for (char **a = r->cmd; *a && n < (ssize_t)sizeof(buf) - 1; a++)
+            n += snprintf(buf + n, sizeof(buf) - (size_t)n, "%s%s", a == r->cmd ? "" : " ", *a);
+    } else if (n > 0) {
+        for (ssize_t i = 0; i < n - 1; i++)
+            if (!buf[i])
+                buf[i] = ' ';
+    }
+    buf[n > 0 ? n : 0] = 0;
+    ls_store_meta(r->store, "target_cmdline", "%s", buf);
+    n = 0;
+    for (int i = 0; i < argc && n < (ssize_t)sizeof(buf) - 1; i++)
+        n += snprintf(buf + n, sizeof(buf) - (size_t)n, "%s%s", i ? " " : "", argv[i]);
+    ls_store_meta(r->store, "recorder_cmdline", "%s", buf);
+    ls_store_meta(r->store, "mode", "%s", r->generic ? "generic"
+                                          : r->no_batch ? "unbatched" : "batched");
+    ls_store_meta(r->store, "runtime", "%s", r->runtime);
+    if (r->generic) {
+        ls_store_meta(r->store, "wait_calls", "%s", r->wait_all ? "all" : "epoll");
+        ls_store_meta(r->store, "wait_hook", "%s", r->wait_raw ? "raw" : "tracepoint");
+        ls_store_meta(r->store, "window_ns", "%llu", (unsigned long long)LS_WINDOW_NS);
+    }
+    ls_store_meta(r->store, "ringbuf_kb", "%u", r->ringbuf_kb);
+    ls_store_meta(r->store, "blocking_detection", "%s", r->no_blocking ? "off" : "on");
+    ls_store_meta(r->store, "syscalls", "%s", r->syscalls ? "on" : "off");
+    ls_store_meta(r->store, "block_threshold_ns", "%lld",
+                  (long long)(r->block_threshold_ms * 1e6));
+    ls_store_meta(r->store, "start_ns", "%lld", (long long)r->start_ns);
+    time_t now = time(NULL);
+    char iso[64];
+    strftime(iso, sizeof(iso), "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+    ls_store_meta(r->store, "start_utc", "%s", iso);
+}
+
+void ls_write_end_meta(recorder *r, const char *why)
+{
+    int64_t end = ls_now();
+    time_t now = time(NULL);
+    char iso[64];
+    strftime(iso, sizeof(iso), "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+    ls_store_meta(r->store, "end_ns", "%lld", (long long)end);
+    ls_store_meta(r->store, "end_utc", "%s", iso);
+    ls_store_meta(r->store, "duration_ns", "%lld", (long long)(end - r->start_ns));
+    ls_store_meta(r->store, "stop_reason", "%s", why);
+    /* Counted by the kernel or by the recorder (SCHEMA.md), except
+     * *_claimed: the target's own word, stored as such. */
+    ls_store_meta(r->store, "batches", "%llu", (unsigned long long)ls_stat(r, LS_STAT_BATCHES));
+    ls_store_meta(r->store, "records", "%llu", (unsigned long long)r->records);
+    ls_store_meta(r->store, "dropped_messages", "%llu",
+                  (unsigned long long)ls_stat(r, LS_STAT_DROPPED_MSGS));
+    ls_store_meta(r->store, "dropped_bytes", "%llu",
+                  (unsigned long long)ls_stat(r, LS_STAT_DROPPED_BYTES));
+    ls_store_meta(r->store, "dropped_events_claimed", "%llu",
+                  (unsigned long long)ls_stat(r, LS_STAT_CLAIMED_DROPPED));
+    ls_store_meta(r->store, "rejected_records", "%llu", (unsigned long long)r->rejected);
+    ls_store_meta(r->store, "rejected_messages", "%llu", (unsigned long long)r->rejected_msgs);
+    ls_store_meta(r->store, "untracked_tasks", "%llu", (unsigned long long)r->untracked);
+    ls_store_meta(r->store, "snapshot_request_failures", "%llu",
+                  (unsigned long long)r->snapshot_fail);
+    ls_store_meta(r->store, "blocking_episodes", "%llu", (unsigned long long)r->blocks);
+    if (r->generic)
+        ls_store_meta(r->store, "untracked_wait_calls", "%llu",
+                      (unsigned long long)ls_stat(r, LS_STAT_UNTRACKED_WAITS));
+    ls_store_meta(r->store, "read_errors", "%llu",
+                  (unsigned long long)ls_stat(r, LS_STAT_READ_ERRORS));
+    uint64_t unnamed = 0, jit = r->generic && r->syms ? ls_syms_jit_frames(r->syms, &unnamed) : 0;
+    if (jit) {
+        /* JIT code in the stacks (Node.js): named from its perf map, if
+         * the target writes one (tracer/JIT.md). */
+        const char *hint = !unnamed ? ""
+                           : ls_syms_has_perfmap(r->syms) ? " (not in the perf map)" : LS_JIT_HINT;
+        ls_store_meta(r->store, "jit_symbols", "%s; %llu of %llu JIT frames unnamed%s",
+                      ls_syms_perfmap_status(r->syms), (unsigned long long)unnamed,
+                      (unsigned long long)jit, hint);
+        if (unnamed && !r->quiet && !ls_syms_has_perfmap(r->syms))
+            fprintf(stderr, "JS frames: %llu of %llu unnamed%s\n", (unsigned long long)unnamed,
+                    (unsigned long long)jit, hint);
+    }
+}
