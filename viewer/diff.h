@@ -1,0 +1,82 @@
+/*
+ * diff.h -- private to `loopscope diff` (cmd_diff.c: options, reading both
+ * traces, the terminal and JSON output; diff_svg.c: the blocking graph
+ * coloured by change).  Depends on trace.h and output.h; diff_svg.c also on
+ * gv.h (Graphviz).
+ */
+#ifndef LOOPSCOPE_DIFF_H
+#define LOOPSCOPE_DIFF_H
+
+#include "trace.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* How a site (or a task group, a loop) changed from BEFORE to AFTER. */
+enum diff_change { DC_SAME, DC_NEW, DC_GONE, DC_WORSE, DC_BETTER, DC_NA };
+#define DC_N 6
+/* "same", "new", "gone", "worse", "better", "n/a" (on both sides, but
+ * what is compared is missing on one) */
+extern const char *const diff_change_name[DC_N];
+
+/* A worse/better verdict needs both: a relative change beyond 10% and an
+ * absolute one of at least min_abs ns. */
+enum diff_change diff_compare(int64_t before, int64_t after, int64_t min_abs);
+
+/* Either trace of the pair. */
+struct diff_side {
+    ls_trace *t;
+    const char *path;
+    char *target;             /* program and arguments, the program's directory cut */
+    char *program;            /* the program's file name: what must match */
+    bool generic;             /* meta mode = 'generic' */
+    bool detection_off;       /* meta blocking_detection = 'off' */
+    bool lossy;
+    int64_t duration_ns;
+    int64_t threshold_ns;     /* meta block_threshold_ns */
+    int64_t tasks, episodes;  /* rows */
+};
+
+/* A blocking site, the application frame nearest the blocking call
+ * (trace.h's sites view): function, file (short, ls_short_path), line. */
+struct diff_site {
+    char *fn, *file;          /* NULL: no application frame / no stack */
+    int64_t line;
+    char *calls[2];           /* syscalls or kinds it blocked in, per side */
+    int64_t n[2], total[2], max[2];
+    enum diff_change ch;
+};
+
+/* Tasks of one name pattern. */
+struct diff_group {
+    char *name;               /* the pattern: digits as '*' */
+    char *function;           /* task function of the first task seen */
+    int64_t tasks[2], busy[2], sched[2], resumes[2];
+    int64_t steps[2], p50[2], p99[2], smax[2];   /* running spans that ended */
+    enum diff_change ch;
+};
+
+/* Leaked tasks of one leak kind and name pattern. */
+struct diff_leak {
+    char *kind, *name;
+    int64_t n[2];
+};
+
+/* Read and merge both sides (diff_read.c); lists sorted by key.  False
+ * after an error line. */
+bool diff_read_sites(struct diff_side s[2], int64_t min_ns, struct diff_site **out, size_t *n);
+bool diff_read_groups(struct diff_side s[2], struct diff_group **out, size_t *n);
+bool diff_read_leaks(struct diff_side s[2], struct diff_leak **out, size_t *n);
+void diff_free_sites(struct diff_site *v, size_t n);
+void diff_free_groups(struct diff_group *v, size_t n);
+void diff_free_leaks(struct diff_leak *v, size_t n);
+
+/* Grow *arr (of *cap elements of size sz) to hold n; false if out of memory. */
+bool diff_grow(void **arr, size_t *cap, size_t n, size_t sz);
+
+/* Write the blocking graph of both traces, coloured by change, as SVG to
+ * path: episodes of at least min_ns.  0, or 1 after an error line. */
+int diff_svg(struct diff_side side[2], int64_t min_ns, const char *path);
+
+#endif
