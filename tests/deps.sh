@@ -3,7 +3,8 @@
 LOOPSCOPE_PACKAGES="build-essential cmake pkg-config clang llvm libbpf-dev bpftool
   libelf-dev zlib1g-dev libdw-dev libsqlite3-dev sqlite3 libgraphviz-dev graphviz
   systemtap-sdt-dev libuv1-dev libev-dev bpftrace python3 chromium curl wrk
-  iproute2 util-linux nodejs redis-server"
+  iproute2 util-linux nodejs redis-server libprotobuf-c-dev protobuf-c-compiler
+  protobuf-compiler python3-protobuf"
 
 loopscope_install_deps() {
   local missing="" p

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""test_perfetto.py -- `loopscope export --format perfetto` writes what
+"""test_perfetto.py -- `loopscope export --format chrome-json` writes what
 ui.perfetto.dev and chrome://tracing accept.
 
     test_perfetto.py --loopscope BIN --fixtures DIR    export every fixture, check
@@ -273,13 +273,13 @@ def main():
         for name, extra in cases:
             db = os.path.join(a.fixtures, name.split("_")[0] + ".db")
             out = os.path.join(tmp, name + ".json")
-            p = subprocess.run([a.loopscope, "export", db, "--format", "perfetto", "-o", out,
+            p = subprocess.run([a.loopscope, "export", db, "--format", "chrome-json", "-o", out,
                                 *extra], capture_output=True, text=True, timeout=120)
             errs = [f"exit {p.returncode}: {p.stderr.strip()}"] if p.returncode else []
             errs += [] if errs else check_trace(out)
             if not errs and name == "lifecycle":
                 # the same export to stdout is byte-identical
-                q = subprocess.run([a.loopscope, "export", db, "-o", "-"], capture_output=True,
+                q = subprocess.run([a.loopscope, "export", db, "--format", "chrome-json", "-o", "-"], capture_output=True,
                                    timeout=120)
                 if q.returncode or q.stdout != open(out, "rb").read():
                     errs.append("-o - does not write the same JSON to stdout")
