@@ -1,12 +1,15 @@
 /*
- * diff.h -- private to `loopscope diff` (cmd_diff.c: options, reading both
- * traces, the terminal and JSON output; diff_svg.c: the blocking graph
- * coloured by change).  Depends on trace.h and output.h; diff_svg.c also on
- * gv.h (Graphviz).
+ * diff.h -- private to `loopscope diff` (cmd_diff.c: options, opening both
+ * traces, notes, the command; diff_read.c: reading and merging both sides;
+ * diff_out.c: terminal tables and JSON; diff_svg.c: the blocking graph
+ * coloured by change).  Depends on trace.h, output.h and loopstat.h;
+ * diff_svg.c also on gv.h (Graphviz).
  */
 #ifndef LOOPSCOPE_DIFF_H
 #define LOOPSCOPE_DIFF_H
 
+#include "loopstat.h"
+#include "output.h"
 #include "trace.h"
 
 #include <stdbool.h>
@@ -71,6 +74,16 @@ bool diff_read_leaks(struct diff_side s[2], struct diff_leak **out, size_t *n);
 void diff_free_sites(struct diff_site *v, size_t n);
 void diff_free_groups(struct diff_group *v, size_t n);
 void diff_free_leaks(struct diff_leak *v, size_t n);
+
+/* Each section, as a terminal table (j NULL) or as keys of the JSON
+ * object j is in (diff_out.c): at most limit rows in a table, all in JSON.
+ * *changed is set when a row changed. */
+void diff_print_sites(struct diff_site *v, size_t n, int64_t min_ns, long limit, ls_json *j,
+                      bool *changed);
+void diff_print_groups(struct diff_group *v, size_t n, long limit, ls_json *j, bool *changed);
+/* Loops matched in order of id, ls[k] of nl[k] loops (loopstat.h). */
+void diff_print_loops(ls_loopstat *ls[2], size_t nl[2], long limit, ls_json *j, bool *changed);
+void diff_print_leaks(struct diff_leak *v, size_t n, long limit, ls_json *j, bool *changed);
 
 /* Grow *arr (of *cap elements of size sz) to hold n; false if out of memory. */
 bool diff_grow(void **arr, size_t *cap, size_t n, size_t sz);
