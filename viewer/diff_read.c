@@ -3,11 +3,12 @@
  * their step latency percentiles) and leaks from both traces and merge
  * them by key (diff.h).  Each side is aggregated in SQL; rows of both sides
  * are sorted together and equal keys merged, so the cost is n log n
- * whatever the traces hold.  Depends on trace.h and ls_codes.h.
+ * whatever the traces hold; step latencies come from the one replay of
+ * task states.  Depends on trace.h and model/replay.h.
  */
 #define _GNU_SOURCE
 #include "diff.h"
-#include "ls_codes.h"
+#include "replay.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -142,21 +143,6 @@ static const char groups_sql[] =
     "  CAST(total(s.resumes) AS INTEGER), min(t.function)"
     " FROM tasks t LEFT JOIN task_stats s ON s.task_id = t.id GROUP BY k";
 
-/* A step: a running span, from task_run to the task's next event (the
- * replay's rule, model/replay.h); steps still running at the end are left
- * out.  Percentiles by nearest rank. */
-static const char steps_sql[] =
-    "WITH s AS (SELECT task_id, kind, ts_ns,"
-    "    lead(ts_ns) OVER (PARTITION BY task_id ORDER BY ts_ns, rowid) AS nx"
-    "    FROM events WHERE task_id IS NOT NULL),"
-    " d AS (SELECT name_pattern(coalesce(t.name, '?')) AS k, max(s.nx - s.ts_ns, 0) AS dur"
-    "    FROM s JOIN tasks t ON t.id = s.task_id"
-    "    WHERE s.kind = " LS_SQL_KIND_task_run " AND s.nx IS NOT NULL),"
-    " r AS (SELECT k, dur, row_number() OVER (PARTITION BY k ORDER BY dur) AS rn,"
-    "    count(*) OVER (PARTITION BY k) AS n FROM d)"
-    " SELECT k, max(n), max(CASE WHEN rn = (n * 50 + 99) / 100 THEN dur END),"
-    "  max(CASE WHEN rn = (n * 99 + 99) / 100 THEN dur END), max(dur) FROM r GROUP BY k";
-
 static int cmp_group(const void *x, const void *y)
 {
     const struct diff_group *a = x, *b = y;
@@ -172,24 +158,210 @@ void diff_free_groups(struct diff_group *v, size_t n)
     free(v);
 }
 
+/* ---------------------------------------------------------------- steps */
+
+/* A step: a running span of the one replay (model/replay.h), from task_run
+ * to the task's next event; steps cut by the end of the recording or of
+ * their loop are left out.  Per group its durations are kept exactly up to
+ * STEPS_EXACT of them, then in the replay's histogram buckets (8 per power
+ * of two, ls_hist_bucket): a percentile is then its bucket's upper bound
+ * (at most the longest step), within 1/8 of a power of two. */
+#define STEPS_EXACT 4096
+#define HIST_N 488                /* ls_hist_bucket's buckets over int64 */
+
+struct steps {
+    int64_t *v;                   /* exact durations, or NULL once in hist */
+    uint64_t *hist;               /* HIST_N counts */
+    size_t n, cap;
+    int64_t max;
+};
+
+struct steps_ctx {
+    int64_t *ids;                 /* task ids, sorted */
+    size_t *group;                /* their group (index into groups) */
+    size_t ntasks;
+    struct steps *st;             /* one per group */
+    bool oom;
+};
+
+static int hist_index(int64_t ns)         /* ls_hist_bucket's bucket number */
+{
+    if (ns < 8)
+        return ns < 0 ? 0 : (int)ns;
+    int k = 63 - __builtin_clzll((unsigned long long)ns);
+    return 8 + (k - 3) * 8 + (int)((ns >> (k - 3)) & 7);
+}
+
+static int64_t hist_lo(int i)             /* the smallest value in bucket i */
+{
+    if (i < 8)
+        return i;
+    return (int64_t)(8 + (i - 8) % 8) << ((i - 8) / 8);
+}
+
+static void steps_add(struct steps_ctx *c, struct steps *g, int64_t d)
+{
+    if (d > g->max)
+        g->max = d;
+    if (!g->hist && g->n < STEPS_EXACT) {
+        if (!diff_grow((void **)&g->v, &g->cap, g->n + 1, sizeof(*g->v))) {
+            c->oom = true;
+            return;
+        }
+        g->v[g->n++] = d;
+        return;
+    }
+    if (!g->hist) {
+        g->hist = calloc(HIST_N, sizeof(*g->hist));
+        if (!g->hist) {
+            c->oom = true;
+            return;
+        }
+        for (size_t i = 0; i < g->n; i++)
+            g->hist[hist_index(g->v[i])]++;
+        free(g->v);
+        g->v = NULL;
+    }
+    g->hist[hist_index(d)]++;
+    g->n++;
+}
+
+static void on_span(void *ctx, const ls_span *s)
+{
+    struct steps_ctx *c = ctx;
+    if (s->node != LS_NODE_RUNNING || s->end_kind == 0)
+        return;
+    int64_t id = (int64_t)s->task;
+    size_t lo = 0, hi = c->ntasks;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (c->ids[mid] < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == c->ntasks || c->ids[lo] != id || c->group[lo] == SIZE_MAX)
+        return;
+    int64_t d = ls_ts(s->end) - ls_ts(s->start);
+    steps_add(c, &c->st[c->group[lo]], d < 0 ? 0 : d);
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Nearest rank: the value of rank ceil(q * n). */
+static int64_t steps_quantile(struct steps *g, int pct)
+{
+    uint64_t rank = ((uint64_t)g->n * (uint64_t)pct + 99) / 100;
+    if (rank < 1)
+        rank = 1;
+    if (!g->hist)
+        return g->v[rank - 1];                     /* sorted */
+    uint64_t cum = 0;
+    for (int i = 0; i < HIST_N; i++) {
+        cum += g->hist[i];
+        if (g->hist[i] && cum >= rank) {
+            int64_t lo, hi;
+            ls_hist_bucket(hist_lo(i), &lo, &hi);
+            return hi < g->max ? hi : g->max;
+        }
+    }
+    return g->max;
+}
+
 static bool read_steps(struct diff_side *s, int k, struct diff_group *v, size_t n)
 {
-    sqlite3_stmt *st = ls_prepare(s->t, steps_sql);
+    struct steps_ctx c = { 0 };
+    size_t cap = 0;
+    bool ok = false;
+    ls_replay *r = NULL;
+    sqlite3_stmt *st = NULL, *lp = NULL;
+    c.st = calloc(n ? n : 1, sizeof(*c.st));
+    if (!c.st)
+        goto out;
+    /* each task's group */
+    st = ls_prepare(s->t, "SELECT id, name_pattern(coalesce(name, '?')) FROM tasks ORDER BY id");
     if (!st)
-        return false;
+        goto out;
     int step;
     while ((step = sqlite3_step(st)) == SQLITE_ROW) {
-        struct diff_group key = { .name = (char *)col_text(st, 0) };
-        struct diff_group *g = key.name ? bsearch(&key, v, n, sizeof(*v), cmp_group) : NULL;
-        if (!g)
-            continue;
-        g->steps[k] = nonneg(sqlite3_column_int64(st, 1));
-        g->p50[k] = nonneg(sqlite3_column_int64(st, 2));
-        g->p99[k] = nonneg(sqlite3_column_int64(st, 3));
-        g->smax[k] = nonneg(sqlite3_column_int64(st, 4));
+        if (!diff_grow((void **)&c.ids, &cap, c.ntasks + 1, sizeof(*c.ids))) {
+            c.oom = true;
+            break;
+        }
+        size_t gcap = cap;
+        void *g = realloc(c.group, gcap * sizeof(*c.group));
+        if (!g) {
+            c.oom = true;
+            break;
+        }
+        c.group = g;
+        struct diff_group key = { .name = (char *)col_text(st, 1) };
+        struct diff_group *x = key.name ? bsearch(&key, v, n, sizeof(*v), cmp_group) : NULL;
+        c.ids[c.ntasks] = sqlite3_column_int64(st, 0);
+        c.group[c.ntasks++] = x ? (size_t)(x - v) : SIZE_MAX;
     }
-    bool ok = ls_step_ok(s->t, st, step);
+    if (!ls_step_ok(s->t, st, step))
+        goto out;
     sqlite3_finalize(st);
+    st = NULL;
+
+    /* the replay, as model/derive.c feeds it */
+    ls_replay_ops ops = { .on_span = on_span, .ctx = &c };
+    r = ls_replay_new(&ops, SIZE_MAX / 2);
+    lp = ls_prepare(s->t, "SELECT id, stopped_ns FROM loops WHERE stopped_ns IS NOT NULL");
+    st = ls_prepare(s->t, "SELECT ts_ns, loop_id, coalesce(task_id, 0), kind, coalesce(reason, 0),"
+                          " coalesce(arg0, 0), coalesce(arg1, 0) FROM events ORDER BY rowid");
+    if (!r || !lp || !st) {
+        c.oom |= !r;
+        goto out;
+    }
+    while ((step = sqlite3_step(lp)) == SQLITE_ROW)
+        ls_replay_loop_stop(r, (uint64_t)sqlite3_column_int64(lp, 0), ls_col_ts(lp, 1));
+    if (!ls_step_ok(s->t, lp, step))
+        goto out;
+    while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+        ls_event e = {
+            .ts = ls_col_ts(st, 0), .loop = (uint64_t)sqlite3_column_int64(st, 1),
+            .task = (uint64_t)sqlite3_column_int64(st, 2), .kind = sqlite3_column_int(st, 3),
+            .reason = sqlite3_column_int64(st, 4), .arg0 = sqlite3_column_int64(st, 5),
+            .arg1 = sqlite3_column_int64(st, 6),
+        };
+        ls_replay_event(r, &e);
+    }
+    if (!ls_step_ok(s->t, st, step))
+        goto out;
+    ls_replay_end(r, ls_meta_ts(s->t, "end_ns", INT64_MAX));
+    for (size_t i = 0; i < n; i++) {
+        struct steps *g = &c.st[i];
+        if (!g->n)
+            continue;
+        if (!g->hist)
+            qsort(g->v, g->n, sizeof(*g->v), cmp_i64);
+        v[i].steps[k] = (int64_t)(g->n > (size_t)LS_TS_LIMIT ? (size_t)LS_TS_LIMIT : g->n);
+        v[i].p50[k] = steps_quantile(g, 50);
+        v[i].p99[k] = steps_quantile(g, 99);
+        v[i].smax[k] = g->max;
+    }
+    ok = true;
+out:
+    if (c.oom) {
+        ls_error("diff: out of memory");
+        ok = false;
+    }
+    sqlite3_finalize(st);
+    sqlite3_finalize(lp);
+    ls_replay_free(r);
+    for (size_t i = 0; c.st && i < n; i++) {
+        free(c.st[i].v);
+        free(c.st[i].hist);
+    }
+    free(c.st);
+    free(c.ids);
+    free(c.group);
     return ok;
 }
 
