@@ -387,8 +387,9 @@ def commands(task_id):
         (["graph", "--kind", "lifecycle", "-o", "{out}/g.svg"], "term:svg"),
         (["graph", "--kind", "lifecycle", "--task", str(task_id), "-o", "{out}/g.dot"], "term:dot"),
         (["graph", "--kind", "lifecycle", "--task", str(task_id), "-o", "{out}/g.svg"], "term:svg"),
-        (["export", "-o", "{out}/e.json"], "term:json"),
-        (["export", "-o", "-"], "json"),
+        (["export", "--format", "chrome-json", "-o", "{out}/e.json"], "term:json"),
+        (["export", "--format", "chrome-json", "-o", "-"], "json"),
+        (["export", "-o", "{out}/e.pftrace"], "term"),
         (["lint"], "term"), (["lint", "--json"], "json"),
         (["sql", "SELECT * FROM tasks"], "term"), (["sql", "SELECT * FROM meta"], "term"),
         (["sql", "SELECT * FROM events_named LIMIT 500"], "term"),
@@ -396,7 +397,8 @@ def commands(task_id):
         (["sql", "SELECT * FROM loop_windows LIMIT 500"], "term"),
         (["sql", "--json", "SELECT * FROM iteration_hist LIMIT 500"], "json"),
         (["timeline", "--loop", "100", "--from", "1ms", "--to", "2s"], "term"),
-        (["export", "-o", "-", "--from", "1ms", "--to", "2s"], "json"),
+        (["export", "--format", "chrome-json", "-o", "-", "--from", "1ms", "--to", "2s"], "json"),
+        (["export", "-o", "{out}/w.pftrace", "--from", "1ms", "--to", "2s"], "term"),
     ]
 
 
