@@ -45,7 +45,8 @@ struct diff_side {
  * (trace.h's sites view): function, file (short, ls_short_path), line. */
 struct diff_site {
     char *fn, *file;          /* NULL: no application frame / no stack */
-    int64_t line;
+    int64_t line;             /* in AFTER when there */
+    int64_t line_before;      /* in BEFORE: another when the site moved */
     char *calls[2];           /* syscalls or kinds it blocked in, per side */
     int64_t n[2], total[2], max[2];
     enum diff_change ch;

@@ -99,6 +99,10 @@ static void pt_print(struct ptab *p)
 static char *site_text(const struct diff_site *x)
 {
     char *s = NULL;
+    if (x->file && x->line_before != x->line &&
+        asprintf(&s, "%s:%lld %s (moved from :%lld)", x->file, (long long)x->line,
+                 x->fn ? x->fn : "?", (long long)x->line_before) >= 0)
+        return s;
     if (x->file && asprintf(&s, "%s:%lld %s", x->file, (long long)x->line, x->fn ? x->fn : "?") >= 0)
         return s;
     return strdup(x->fn ? x->fn : "(no application frame)");
@@ -214,11 +218,13 @@ void diff_print_sites(struct diff_site *v, size_t n, int64_t min_ns, long limit,
             ls_json_key(j, "change"); ls_json_str(j, diff_change_name[x->ch]);
             ls_json_key(j, "function"); ls_json_str(j, x->fn);
             ls_json_key(j, "file"); ls_json_str(j, x->file);
-            ls_json_key(j, "line");
-            if (x->file)
-                ls_json_int(j, x->line);
-            else
-                ls_json_null(j);
+            for (int k = 0; k < 2; k++) {
+                ls_json_key(j, k ? "line_before" : "line");
+                if (x->file)
+                    ls_json_int(j, k ? x->line_before : x->line);
+                else
+                    ls_json_null(j);
+            }
             for (int k = 0; k < 2; k++) {
                 json_pair_obj(j, k ? "after" : "before", names, vals, 3, k, x->n[k] > 0, 3, true);
                 ls_json_key(j, k ? "calls_after" : "calls_before");

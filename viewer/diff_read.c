@@ -67,6 +67,58 @@ void diff_free_sites(struct diff_site *v, size_t n)
     free(v);
 }
 
+/* A fix moves the lines below it: within one function and file, when as
+ * many sites are only in BEFORE as only in AFTER, they are the same sites
+ * moved, paired in line order (line_before keeps the old line).  v is
+ * sorted by function, file, line; returns the new count. */
+static size_t match_moved(struct diff_site *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        v[i].line_before = v[i].line;
+    size_t m = 0;
+    for (size_t lo = 0; lo < n;) {
+        size_t hi = lo + 1, gone = 0, added = 0;
+        while (hi < n && !cmp_str(v[hi].fn, v[lo].fn) && !cmp_str(v[hi].file, v[lo].file))
+            hi++;
+        for (size_t i = lo; i < hi; i++) {
+            gone += v[i].n[0] > 0 && v[i].n[1] == 0;
+            added += v[i].n[0] == 0 && v[i].n[1] > 0;
+        }
+        if (gone && gone == added && v[lo].file) {
+            /* fold the k-th new site into the k-th gone one */
+            size_t g = lo, a = lo;
+            for (size_t k = 0; k < gone; k++) {
+                while (!(v[g].n[0] > 0 && v[g].n[1] == 0))
+                    g++;
+                while (!(v[a].n[0] == 0 && v[a].n[1] > 0))
+                    a++;
+                struct diff_site *x = &v[g], *y = &v[a];
+                x->line = y->line;
+                x->n[1] = y->n[1];
+                x->total[1] = y->total[1];
+                x->max[1] = y->max[1];
+                x->calls[1] = y->calls[1];
+                y->calls[1] = NULL;
+                y->n[1] = -1;                   /* folded: dropped below */
+                g++;
+                a++;
+            }
+        }
+        for (size_t i = lo; i < hi; i++) {
+            if (v[i].n[1] < 0) {
+                free(v[i].fn);
+                free(v[i].file);
+                free(v[i].calls[0]);
+                free(v[i].calls[1]);
+                continue;
+            }
+            v[m++] = v[i];
+        }
+        lo = hi;
+    }
+    return m;
+}
+
 bool diff_read_sites(struct diff_side s[2], int64_t min_ns, struct diff_site **out, size_t *n)
 {
     struct diff_site *v = NULL;
@@ -122,6 +174,7 @@ bool diff_read_sites(struct diff_side s[2], int64_t min_ns, struct diff_site **o
         }
         v[m++] = v[i];
     }
+    m = match_moved(v, m);
     for (size_t i = 0; i < m; i++) {
         struct diff_site *x = &v[i];
         x->ch = !x->n[0] ? DC_NEW : !x->n[1] ? DC_GONE
