@@ -129,9 +129,12 @@ CREATE VIEW timer_lateness AS
   SELECT w.loop_id, w.task_id, s.arg0 AS deadline_ns, w.ts_ns AS fired_ns,
          w.ts_ns - s.arg0 AS late_ns
   FROM events w JOIN events s ON s.rowid = (
-      SELECT p.rowid FROM events p WHERE p.task_id = w.task_id AND p.kind = 5
+      SELECT p.rowid FROM events p WHERE p.task_id = w.task_id
+        AND p.kind = (SELECT id FROM event_kinds WHERE name = 'task_suspend')
         AND p.ts_ns <= w.ts_ns ORDER BY p.ts_ns DESC, p.rowid DESC LIMIT 1)
-  WHERE w.kind = 6 AND w.reason = 1 AND s.reason = 1;
+  WHERE w.kind = (SELECT id FROM event_kinds WHERE name = 'task_wake')
+    AND w.reason = (SELECT id FROM waker_kinds WHERE name = 'timer')
+    AND s.reason = (SELECT id FROM suspend_reasons WHERE name = 'sleep');
 
 -- INDEXES (made by model/derive.c when the trace is derived):
 -- CREATE INDEX events_task_ts ON events(task_id, ts_ns);

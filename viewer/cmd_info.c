@@ -153,6 +153,9 @@ static void print_loop_threads(const ls_loopstat *ls, size_t n, const char *stop
                    ls_fmt_dur(d1, sizeof(d1), l->covered_ns),
                    secs > 0 ? (double)l->iterations / secs : 0.0,
                    busy_pct(l, l->busy_ns), busy_pct(l, l->wait_ns));
+        } else if (l->hist_count > 0) {
+            printf(": %lld iteration%s (poll to poll: no windows recorded)\n",
+                   (long long)l->hist_count, l->hist_count == 1 ? "" : "s");
         } else {
             printf(": no iteration windows recorded\n");
         }

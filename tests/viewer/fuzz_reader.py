@@ -86,7 +86,8 @@ def main():
                     failures += 1
                     continue
                 runs += 1
-                err = [l for l in p.stderr.splitlines() if l.strip()]
+                err = [l for l in p.stderr.splitlines()    # notes: viewer/complete.c
+                       if l.strip() and not l.startswith("note: ")]
                 bad = None
                 if p.returncode not in (0, 1, 2):
                     bad = f"exit status {p.returncode}"

@@ -17,6 +17,7 @@ import re
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCHEMA = os.path.join(HERE, "..", "..", "tracer", "schema.sql")
+DERIVED = os.path.join(HERE, "..", "..", "model", "derived.sql")
 LOOKUPS = ("event_kinds", "states", "suspend_reasons", "waker_kinds", "leak_kinds",
            "blocking_kinds", "syscalls")
 
@@ -41,7 +42,7 @@ def q(v):
 
 
 def main():
-    out = [open(SCHEMA).read()]
+    out = [open(SCHEMA).read(), open(DERIVED).read()]
     for line in open(os.path.join(HERE, "fixtures", "lifecycle.sql")):
         m = re.match(r"INSERT INTO (\w+) VALUES", line)
         if m and m.group(1) in LOOKUPS:
