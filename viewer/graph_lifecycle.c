@@ -1,106 +1,80 @@
 /*
  * graph_lifecycle.c -- `loopscope graph --kind lifecycle`: the state
  * diagram every task went through, with counts and latencies per
- * transition, or (--task ID) one task's path.  Reads table events
- * (tracer/SCHEMA.md).  Depends on graph.h (gv.h), trace.h.
+ * transition, or (--task ID) one task's path.
+ *
+ * The diagram of all tasks reads the derived tables transitions and
+ * transition_hist (model/derived.sql), which the one replay of task states
+ * (model/replay.h) fills when the recording ends or when the viewer first
+ * opens the trace: the work is a few hundred rows, whatever the trace's
+ * size.  One task's path reads that task's events through the index
+ * events(task_id, ts_ns) and feeds them to the same replay; its spans give
+ * the state sequence.  Nodes are the replay's lifecycle nodes (LS_NODE_*:
+ * 100 * event kind + detail).
+ *
+ * Depends on graph.h (gv.h), trace.h, model/replay.h and ls_codes.h.
  */
 #define _GNU_SOURCE
 #include "graph.h"
+#include "ls_codes.h"
 #include "output.h"
+#include "replay.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-
-/*
- * A task's state after each lifecycle event, as one integer so that SQL
- * groups and sorts cheaply: 300 created, 301 pre-existing (created before
- * the recording began; its state then is unknown), 400 running, 500+reason suspended(reason),
- * 600 ready, 700+state finished/failed/cancelled, 900 leaked; 0 is the end
- * of the trace.  task_cancel (8) is a request, not a state: it is left out
- * (the task moves when it is woken or finishes).  A reason or state outside
- * 0..LS_MAX_CODE-1 (a damaged or forged trace) becomes 99, "unknown", so
- * codes stay in 300..900 and index arrays of 1000 safely.
- */
-#define CODE_ARG(r) "CASE WHEN coalesce(" r ", 0) BETWEEN 0 AND 63 THEN coalesce(" r ", 0) ELSE 99 END"
-#define STATE_CODE(k, r) \
-    "CASE " k " WHEN 5 THEN 500 + " CODE_ARG(r) " WHEN 7 THEN 700 + " CODE_ARG(r) \
-    " WHEN 3 THEN 300 + (coalesce(" r ", 0) = 1) WHEN 4 THEN 400 WHEN 6 THEN 600" \
-    " WHEN 9 THEN 900 ELSE 0 END"
-
-/*
- * Every transition (state, next state, time in the state) comes from LEAD
- * over each task's events, in the order of index events_task_ts, into a
- * temp table indexed by (s, t, dur): the counts are a GROUP BY over that
- * index, and each edge's nearest-rank median and p99 one LIMIT 1 OFFSET
- * query on it.  A task's last event leads to the end of the trace (t = 0,
- * no duration) unless it is a final state.  The temp table and the index's
- * sort live in SQLite's temp store, which spills to files, so memory stays
- * bounded on a trace of millions of events (one window sort per edge would
- * cost twice the time).
- */
-static const char lifecycle_setup[] =
-    "CREATE TEMP TABLE g_tr AS"
-    " SELECT s, t, dur FROM ("
-    "  SELECT " STATE_CODE("kind", "reason") " AS s,"
-    "    coalesce(LEAD(" STATE_CODE("kind", "reason") ") OVER w, 0) AS t,"
-    "    LEAD(ts_ns) OVER w - ts_ns AS dur"
-    "  FROM events WHERE task_id IS NOT NULL AND kind IN (3, 4, 5, 6, 7, 9)"
-    "  WINDOW w AS (PARTITION BY task_id ORDER BY ts_ns, rowid))"
-    " WHERE t != 0 OR NOT (s BETWEEN 704 AND 799 OR s = 900);"
-    "CREATE INDEX temp.g_tr_std ON g_tr(s, t, dur);";
-
-static const char lifecycle_sql[] = "SELECT s, t, count(*) FROM g_tr GROUP BY s, t ORDER BY s, t";
-
-/* The value at nearest rank `rank` (1-based) of an edge's durations. */
-static int64_t edge_rank(sqlite3_stmt *q, int s, int t, int64_t rank)
-{
-    int64_t v = -1;
-    sqlite3_reset(q);
-    sqlite3_bind_int(q, 1, s);
-    sqlite3_bind_int(q, 2, t);
-    sqlite3_bind_int64(q, 3, rank - 1);
-    if (sqlite3_step(q) == SQLITE_ROW && sqlite3_column_type(q, 0) != SQLITE_NULL)
-        v = sqlite3_column_int64(q, 0);
-    return v;
-}
+/* Nodes index arrays of this size (replay.h: details are clamped). */
+#define NODES 1000
 
 struct lnames {
     char *states[LS_MAX_CODE];
     char *reasons[LS_MAX_CODE];
 };
 
+static bool valid_node(int64_t code)
+{
+    return code >= 0 && code < NODES;
+}
+
 static void state_label(char *buf, size_t n, int code, struct lnames *nm)
 {
     char tmp[32];
-    if (code == 0)
+    if (code == LS_NODE_END)
         snprintf(buf, n, "end of trace");
-    else if (code == 300)
+    else if (code == LS_NODE_CREATED)
         snprintf(buf, n, "created");
-    else if (code == 301)
+    else if (code == LS_NODE_PREEXISTING)
         snprintf(buf, n, "pre-existing");
-    else if (code == 400)
+    else if (code == LS_NODE_RUNNING)
         snprintf(buf, n, "running");
-    else if (code == 599)
+    else if (code == LS_NODE_SUSPENDED + LS_NODE_UNKNOWN_DETAIL)
         snprintf(buf, n, "suspended(unknown reason)");
-    else if (code >= 500 && code < 600)
-        snprintf(buf, n, "suspended(%s)", graph_name_of(nm->reasons, code - 500, tmp, sizeof(tmp)));
-    else if (code == 600)
+    else if (code >= LS_NODE_SUSPENDED && code < LS_NODE_SUSPENDED + 100)
+        snprintf(buf, n, "suspended(%s)",
+                 graph_name_of(nm->reasons, code - LS_NODE_SUSPENDED, tmp, sizeof(tmp)));
+    else if (code == LS_NODE_READY)
         snprintf(buf, n, "ready");
-    else if (code == 799)
+    else if (code == LS_NODE_FINAL + LS_NODE_UNKNOWN_DETAIL)
         snprintf(buf, n, "unknown final state");
-    else if (code >= 700 && code < 800)
-        snprintf(buf, n, "%s", graph_name_of(nm->states, code - 700, tmp, sizeof(tmp)));
-    else if (code == 900)
+    else if (code >= LS_NODE_FINAL && code < LS_NODE_FINAL + 100)
+        snprintf(buf, n, "%s", graph_name_of(nm->states, code - LS_NODE_FINAL, tmp, sizeof(tmp)));
+    else if (code == LS_NODE_LEAKED)
         snprintf(buf, n, "leaked");
     else
         snprintf(buf, n, "state %d", code);
 }
 
+/* A final state or a leak verdict: nothing follows (the replay's rule). */
 static bool terminal(int code)
 {
-    return (code >= 704 && code < 800) || code == 900;
+    return (code >= LS_NODE_FINAL + EVL_FINAL_FINISHED && code < LS_NODE_FINAL + 100) ||
+           code == LS_NODE_LEAKED;
+}
+
+static bool starting(int code)
+{
+    return code == LS_NODE_CREATED || code == LS_NODE_PREEXISTING;
 }
 
 /* A state node, created (and styled) on first use. */
@@ -114,19 +88,19 @@ static Agnode_t *state_node(Agraph_t *g, int code, struct lnames *nm, int64_t en
     n = agnode(g, name, 1);
     state_label(label, sizeof(label), code, nm);
     const char *fill = "#eceff1";
-    if (code == 300 || code == 301)
+    if (starting(code))
         fill = "#e3f2fd";
-    else if (code == 400)
+    else if (code == LS_NODE_RUNNING)
         fill = "#c8e6c9";
-    else if (code == 600)
+    else if (code == LS_NODE_READY)
         fill = "#fff8e1";
-    else if (code == 704)
+    else if (code == LS_NODE_FINAL + EVL_FINAL_FINISHED)
         fill = tstyle[TS_FINISHED].fill;
-    else if (code == 705)
+    else if (code == LS_NODE_FINAL + EVL_FINAL_FAILED)
         fill = tstyle[TS_FAILED].fill;
-    else if (code == 706)
+    else if (code == LS_NODE_FINAL + EVL_FINAL_CANCELLED)
         fill = tstyle[TS_CANCELLED].fill;
-    else if (code == 900)
+    else if (code == LS_NODE_LEAKED)
         fill = tstyle[TS_LEAKED].fill;
     if (entered >= 0)
         gv_set(n, "label", "%s\\n%lld\xc3\x97", label, (long long)entered);
@@ -134,7 +108,7 @@ static Agnode_t *state_node(Agraph_t *g, int code, struct lnames *nm, int64_t en
         gv_set(n, "label", "%s", label);
     gv_set(n, "fillcolor", "%s", fill);
     gv_set(n, "style", "filled,rounded");
-    if (code == 0) {
+    if (code == LS_NODE_END) {
         gv_set(n, "style", "dashed");
         gv_set(n, "shape", "plaintext");
         gv_set(n, "fontcolor", "#757575");
@@ -144,7 +118,7 @@ static Agnode_t *state_node(Agraph_t *g, int code, struct lnames *nm, int64_t en
     /* Starting states on top.  Final states are not forced to the bottom
      * (rank=max): an edge between two of them (failed -> leaked) would be a
      * labelled flat edge, which Graphviz 2.43's gvFreeLayout double-frees. */
-    if (code == 300 || code == 301) {
+    if (starting(code)) {
         Agraph_t *sg = agsubg(g, (char *)"start", 1);
         agsafeset(sg, (char *)"rank", (char *)"min", (char *)"");
         agsubnode(sg, n, 1);
@@ -152,13 +126,58 @@ static Agnode_t *state_node(Agraph_t *g, int code, struct lnames *nm, int64_t en
     return n;
 }
 
-/* The aggregate diagram over all tasks. */
+/* ================================================= the diagram of all tasks */
+
+/* One edge, summed over the loops. */
 struct ledge {
-    int s, t;                 /* state codes */
-    int64_t n, p50, p99;      /* count; nearest-rank percentiles of time in s */
+    int s, t;                 /* nodes */
+    int64_t n, max;           /* count; the longest time in s before it */
+    int64_t p[2];             /* p50, p99: see percentile(); -1 unknown */
+    bool exact[2];            /* p[i] is the value, not its bucket's bound */
+    int64_t cum;              /* histogram rows summed so far */
 };
 
-/* Edges by count, most frequent first, then in code order. */
+static const int64_t pct[2] = { 50, 99 };
+
+/* Nearest rank of percentile q among n values (1-based). */
+static int64_t rank_of(int64_t n, int64_t q)
+{
+    return (n * q + 99) / 100;
+}
+
+/* Feed one histogram row [lo, hi) of count c (rows of an edge come sorted
+ * by lo).  A percentile whose rank falls in the row is reported as the
+ * row's upper bound clamped to the edge's max: "at most" that, within an
+ * eighth of a power of two (model/replay.h, ls_hist_bucket).  It is exact
+ * in a one-nanosecond bucket, and when the rank is the last (the max). */
+static void percentile(struct ledge *e, int64_t lo, int64_t hi, int64_t c)
+{
+    int64_t before = e->cum;
+    e->cum += c > 0 ? c : 0;
+    for (int i = 0; i < 2; i++) {
+        int64_t r = rank_of(e->n, pct[i]);
+        if (e->p[i] >= 0 || r <= before || r > e->cum)
+            continue;
+        if (r == e->n) {
+            e->p[i] = e->max;
+            e->exact[i] = true;
+        } else {
+            e->p[i] = hi - 1 < e->max ? hi - 1 : e->max;
+            e->exact[i] = hi - lo <= 1 || e->p[i] == lo;
+        }
+    }
+}
+
+/* A percentile for a label: "<=1.2ms" for a bucket's bound. */
+static const char *pct_text(char *buf, size_t n, const struct ledge *e, int i)
+{
+    char d[32];
+    if (e->p[i] < 0)
+        return "?";
+    snprintf(buf, n, "%s%s", e->exact[i] ? "" : "\xe2\x89\xa4", ls_fmt_dur(d, sizeof(d), e->p[i]));
+    return buf;
+}
+
 static int cmp_ledge_n(const void *x, const void *y)
 {
     const struct ledge *a = x, *b = y;
@@ -177,56 +196,93 @@ static int cmp_ledge_code(const void *x, const void *y)
     return (a->t > b->t) - (a->t < b->t);
 }
 
+static bool table_exists(ls_trace *t, const char *name)
+{
+    sqlite3_stmt *st = ls_prepare(t, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?");
+    bool yes = false;
+    if (st) {
+        sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+        yes = sqlite3_step(st) == SQLITE_ROW;
+    }
+    sqlite3_finalize(st);
+    return yes;
+}
+
+/* The edges from transitions, sorted by (s, t), with their percentiles from
+ * transition_hist.  false after an error line. */
+static bool read_edges(ls_trace *t, struct ledge **ed, size_t *ned)
+{
+    size_t cap = 0;
+    int step;
+    sqlite3_stmt *st = ls_prepare(t,
+        "SELECT from_node, to_node, sum(count), max(max_ns) FROM transitions"
+        " GROUP BY 1, 2 ORDER BY 1, 2");
+    if (!st)
+        return false;
+    while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+        int64_t s = sqlite3_column_int64(st, 0), tt = sqlite3_column_int64(st, 1);
+        int64_t n = sqlite3_column_int64(st, 2);
+        if (!valid_node(s) || s == LS_NODE_END || !valid_node(tt) || n <= 0)
+            continue;                       /* not a node the replay makes */
+        if (!graph_grow((void **)ed, &cap, *ned + 1, sizeof(**ed)))
+            break;
+        (*ed)[(*ned)++] = (struct ledge){ (int)s, (int)tt, n, ls_col_ts(st, 3), { -1, -1 },
+                                          { false, false }, 0 };
+    }
+    bool ok = ls_step_ok(t, st, step);
+    sqlite3_finalize(st);
+    if (!ok)
+        return false;
+
+    st = ls_prepare(t,
+        "SELECT from_node, to_node, lo_ns, max(hi_ns), sum(count) FROM transition_hist"
+        " GROUP BY 1, 2, 3 ORDER BY 1, 2, 3");
+    if (!st)
+        return false;
+    while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+        struct ledge key = { .s = (int)sqlite3_column_int(st, 0), .t = (int)sqlite3_column_int(st, 1) };
+        struct ledge *e = bsearch(&key, *ed, *ned, sizeof(**ed), cmp_ledge_code);
+        if (e && e->t != LS_NODE_END)
+            percentile(e, ls_col_ts(st, 2), ls_col_ts(st, 3), sqlite3_column_int64(st, 4));
+    }
+    ok = ls_step_ok(t, st, step);
+    sqlite3_finalize(st);
+    return ok;
+}
+
 static int lifecycle_all(ls_trace *t, Agraph_t *g, const struct graph_opts *o, struct lnames *nm,
                          const char *target)
 {
     long limit = o->limit ? o->limit : 60;
-    char d1[32], d2[32];
+    char d1[48], d2[48];
     gv_buf b = { 0 };
-    /* Times each state was entered: every event of a non-final state has
-     * one outgoing row (its transition, or the end of the trace), and every
-     * event but a task's first has one incoming row; max() covers both the
-     * starting states (no incoming) and the final ones (no outgoing). */
-    int64_t *out_n = calloc(1000, sizeof(*out_n)), *in_n = calloc(1000, sizeof(*in_n));
-    int64_t *entered = calloc(1000, sizeof(*entered)), maxn = 1, total = 0;
-    int step, rc = 1;
+    /* Times each state was entered: every entry of a non-final state has
+     * one outgoing transition (or the end of the trace), and every entry
+     * but a task's first has one incoming; max() covers both the starting
+     * states (no incoming) and the final ones (no outgoing). */
+    int64_t *out_n = calloc(NODES, sizeof(*out_n)), *in_n = calloc(NODES, sizeof(*in_n));
+    int64_t *entered = calloc(NODES, sizeof(*entered)), maxn = 1, total = 0;
+    int rc = 1;
     struct ledge *ed = NULL;
-    size_t ned = 0, caped = 0;
+    size_t ned = 0;
     int64_t hidden_n = 0;
     size_t hidden = 0;
     if (!out_n || !in_n || !entered) {
         rc = ls_error("graph: out of memory");
         goto out;
     }
-
-    if (!graph_exec(t, lifecycle_setup))
+    bool derived = table_exists(t, "transitions") && table_exists(t, "transition_hist");
+    if (derived && !read_edges(t, &ed, &ned))
         goto out;
-    sqlite3_stmt *st = ls_prepare(t, lifecycle_sql);
-    if (!st)
-        goto out;
-    while ((step = sqlite3_step(st)) == SQLITE_ROW) {
-        int64_t s = sqlite3_column_int64(st, 0), tt = sqlite3_column_int64(st, 1);
-        if (s < 1 || s >= 1000 || tt < 0 || tt >= 1000)
-            continue;                       /* not a code STATE_CODE makes */
-        if (!graph_grow((void **)&ed, &caped, ned + 1, sizeof(*ed)))
-            break;
-        struct ledge *e = &ed[ned++];
-        e->s = (int)s;
-        e->t = (int)tt;
-        e->n = sqlite3_column_int64(st, 2);
-        e->p50 = e->p99 = -1;
-        out_n[e->s] += e->n;
-        if (e->t > 0)
-            in_n[e->t] += e->n;
-        if (e->t && e->n > maxn)
-            maxn = e->n;
-        total += e->n;
+    for (size_t i = 0; i < ned; i++) {
+        out_n[ed[i].s] += ed[i].n;
+        if (ed[i].t != LS_NODE_END)
+            in_n[ed[i].t] += ed[i].n;
+        if (ed[i].t != LS_NODE_END && ed[i].n > maxn)
+            maxn = ed[i].n;
+        total += ed[i].n;
     }
-    bool ok = ls_step_ok(t, st, step);
-    sqlite3_finalize(st);
-    if (!ok)
-        goto out;
-    for (int i = 0; i < 1000; i++)
+    for (int i = 0; i < NODES; i++)
         entered[i] = out_n[i] > in_n[i] ? out_n[i] : in_n[i];
     /* --limit: the most frequent transitions (a forged trace can make
      * hundreds, which Graphviz takes minutes to lay out). */
@@ -238,19 +294,9 @@ static int lifecycle_all(ls_trace *t, Agraph_t *g, const struct graph_opts *o, s
         ned = (size_t)limit;
         qsort(ed, ned, sizeof(*ed), cmp_ledge_code);
     }
-    st = ls_prepare(t, "SELECT dur FROM g_tr WHERE s = ?1 AND t = ?2 ORDER BY dur LIMIT 1 OFFSET ?3");
-    if (!st)
-        goto out;
-    for (size_t i = 0; i < ned; i++) {
-        if (ed[i].t == 0)
-            continue;                       /* still in the state: no duration */
-        ed[i].p50 = edge_rank(st, ed[i].s, ed[i].t, (ed[i].n + 1) / 2);
-        ed[i].p99 = edge_rank(st, ed[i].s, ed[i].t, (ed[i].n * 99 + 99) / 100);
-    }
-    sqlite3_finalize(st);
 
     int64_t ntasks = 0;
-    st = ls_prepare(t, "SELECT count(*) FROM tasks");
+    sqlite3_stmt *st = ls_prepare(t, "SELECT count(*) FROM tasks");
     if (st && sqlite3_step(st) == SQLITE_ROW)
         ntasks = sqlite3_column_int64(st, 0);
     sqlite3_finalize(st);
@@ -258,22 +304,24 @@ static int lifecycle_all(ls_trace *t, Agraph_t *g, const struct graph_opts *o, s
     gv_text(&b, target);
     gv_add(&b, " \xe2\x80\x94 task lifecycle: %lld task%s, %lld state changes\\n"
                "each transition: how often, and the median and p99 time spent in the state "
-               "before it", (long long)ntasks, ntasks == 1 ? "" : "s", (long long)total);
+               "before it\\n(\xe2\x89\xa4: at most, from a histogram bucket, within 1/8 of a "
+               "power of two)", (long long)ntasks, ntasks == 1 ? "" : "s", (long long)total);
     gv_set(g, "label", "%s", gv_str(&b));
     if (ned == 0) {
-        gv_note(g, "note", "no task lifecycle events in this trace");
+        gv_note(g, "note", t->in_progress || !derived
+                    ? "the lifecycle diagram is derived when the recording ends"
+                    : "no task lifecycle events in this trace");
         rc = 0;
         goto out;
     }
-    /* Nodes in code order (the rows are sorted by s, then t). */
-    for (size_t i = 0; i < ned; i++) {
+    /* Nodes in code order (the edges are sorted by s, then t). */
+    for (size_t i = 0; i < ned; i++)
         state_node(g, ed[i].s, nm, entered[ed[i].s]);
-    }
     for (size_t i = 0; i < ned; i++) {
         Agnode_t *from = state_node(g, ed[i].s, nm, entered[ed[i].s]);
-        Agnode_t *to = state_node(g, ed[i].t, nm, ed[i].t ? entered[ed[i].t] : -1);
+        Agnode_t *to = state_node(g, ed[i].t, nm, ed[i].t != LS_NODE_END ? entered[ed[i].t] : -1);
         Agedge_t *e = agedge(g, from, to, NULL, 1);
-        if (ed[i].t == 0) {
+        if (ed[i].t == LS_NODE_END) {
             gv_set(e, "label", " %lld\xc3\x97 at the end", (long long)ed[i].n);
             gv_set(e, "style", "dashed");
             gv_set(e, "color", "#9e9e9e");
@@ -281,14 +329,15 @@ static int lifecycle_all(ls_trace *t, Agraph_t *g, const struct graph_opts *o, s
             continue;
         }
         if (ed[i].n == 1)
-            gv_set(e, "label", " 1\xc3\x97\\n %s", ls_fmt_dur(d1, sizeof(d1), ed[i].p50));
+            gv_set(e, "label", " 1\xc3\x97\\n %s", pct_text(d1, sizeof(d1), &ed[i], 0));
         else
             gv_set(e, "label", " %lld\xc3\x97\\n p50 %s\\n p99 %s", (long long)ed[i].n,
-                ls_fmt_dur(d1, sizeof(d1), ed[i].p50), ls_fmt_dur(d2, sizeof(d2), ed[i].p99));
+                   pct_text(d1, sizeof(d1), &ed[i], 0), pct_text(d2, sizeof(d2), &ed[i], 1));
         gv_set(e, "penwidth", "%.2f", 1 + 3 * (double)ed[i].n / maxn);
-        if (ed[i].t >= 705 && ed[i].t < 800)
-            gv_set(e, "color", "%s", tstyle[ed[i].t == 705 ? TS_FAILED : TS_CANCELLED].border);
-        else if (ed[i].t == 900)
+        if (ed[i].t >= LS_NODE_FINAL + EVL_FINAL_FAILED && ed[i].t < LS_NODE_FINAL + 100)
+            gv_set(e, "color", "%s",
+                   tstyle[ed[i].t == LS_NODE_FINAL + EVL_FINAL_FAILED ? TS_FAILED : TS_CANCELLED].border);
+        else if (ed[i].t == LS_NODE_LEAKED)
             gv_set(e, "color", "%s", tstyle[TS_LEAKED].border);
     }
     if (hidden) {
@@ -307,10 +356,81 @@ out:
     return rc;
 }
 
+/* ===================================================== one task's path */
+
+/* A node the task entered, in order. */
+struct entry {
+    int node;
+    int64_t ts;
+    int64_t cancel_by;        /* a cancel request came before this entry, or -1 */
+};
+
+/* The replay's callbacks collect the task's entries: each span is the
+ * entry of its node; a span ended by task_finish is followed by the final
+ * node (on_task_done: the replay's last node); a leak verdict is a node
+ * too, after the span it came in (spans are reported when they end, marks
+ * as they come, so a verdict waits for its span). */
+struct tpath {
+    struct entry *e;
+    size_t n, cap;
+    int64_t leak_ts[4];       /* leak verdicts waiting for their span */
+    int nleaks;
+    int64_t cancel_open;      /* a cancel request while the open span lasted */
+    int64_t cancel_next;      /* one while the last reported span lasted: goes
+                                 on the entry after it */
+    int64_t end_ts;           /* the span still open at the end ended here */
+    bool oom;
+};
+
+static void path_add(struct tpath *p, int node, int64_t ts)
+{
+    if (!graph_grow((void **)&p->e, &p->cap, p->n + 1, sizeof(*p->e))) {
+        p->oom = true;
+        return;
+    }
+    p->e[p->n++] = (struct entry){ node, ts, p->cancel_next };
+    p->cancel_next = -1;
+}
+
+static void path_flush_leaks(struct tpath *p)
+{
+    for (int i = 0; i < p->nleaks; i++)
+        path_add(p, LS_NODE_LEAKED, p->leak_ts[i]);
+    p->nleaks = 0;
+}
+
+static void on_span(void *ctx, const ls_span *s)
+{
+    struct tpath *p = ctx;
+    path_add(p, s->node, s->start);
+    /* a cancel request while this span lasted goes on what follows it */
+    p->cancel_next = p->cancel_open;
+    p->cancel_open = -1;
+    path_flush_leaks(p);
+    if (s->end_kind == EVL_PROBE_ID_NONE)
+        p->end_ts = s->end;
+}
+
+static void on_task_done(void *ctx, const ls_task *t, bool finished)
+{
+    struct tpath *p = ctx;
+    if (finished && valid_node(t->tnode) && t->tnode != LS_NODE_END)
+        path_add(p, t->tnode, t->tsince);
+}
+
+static void on_mark(void *ctx, const ls_event *e)
+{
+    struct tpath *p = ctx;
+    if (e->kind == EVL_PROBE_ID_task_cancel)
+        p->cancel_open = e->arg0;   /* noted on the transition out of the span */
+    else if (e->kind == EVL_PROBE_ID_task_leak && p->nleaks < 4)
+        p->leak_ts[p->nleaks++] = e->ts;
+}
+
 /* One transition of a task's path. */
 struct tstep {
     int64_t num;              /* 1, 2, ... in the task's order */
-    int from, to;             /* state codes */
+    int from, to;             /* nodes */
     int64_t dur;              /* time in `from` before it; -1 unknown */
     int64_t cancel_by;        /* a task_cancel came before it from this task, or -1 */
 };
@@ -325,6 +445,48 @@ static int cmp_tstep(const void *x, const void *y)
     return (a->num > b->num) - (a->num < b->num);
 }
 
+/* Feed the task's lifecycle events to the replay: its entries in *p.
+ * false after an error line. */
+static bool replay_task(ls_trace *t, int64_t task, int64_t end, struct tpath *p)
+{
+    ls_replay_ops ops = { on_span, on_task_done, on_mark, p };
+    ls_replay *r = ls_replay_new(&ops, 4);
+    if (!r) {
+        ls_error("graph: out of memory");
+        return false;
+    }
+    sqlite3_stmt *st = ls_prepare(t,
+        "SELECT ts_ns, loop_id, kind, reason, arg0, arg1 FROM events"
+        " WHERE task_id = ?1 AND kind BETWEEN " LS_SQL_KIND_task_create " AND " LS_SQL_KIND_task_leak
+        " ORDER BY ts_ns, rowid");
+    bool ok = false;
+    int64_t last = INT64_MIN;
+    if (st) {
+        int step;
+        sqlite3_bind_int64(st, 1, task);
+        while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+            ls_event e = {
+                .ts = ls_col_ts(st, 0), .loop = (uint64_t)sqlite3_column_int64(st, 1),
+                .task = (uint64_t)task, .kind = sqlite3_column_int(st, 2),
+                .reason = sqlite3_column_int64(st, 3), .arg0 = sqlite3_column_int64(st, 4),
+                .arg1 = sqlite3_column_int64(st, 5),
+            };
+            last = e.ts;
+            ls_replay_event(r, &e);
+        }
+        ok = ls_step_ok(t, st, step);
+        sqlite3_finalize(st);
+    }
+    ls_replay_end(r, end >= 0 ? end : last);
+    ls_replay_free(r);
+    path_flush_leaks(p);
+    if (p->oom) {
+        ls_error("graph: out of memory");
+        return false;
+    }
+    return ok;
+}
+
 /* One task's path: its transitions in order, numbered. */
 static int lifecycle_task(ls_trace *t, Agraph_t *g, const struct graph_opts *o, struct lnames *nm,
                           const char *target)
@@ -332,8 +494,11 @@ static int lifecycle_task(ls_trace *t, Agraph_t *g, const struct graph_opts *o, 
     long limit = o->limit ? o->limit : 100;
     char d1[32], d2[32];
     gv_buf b = { 0 };
-    int rc = 1, step;
-    sqlite3_stmt *st = ls_prepare(t, "SELECT name, final_state, created_ns FROM tasks WHERE id = ?");
+    int rc = 1;
+    struct tpath p = { .cancel_open = -1, .cancel_next = -1, .end_ts = -1 };
+    struct tstep *steps = NULL;
+    size_t nsteps = 0, capsteps = 0;
+    sqlite3_stmt *st = ls_prepare(t, "SELECT name FROM tasks WHERE id = ?");
     if (!st)
         return 1;
     sqlite3_bind_int64(st, 1, o->task);
@@ -344,48 +509,29 @@ static int lifecycle_task(ls_trace *t, Agraph_t *g, const struct graph_opts *o, 
     char *name = strdup(graph_col_text(st, 0) ? graph_col_text(st, 0) : "?");
     sqlite3_finalize(st);
     int64_t start = ls_meta_ts(t, "start_ns", 0), end = ls_meta_ts(t, "end_ns", -1);
+    if (!replay_task(t, o->task, end, &p))
+        goto out;
 
-    st = ls_prepare(t,
-        "SELECT ts_ns, kind, arg0, " STATE_CODE("kind", "reason") " FROM events"
-        " WHERE task_id = ?1 AND kind IN (3, 4, 5, 6, 7, 8, 9) ORDER BY ts_ns, rowid");
-    if (!st)
-        goto out;
-    sqlite3_bind_int64(st, 1, o->task);
-    int prev = -1;
-    int64_t prev_ts = 0, first_ts = 0, ntrans = 0, cancel_by = -1;
-    bool first = true;
-    struct tstep *steps = NULL;
-    size_t nsteps = 0, capsteps = 0;
-    while ((step = sqlite3_step(st)) == SQLITE_ROW) {
-        int64_t ts = ls_col_ts(st, 0);
-        int kind = sqlite3_column_int(st, 1), code = sqlite3_column_int(st, 3);
-        if (kind == 8) {                    /* noted on the next transition */
-            cancel_by = sqlite3_column_int64(st, 2);
-            continue;
-        }
-        if (first) {
-            first = false;
-            first_ts = ts;
-            state_node(g, code, nm, -1);
-        }
-        if (prev >= 0 && ++ntrans <= limit &&
-            graph_grow((void **)&steps, &capsteps, nsteps + 1, sizeof(*steps)))
-            steps[nsteps++] = (struct tstep){ ntrans, prev, code, ts - prev_ts, cancel_by };
-        if (prev >= 0)
-            cancel_by = -1;
-        prev = code;
-        prev_ts = ts;
+    /* Transitions between consecutive entries; still in a non-final state
+     * when the recording ended: one more, to its end (time unknown when
+     * the trace has no end). */
+    int64_t ntrans = 0;
+    for (size_t i = 0; i < p.n; i++) {
+        const struct entry *x = &p.e[i];
+        struct tstep s;
+        if (i + 1 < p.n)
+            s = (struct tstep){ ntrans + 1, x->node, p.e[i + 1].node, p.e[i + 1].ts - x->ts,
+                                p.e[i + 1].cancel_by };
+        else if (!terminal(x->node))
+            s = (struct tstep){ ntrans + 1, x->node, LS_NODE_END,
+                                end >= x->ts && p.end_ts >= x->ts ? p.end_ts - x->ts : -1, -1 };
+        else
+            break;
+        if (++ntrans <= limit && graph_grow((void **)&steps, &capsteps, nsteps + 1, sizeof(*steps)))
+            steps[nsteps++] = s;
     }
-    bool ok = ls_step_ok(t, st, step);
-    sqlite3_finalize(st);
-    if (!ok) {
-        free(steps);
-        goto out;
-    }
-    /* Still in a non-final state when the recording ended. */
-    if (prev >= 0 && !terminal(prev) && ++ntrans <= limit &&
-        graph_grow((void **)&steps, &capsteps, nsteps + 1, sizeof(*steps)))
-        steps[nsteps++] = (struct tstep){ ntrans, prev, 0, end >= prev_ts ? end - prev_ts : -1, -1 };
+    if (p.n)
+        state_node(g, p.e[0].node, nm, -1);
 
     /* One edge per pair of states, its steps listed in order: parallel
      * edges, one per step, would be unreadable for a task that loops. */
@@ -412,13 +558,12 @@ static int lifecycle_task(ls_trace *t, Agraph_t *g, const struct graph_opts *o, 
         gv_set(e, "label", "%s", gv_str(&b));
         if (j - i > 1)
             gv_set(e, "penwidth", "%.2f", j - i > 5 ? 3.0 : 1 + 0.4 * (double)(j - i));
-        if (steps[i].to == 0) {
+        if (steps[i].to == LS_NODE_END) {
             gv_set(e, "style", "dashed");
             gv_set(e, "color", "#9e9e9e");
         }
         i = j;
     }
-    free(steps);
 
     gv_reset(&b);
     gv_text(&b, target);
@@ -426,12 +571,12 @@ static int lifecycle_task(ls_trace *t, Agraph_t *g, const struct graph_opts *o, 
     gv_text(&b, name);
     gv_add(&b, "#%lld: %lld transition%s", (long long)o->task, (long long)ntrans,
            ntrans == 1 ? "" : "s");
-    if (!first)
-        gv_add(&b, ", from +%s, over %s", ls_fmt_dur(d1, sizeof(d1), first_ts - start),
-               ls_fmt_dur(d2, sizeof(d2), prev_ts - first_ts));
+    if (p.n)
+        gv_add(&b, ", from +%s, over %s", ls_fmt_dur(d1, sizeof(d1), p.e[0].ts - start),
+               ls_fmt_dur(d2, sizeof(d2), p.e[p.n - 1].ts - p.e[0].ts));
     gv_add(&b, "\\nedges: step number, time spent in the state before the transition");
     gv_set(g, "label", "%s", gv_str(&b));
-    if (prev < 0)
+    if (!p.n)
         gv_note(g, "note", "no lifecycle events for this task");
     if (ntrans > limit) {
         char text[128];
@@ -441,6 +586,8 @@ static int lifecycle_task(ls_trace *t, Agraph_t *g, const struct graph_opts *o, 
     }
     rc = 0;
 out:
+    free(p.e);
+    free(steps);
     free(name);
     free(b.s);
     return rc;
