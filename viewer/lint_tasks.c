@@ -37,8 +37,9 @@ static bool col_null(sqlite3_stmt *st, int i) { return sqlite3_column_type(st, i
  *  - lint_ev: the rare events (cancels, leaks, suspends on a task or a
  *    gather, self-wakes other than yields), indexed afterwards for the
  *    rules' lookups by task and by awaited task;
- *  - lint_step: each never-yields candidate's longest step (its longest
- *    running span; the candidates come from task_stats first);
+ *  - lint_step: each never-yields candidate's longest step, task_run to
+ *    the task's next suspend or finish (the candidates come from
+ *    task_stats first);
  *  - lint_late: per task, the sleeps whose timer fired more than --late
  *    after the deadline (a sleep span ended by a timer wake): how many,
  *    the worst (the first of equals) and its deadline.
@@ -62,6 +63,13 @@ static const char pass_index_sql[] =
     " WHERE s.longest_step_ns >= ?3 OR (s.longest_step_ns >= max(1000000, ?3 / 10)"        \
     "   AND 2 * s.longest_step_ns >= coalesce(t.ended_ns, ?2) - t.created_ns)"
 
+/* A never-yields candidate: its step under way and its longest. */
+typedef struct cand {
+    int64_t id;
+    int64_t pend;                /* the start of the step under way, or -1 */
+    int64_t ts, len;             /* the longest step; len -1: none */
+} cand;
+
 typedef struct late_agg {
     int64_t task, n, worst, at, deadline;
 } late_agg;
@@ -71,7 +79,7 @@ typedef struct pass {
     ls_replay *r;
     sqlite3_stmt *ins;           /* INSERT INTO lint_ev */
     int64_t rowid;               /* the event being fed */
-    int64_t *cand, *cand_ts, *cand_len;   /* candidates, sorted by id */
+    cand *cand;                  /* never-yields candidates, sorted by id */
     size_t ncand;
     late_agg *late;              /* open addressing by task id (0: free) */
     size_t late_cap, nlate;
@@ -124,10 +132,41 @@ static late_agg *late_slot(pass *p, int64_t task)
     return &p->late[k];
 }
 
+/* A step of a candidate: from a task_run to the task's next suspend or
+ * finish (other events on the way, such as another task_run, do not end
+ * it); of equally long ones the last, as the window query had it. */
+static void cand_span(pass *p, const ls_span *s)
+{
+    size_t lo = 0, hi = p->ncand;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (p->cand[mid].id < (int64_t)s->task)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == p->ncand || p->cand[lo].id != (int64_t)s->task)
+        return;
+    cand *c = &p->cand[lo];
+    if (s->state == EVL_FINAL_RUNNING && c->pend < 0)
+        c->pend = s->start;
+    bool ends = s->end_kind == EVL_PROBE_ID_task_suspend || s->end_kind == EVL_PROBE_ID_task_finish;
+    if (c->pend >= 0 && (ends || s->end_kind == 0)) {
+        int64_t len = (ends ? s->end : p->L->end) - c->pend;   /* unended: to the end */
+        if (len >= c->len) {
+            c->len = len;
+            c->ts = c->pend;
+        }
+        c->pend = -1;
+    }
+}
+
 static void on_span(void *ctx, const ls_span *s)
 {
     pass *p = ctx;
     int64_t task = (int64_t)s->task;
+    if (p->ncand)
+        cand_span(p, s);
     if (s->node == LS_NODE_PREEXISTING)
         return;                          /* its detail is not a reason */
     if (s->state == EVL_FINAL_SUSPENDED) {
@@ -150,20 +189,6 @@ static void on_span(void *ctx, const ls_span *s)
         }
     } else if (s->node == LS_NODE_READY && s->object == task && s->detail != EVL_WAKER_YIELD) {
         pass_insert(p, -1, s->start, task, EVL_PROBE_ID_task_wake, s->detail, s->object);
-    } else if (s->state == EVL_FINAL_RUNNING && p->ncand) {
-        size_t lo = 0, hi = p->ncand;
-        while (lo < hi) {
-            size_t mid = (lo + hi) / 2;
-            if (p->cand[mid] < task)
-                lo = mid + 1;
-            else
-                hi = mid;
-        }
-        /* the longest; of equals the last, as the window query had it */
-        if (lo < p->ncand && p->cand[lo] == task && s->end - s->start >= p->cand_len[lo]) {
-            p->cand_len[lo] = s->end - s->start;
-            p->cand_ts[lo] = s->start;
-        }
     }
 }
 
@@ -201,22 +226,15 @@ static bool pass_candidates(pass *p)
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         if (p->ncand == cap) {
             cap = cap ? 2 * cap : 64;
-            int64_t *a = realloc(p->cand, cap * sizeof(*a)), *b = NULL, *c = NULL;
-            if (a)
-                p->cand = a;
-            b = a ? realloc(p->cand_ts, cap * sizeof(*b)) : NULL;
-            if (b)
-                p->cand_ts = b;
-            c = b ? realloc(p->cand_len, cap * sizeof(*c)) : NULL;
-            if (!c) {
+            cand *a = realloc(p->cand, cap * sizeof(*a));
+            if (!a) {
                 sqlite3_finalize(st);
                 ls_error("out of memory");
                 return false;
             }
-            p->cand_len = c;
+            p->cand = a;
         }
-        p->cand[p->ncand] = sqlite3_column_int64(st, 0);
-        p->cand_len[p->ncand++] = -1;
+        p->cand[p->ncand++] = (cand){ .id = sqlite3_column_int64(st, 0), .pend = -1, .len = -1 };
     }
     bool ok = ls_step_ok(p->L->t, st, rc);
     sqlite3_finalize(st);
@@ -231,12 +249,12 @@ static bool pass_results(pass *p)
                         : NULL;
     bool ok = a && b;
     for (size_t i = 0; ok && i < p->ncand; i++) {
-        if (p->cand_len[i] < 0)
+        if (p->cand[i].len < 0)
             continue;
         sqlite3_reset(a);
-        sqlite3_bind_int64(a, 1, p->cand[i]);
-        sqlite3_bind_int64(a, 2, p->cand_ts[i]);
-        sqlite3_bind_int64(a, 3, p->cand_len[i]);
+        sqlite3_bind_int64(a, 1, p->cand[i].id);
+        sqlite3_bind_int64(a, 2, p->cand[i].ts);
+        sqlite3_bind_int64(a, 3, p->cand[i].len);
         ok = sqlite3_step(a) == SQLITE_DONE;
     }
     for (size_t i = 0; ok && i < p->late_cap; i++) {
@@ -315,8 +333,6 @@ out:
     sqlite3_finalize(p.ins);
     ls_replay_free(r);
     free(p.cand);
-    free(p.cand_ts);
-    free(p.cand_len);
     free(p.late);
     return ok;
 }
@@ -324,8 +340,7 @@ out:
 /* --------------------------------------------------------- never-yields */
 
 /* Candidates from task_stats, each with its longest step from the pass
- * (lint_step: the longest running span, task_run to its next lifecycle
- * event); off-CPU time in the step from lint_blk (blocking has no index on
+ * (lint_step); off-CPU time in the step from lint_blk (blocking has no index on
  * task_id). */
 static const char never_sql[] =
     "WITH c AS (SELECT t.id, t.name, t.function, s.longest_step_ns AS step, s.resumes,"
