@@ -280,6 +280,16 @@ static int cmp_weight(const void *a, const void *b, void *ctx)
     return wx != wy ? (wx > wy ? -1 : 1) : (x < y ? -1 : x > y);
 }
 
+/* A side's time, "-" where it had no episode there. */
+static const char *dur_or_dash(char *buf, size_t n, int64_t episodes, int64_t ns)
+{
+    if (!episodes) {
+        snprintf(buf, n, "-");
+        return buf;
+    }
+    return ls_fmt_dur(buf, n, ns);
+}
+
 static void draw(Agraph_t *gr, struct graph *g, struct diff_side s[2], int64_t min_ns)
 {
     char d1[32], d2[32], d3[32];
@@ -324,8 +334,9 @@ static void draw(Agraph_t *gr, struct graph *g, struct diff_side s[2], int64_t m
             }
         }
         gv_add(&b, "\\n%s \xe2\x86\x92 %s (%lld \xe2\x86\x92 %lld episodes)",
-               ls_fmt_dur(d2, sizeof(d2), x->total[0]), ls_fmt_dur(d3, sizeof(d3), x->total[1]),
-               (long long)x->n[0], (long long)x->n[1]);
+               dur_or_dash(d2, sizeof(d2), x->n[0], x->total[0]),
+               dur_or_dash(d3, sizeof(d3), x->n[1], x->total[1]), (long long)x->n[0],
+               (long long)x->n[1]);
         gv_add(&b, "\\n%s", diff_change_name[ch]);
         gv_set(n, "label", "%s", gv_str(&b));
         gv_set(n, "fillcolor", "%s", look[ch].fill);
@@ -346,8 +357,8 @@ static void draw(Agraph_t *gr, struct graph *g, struct diff_side s[2], int64_t m
         enum diff_change ch = change_of(e->n, e->total);
         Agedge_t *ed = agedge(gr, gv_node(gr, "n%zu", (size_t)(f - g->nodes)),
                               gv_node(gr, "n%zu", (size_t)(t - g->nodes)), NULL, 1);
-        gv_set(ed, "label", " %s \xe2\x86\x92 %s", ls_fmt_dur(d1, sizeof(d1), e->total[0]),
-               ls_fmt_dur(d2, sizeof(d2), e->total[1]));
+        gv_set(ed, "label", " %s \xe2\x86\x92 %s", dur_or_dash(d1, sizeof(d1), e->n[0], e->total[0]),
+               dur_or_dash(d2, sizeof(d2), e->n[1], e->total[1]));
         gv_set(ed, "color", "%s", look[ch].color);
         gv_set(ed, "fontcolor", "%s", look[ch].color);
         gv_set(ed, "penwidth", "%s", ch == DC_SAME ? "1" : "2");
