@@ -59,7 +59,8 @@ typedef struct ls_xarg {
 
 /* A slice or an instant. */
 typedef struct ls_xev {
-    const char *name, *cat;
+    const char *name, *cat;   /* cat and args' keys: string literals */
+    bool name_tmp;            /* name is not a constant (a buffer reused) */
     const char *cname;        /* JSON: a reserved colour name, or NULL */
     const ls_xarg *args;
     int nargs;

@@ -106,7 +106,8 @@ void x_episode_write(exporter *x, const episode *e, ls_xtrack *t, int64_t lo, in
         args[n++] = (ls_xarg){ "delayed_tasks", LS_XA_INT, .i = e->delayed };
     if (e->victims)
         args[n++] = (ls_xarg){ "delayed", LS_XA_STR, .s = e->victims };
-    ls_xev ev = { .name = name, .cat = "blocking", .cname = "terrible", .args = args, .nargs = n };
+    ls_xev ev = { .name = name, .name_tmp = true, .cat = "blocking", .cname = "terrible",
+                  .args = args, .nargs = n };
     x_slice(x, t, a, b, &ev);
 }
 

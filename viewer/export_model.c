@@ -386,6 +386,7 @@ static void on_mark(void *ctx, const ls_event *ev)
     } else {
         snprintf(name, sizeof(name), "LEAK: %s", NAME_OF(leak_names, ev->reason));
         e.name = name;
+        e.name_tmp = true;
         e.cat = "leak";
         e.cname = "terrible";
         a = (ls_xarg){ "verdict", LS_XA_NAME, .s = NAME_OF(leak_names, ev->reason) };

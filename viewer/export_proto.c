@@ -37,10 +37,14 @@
 
 /* ----------------------------------------------------------- interning */
 
+#define ICACHE 64             /* by the caller's pointer: most names are constants */
+
 typedef struct intern {
     char **key;               /* open addressing; NULL = free */
     uint64_t *iid;
     size_t cap, n;
+    const char *cptr[ICACHE];
+    uint64_t ciid[ICACHE];
 } intern;
 
 static uint64_t str_hash(const char *s)
@@ -51,10 +55,27 @@ static uint64_t str_hash(const char *s)
     return h;
 }
 
-/* The iid of s (1, 2, ...); *fresh when new.  0 when out of memory. */
-static uint64_t intern_get(intern *t, const char *s, bool *fresh)
+static uint64_t intern_lookup(intern *t, const char *s, bool *fresh);
+
+/* The iid of s (1, 2, ...); *fresh when new.  0 when out of memory.
+ * With stable, s is a constant (a literal, a name table's entry): its
+ * pointer is remembered, as a pointer never names two strings. */
+static uint64_t intern_get(intern *t, const char *s, bool *fresh, bool stable)
 {
     *fresh = false;
+    size_t c = ((uintptr_t)s >> 3) % ICACHE;
+    if (stable && t->cptr[c] == s)
+        return t->ciid[c];
+    uint64_t id = intern_lookup(t, s, fresh);
+    if (stable && id) {
+        t->cptr[c] = s;
+        t->ciid[c] = id;
+    }
+    return id;
+}
+
+static uint64_t intern_lookup(intern *t, const char *s, bool *fresh)
+{
     if ((t->n + 1) * 2 > t->cap) {
         size_t cap = t->cap ? t->cap * 2 : 64;
         char **k = calloc(cap, sizeof(*k));
@@ -220,10 +241,11 @@ out:
 }
 
 /* Interned ids, adding new entries to the packet being built. */
-static uint64_t iid_name(pwriter *p, const char *s)
+static uint64_t iid_name(pwriter *p, const char *s, bool tmp)
 {
     bool fresh;
-    uint64_t id = intern_get(&p->names, utf8(p, s), &fresh);
+    const char *u = utf8(p, s);
+    uint64_t id = intern_get(&p->names, u, &fresh, !tmp && u == s);
     if (fresh && p->idata.n_event_names < MAX_NEW) {
         size_t i = p->idata.n_event_names++;
         perfetto__protos__event_name__init(&p->new_names[i]);
@@ -239,7 +261,7 @@ static uint64_t iid_name(pwriter *p, const char *s)
 static uint64_t iid_cat(pwriter *p, const char *s)
 {
     bool fresh;
-    uint64_t id = intern_get(&p->cats, s, &fresh);
+    uint64_t id = intern_get(&p->cats, s, &fresh, true);     /* literals */
     if (fresh && p->idata.n_event_categories < MAX_NEW) {
         size_t i = p->idata.n_event_categories++;
         perfetto__protos__event_category__init(&p->new_cats[i]);
@@ -255,7 +277,7 @@ static uint64_t iid_cat(pwriter *p, const char *s)
 static uint64_t iid_key(pwriter *p, const char *s)
 {
     bool fresh;
-    uint64_t id = intern_get(&p->keys, s, &fresh);
+    uint64_t id = intern_get(&p->keys, s, &fresh, true);     /* literals */
     if (fresh && p->idata.n_debug_annotation_names < MAX_NEW) {
         size_t i = p->idata.n_debug_annotation_names++;
         perfetto__protos__debug_annotation_name__init(&p->new_keys[i]);
@@ -272,7 +294,7 @@ static uint64_t iid_value(pwriter *p, const char *s)
 {
     bool fresh;
     s = utf8(p, s);
-    uint64_t id = intern_get(&p->values, s, &fresh);
+    uint64_t id = intern_get(&p->values, s, &fresh, false);
     if (fresh && p->idata.n_debug_annotation_string_values < MAX_NEW) {
         size_t i = p->idata.n_debug_annotation_string_values++;
         perfetto__protos__interned_string__init(&p->new_vals[i]);
@@ -327,7 +349,7 @@ static void track_event(pwriter *p, ls_xtrack *t, int64_t ts, int type, const ls
     te.has_track_uuid = true;
     te.track_uuid = t->uuid;
     te.name_field_case = PERFETTO__PROTOS__TRACK_EVENT__NAME_FIELD_NAME_IID;
-    te.name_iid = iid_name(p, e->name);
+    te.name_iid = iid_name(p, e->name, e->name_tmp);
     if (e->cat) {
         cat = iid_cat(p, e->cat);
         te.n_category_iids = 1;
