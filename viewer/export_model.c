@@ -70,11 +70,15 @@ typedef struct xtask {
     xlive *lv;
 } xtask;
 
+#define RECENT 4096           /* finished tasks remembered (direct-mapped) */
+
 typedef struct walk {
     exporter *x;
     ls_replay *r;
-    xtask *tasks;
+    xtask *tasks;              /* tasks not finished */
     size_t cap, n;
+    int64_t ranks;
+    xtask recent[RECENT];
     uint64_t flows;
     sqlite3_stmt *tq, *tone;   /* names: by id in order, and one by id */
     int tq_rc;
@@ -84,17 +88,24 @@ typedef struct walk {
     ls_xtrack scratch;         /* the track of a task no longer live */
 } walk;
 
+static size_t task_home(uint64_t id, size_t cap)
+{
+    return (size_t)((id * 0x9E3779B97F4A7C15ull) >> 20) & (cap - 1);
+}
+
+/* The entry of task id: a task not finished, or one finished lately. */
 static xtask *task_find(walk *k, uint64_t id)
 {
-    if (!k->cap || !id)
+    if (!id)
         return NULL;
-    for (size_t i = (size_t)((id * 0x9E3779B97F4A7C15ull) >> 20) & (k->cap - 1);;
-         i = (i + 1) & (k->cap - 1)) {
+    for (size_t i = k->cap ? task_home(id, k->cap) : 0; k->cap; i = (i + 1) & (k->cap - 1)) {
         if (k->tasks[i].id == id)
             return &k->tasks[i];
         if (!k->tasks[i].id)
-            return NULL;
+            break;
     }
+    xtask *r = &k->recent[task_home(id, RECENT)];
+    return r->id == id ? r : NULL;
 }
 
 static xtask *task_get(walk *k, uint64_t id, uint64_t loop)
@@ -110,7 +121,7 @@ static xtask *task_get(walk *k, uint64_t id, uint64_t loop)
         for (size_t i = 0; i < k->cap; i++) {
             if (!k->tasks[i].id)
                 continue;
-            size_t j = (size_t)((k->tasks[i].id * 0x9E3779B97F4A7C15ull) >> 20) & (cap - 1);
+            size_t j = task_home(k->tasks[i].id, cap);
             while (a[j].id)
                 j = (j + 1) & (cap - 1);
             a[j] = k->tasks[i];
@@ -119,11 +130,37 @@ static xtask *task_get(walk *k, uint64_t id, uint64_t loop)
         k->tasks = a;
         k->cap = cap;
     }
-    size_t j = (size_t)((id * 0x9E3779B97F4A7C15ull) >> 20) & (k->cap - 1);
+    size_t j = task_home(id, k->cap);
     while (k->tasks[j].id)
         j = (j + 1) & (k->cap - 1);
-    k->tasks[j] = (xtask){ .id = id, .loop = loop, .rank = (int64_t)++k->n, .end = -1 };
+    k->n++;
+    k->tasks[j] = (xtask){ .id = id, .loop = loop, .rank = ++k->ranks, .end = -1 };
     return &k->tasks[j];
+}
+
+/* A finished task leaves the table for the small one of recent finishes
+ * (kept for the arrows from it and its late leak verdict), so memory
+ * follows the live tasks, not all of them.  Backward-shift deletion. */
+static void task_retire(walk *k, xtask *t)
+{
+    if (t < k->tasks || t >= k->tasks + k->cap)
+        return;                          /* already in recent */
+    k->recent[task_home(t->id, RECENT)] = *t;
+    k->recent[task_home(t->id, RECENT)].lv = NULL;
+    size_t i = (size_t)(t - k->tasks), j = i;
+    k->tasks[i].id = 0;
+    k->n--;
+    for (;;) {
+        j = (j + 1) & (k->cap - 1);
+        if (!k->tasks[j].id)
+            return;
+        size_t h = task_home(k->tasks[j].id, k->cap);
+        if ((j > i && (h <= i || h > j)) || (j < i && (h <= i && h > j))) {
+            k->tasks[i] = k->tasks[j];
+            k->tasks[j].id = 0;
+            i = j;
+        }
+    }
 }
 
 static xlive *task_live(xtask *t)
@@ -355,16 +392,22 @@ static void on_span(void *ctx, const ls_span *s)
 static void on_task_done(void *ctx, const ls_task *task, bool finished)
 {
     walk *k = ctx;
-    (void)finished;
     xtask *t = task_find(k, task->id);
-    if (!t || !t->lv)
+    if (!t)
         return;
+    if (!t->lv) {
+        if (finished)
+            task_retire(k, t);
+        return;
+    }
     if (t->lv->blk)
         drain_blocking(k, t, INT64_MIN, INT64_MAX);
     if (t->declared)
         k->x->w->ops->track_end(k->x->w, &t->lv->track);
     free(t->lv);
     t->lv = NULL;
+    if (finished)
+        task_retire(k, t);
 }
 
 static void on_mark(void *ctx, const ls_event *ev)
@@ -444,7 +487,8 @@ bool ls_export_run(ls_trace *tr, ls_xwriter *w, int64_t from, int64_t to, int64_
 {
     exporter x = { .t = tr, .w = w, .from = from, .to = to, .end = end,
                    .generic = ls_is_generic(tr) };
-    walk k = { .x = &x };
+    static walk k;              /* 200 KB: not on the stack */
+    k = (walk){ .x = &x };
     ls_replay_ops ops = { on_span, on_task_done, on_mark, &k };
     bool ok = x_loops_load(&x);
     char sql[1024];             /* x_episodes_sql filled in */
