@@ -172,19 +172,20 @@ static void on_span(void *ctx, const ls_span *s)
     if (s->state == EVL_FINAL_SUSPENDED) {
         if (s->detail == EVL_SUSPEND_TASK || s->detail == EVL_SUSPEND_GATHER)
             pass_insert(p, -1, s->start, task, EVL_PROBE_ID_task_suspend, s->detail, s->object);
+        int64_t deadline = ls_ts(s->object);     /* a time: clamped as the others */
         if (s->detail == EVL_SUSPEND_SLEEP && s->end_kind == EVL_PROBE_ID_task_wake &&
             s->end_reason == EVL_WAKER_TIMER && s->object != 0 &&
-            s->end - s->object > p->L->late) {
+            s->end - deadline > p->L->late) {
             late_agg *a = late_slot(p, task);
             if (!a) {
                 p->failed = true;
                 return;
             }
             a->n++;
-            if (s->end - s->object > a->worst) {
-                a->worst = s->end - s->object;
+            if (s->end - deadline > a->worst) {
+                a->worst = s->end - deadline;
                 a->at = s->end;
-                a->deadline = s->object;
+                a->deadline = deadline;
             }
         }
     } else if (s->node == LS_NODE_READY && s->object == task && s->detail != EVL_WAKER_YIELD) {
