@@ -44,11 +44,11 @@ static int ls_need_tracefs(void)
         access("/sys/kernel/debug/tracing/events/syscalls", F_OK) == 0)
         return 0;
     if (mount("nodev", "/sys/kernel/tracing", "tracefs", 0, NULL) < 0)
-        return ls_err("the generic mode needs the syscall tracepoints: tracefs is not mounted "
-                      "and mounting it on /sys/kernel/tracing failed: %s", strerror(errno));
+        return ls_error("the generic mode needs the syscall tracepoints: tracefs is not mounted "
+                        "and mounting it on /sys/kernel/tracing failed: %s", strerror(errno));
     if (access("/sys/kernel/tracing/events/syscalls", F_OK) != 0)
-        return ls_err("the generic mode needs the syscall tracepoints: this kernel has none "
-                      "(CONFIG_FTRACE_SYSCALLS)");
+        return ls_error("the generic mode needs the syscall tracepoints: this kernel has none "
+                        "(CONFIG_FTRACE_SYSCALLS)");
     return 0;
 }
 
@@ -65,8 +65,8 @@ static int ls_attach_generic(recorder *r)
         for (int j = 0; j < 2; j++) {
             struct bpf_link *l = r->nlinks < LS_MAX_LINKS ? bpf_program__attach(wait[i][j]) : NULL;
             if (!l)
-                return ls_err("cannot attach to the tracepoint of %s: %s",
-                              bpf_program__name(wait[i][j]), strerror(errno));
+                return ls_error("cannot attach to the tracepoint of %s: %s",
+                                bpf_program__name(wait[i][j]), strerror(errno));
             r->links[r->nlinks++] = l;
         }
     struct bpf_program *more[] = { s->progs.on_thread_exit, s->progs.on_wait_enter,
@@ -74,7 +74,7 @@ static int ls_attach_generic(recorder *r)
     for (int i = 0; i < (r->wait_raw ? 3 : 1); i++) {
         struct bpf_link *l = r->nlinks < LS_MAX_LINKS ? bpf_program__attach(more[i]) : NULL;
         if (!l)
-            return ls_err("cannot attach %s: %s", bpf_program__name(more[i]), strerror(errno));
+            return ls_error("cannot attach %s: %s", bpf_program__name(more[i]), strerror(errno));
         r->links[r->nlinks++] = l;
     }
     return 0;
@@ -130,7 +130,7 @@ int ls_attach_all(recorder *r)
         struct bpf_link *x = e ? bpf_program__attach(s->progs.on_sys_exit) : NULL;
         if (!x) {
             bpf_link__destroy(e);
-            return ls_err("cannot attach to the raw_syscalls tracepoints: %s", strerror(errno));
+            return ls_error("cannot attach to the raw_syscalls tracepoints: %s", strerror(errno));
         }
         r->links[r->nlinks++] = e;
         r->links[r->nlinks++] = x;
@@ -138,7 +138,7 @@ int ls_attach_all(recorder *r)
     if (!r->no_blocking) {
         struct bpf_link *l = bpf_program__attach(s->progs.on_switch);
         if (!l)
-            return ls_err("cannot attach to the sched_switch tracepoint: %s", strerror(errno));
+            return ls_error("cannot attach to the sched_switch tracepoint: %s", strerror(errno));
         r->links[r->nlinks++] = l;
     }
     if (r->generic)
@@ -149,8 +149,8 @@ int ls_attach_all(recorder *r)
             continue;
         int rc = ls_attach(r, t[i].prog, t[i].probe);
         if (rc < 0)
-            return ls_err("cannot attach to probe evl:%s in '%s': %s%s", t[i].probe, r->binary,
-                          strerror(-rc), rc == -EACCES || rc == -EPERM
+            return ls_error("cannot attach to probe evl:%s in '%s': %s%s", t[i].probe, r->binary,
+                            strerror(-rc), rc == -EACCES || rc == -EPERM
                                              ? " (uprobes need CAP_SYS_ADMIN)" : "");
     }
     return 0;

@@ -141,7 +141,7 @@ void ls_on_block(recorder *r, const struct ls_msg_hdr *h)
     }
     int64_t start = (int64_t)b->start_ns, dur = (int64_t)b->dur_ns;
     if (b->kind == LS_BLOCK_ONCPU) {
-        int64_t sample = (int64_t)b->sample_ns;
+        int64_t sample = (int64_t)h->ts;  /* the message was made at the sample */
         if (start > sample || start < r->attach_ns || b->start_ns > INT64_MAX)
             start = sample > r->attach_ns ? r->attach_ns : sample;
     }

@@ -73,11 +73,20 @@ struct {
     __type(value, struct loop_thread);
 } loop_threads SEC(".maps");
 
-/* An open off-CPU episode of a loop thread: opened when it goes to sleep
- * outside epoll_wait, extended while it sleeps again in the same blocking
- * call (fsync sleeps several times), closed and sent (if it lasted at least
- * the threshold) when the loop reaches its next poll, or when the thread
- * blocks somewhere else.  b.dur_ns is updated at each switch-in. */
+/* A blocking episode; in map offcpu, the open off-CPU episode of a loop
+ * thread.  It opens when the thread is switched out asleep (not
+ * TASK_RUNNING) while not idle (libevl: its published phase is not POLL;
+ * generic mode: it is not inside its wait call).  A later sleep in the
+ * same call (same step, syscall and instruction pointer: fsync sleeps
+ * several times) extends it: b.dur_ns is set at each switch-in that ends
+ * one of its sleeps (LS_ASLEEP, record.h).  episode_close ends it, and
+ * sends it if it lasted at least block_threshold_ns, when the thread
+ * sleeps in another call or step (that one opens next), when the loop
+ * hands over a batch (batched mode: before a poll that may sleep, when
+ * the buffer is full, at a snapshot, at loop stop), at poll_enter
+ * (--no-batch), or at the entry into a wait call (generic mode).  Those
+ * still open when the recorder detaches are read from the map and closed
+ * there (tracer/blocks.c, ls_flush_open_episodes). */
 struct block_msg {
     struct ls_msg_hdr h;
     struct ls_block b;
@@ -347,10 +356,11 @@ int BPF_USDT(on_callback_end, __u64 loop, __u64 fn)
 
 /* ------------------------------------------------------ blocking detection
  *
- * Off-CPU: when a loop thread is switched out in a sleeping state while its
- * published phase is not POLL (idle), remember when, the running task, the
- * syscall (orig_ax) and a copy of its user registers and stack; when it is
- * switched back in, an episode at least block_threshold_ns long is sent.
+ * Off-CPU: when a loop thread is switched out in a sleeping state while it
+ * is not idle, remember when, the running task, the syscall (orig_ax) and
+ * a copy of its user registers and stack; the episode lasts until it is
+ * closed (struct block_msg above tells when), and is sent if it lasted at
+ * least block_threshold_ns.
  *
  * On-CPU: a task-clock perf event samples each loop thread; a step whose
  * wall time since it began passed the threshold while it is on CPU is
@@ -463,7 +473,6 @@ block_begin(__u32 tid, struct lview *v, __u32 kind, struct pt_regs *regs, __s64 
     fill_hdr(&m->h, LS_MSG_BLOCK, v->loop, v->pub);
     m->b.kind = kind;
     m->b.start_ns = kind == LS_BLOCK_OFFCPU ? now : v->since;
-    m->b.sample_ns = now;
     m->b.dur_ns = 0;
     m->b.task = v->task;
     m->b.phase = v->phase;
@@ -485,8 +494,7 @@ static __always_inline void block_send(struct block_msg *m)
     if (bpf_ringbuf_output(&events, m, size, 0)) {
         stat_add(LS_STAT_DROPPED_MSGS, 1);
         stat_add(LS_STAT_DROPPED_BYTES, size - sizeof(m->h));
-    } else
-        stat_add(LS_STAT_BLOCKS, 1);
+    }
 }
 
 /* Close tid's open episode: send it if it lasted long enough. */

@@ -37,17 +37,6 @@ int64_t ls_now(void)
     return (int64_t)ts.tv_sec * 1000000000ll + ts.tv_nsec;
 }
 
-int ls_err(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("error: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-    return 1;
-}
-
 static int ls_libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
 {
     if (level == LIBBPF_DEBUG || !getenv("LOOPSCOPE_DEBUG"))
@@ -133,7 +122,7 @@ static int ls_parse(recorder *r, int argc, char **argv)
         case 'p': {
             long v = strtol(optarg, &end, 10);
             if (*end || v <= 0 || v > INT_MAX)
-                return ls_err("invalid pid '%s'", optarg);
+                return ls_error("invalid pid '%s'", optarg);
             r->pid = (pid_t)v;
             break;
         }
@@ -143,7 +132,7 @@ static int ls_parse(recorder *r, int argc, char **argv)
         case 'd':
             r->duration = strtod(optarg, &end);
             if (*end || !(r->duration > 0))
-                return ls_err("invalid duration '%s' (seconds, > 0)", optarg);
+                return ls_error("invalid duration '%s' (seconds, > 0)", optarg);
             break;
         case 'f':
             r->force = true;
@@ -159,15 +148,16 @@ static int ls_parse(recorder *r, int argc, char **argv)
             /* Below a few full batches (64 KiB each) most batches would
              * not fit: refused rather than silently lossy. */
             if (*end || v < LS_MIN_RINGBUF_KB || v > (1 << 21) || (v & (v - 1)))
-                return ls_err("invalid --ringbuf-kb '%s' (a power of two, %d..2097152)", optarg,
-                              LS_MIN_RINGBUF_KB);
+                return ls_error("invalid --ringbuf-kb '%s' (a power of two, %d..2097152)", optarg,
+                                LS_MIN_RINGBUF_KB);
             r->ringbuf_kb = (unsigned)v;
             break;
         }
         case 't':
             r->block_threshold_ms = strtod(optarg, &end);
             if (*end || !(r->block_threshold_ms >= 0.1) || r->block_threshold_ms > 60000)
-                return ls_err("invalid --block-threshold '%s' (milliseconds, 0.1..60000)", optarg);
+                return ls_error("invalid --block-threshold '%s' (milliseconds, 0.1..60000)",
+                                optarg);
             break;
         case 'N':
             r->no_blocking = true;
@@ -183,16 +173,16 @@ static int ls_parse(recorder *r, int argc, char **argv)
             else if (!strcmp(optarg, "generic"))
                 r->mode = LS_MODE_GENERIC;
             else
-                return ls_err("invalid --mode '%s' (auto, libevl or generic)", optarg);
+                return ls_error("invalid --mode '%s' (auto, libevl or generic)", optarg);
             break;
         case 'W':
             if (strcmp(optarg, "epoll") && strcmp(optarg, "all"))
-                return ls_err("invalid --wait-calls '%s' (epoll or all)", optarg);
+                return ls_error("invalid --wait-calls '%s' (epoll or all)", optarg);
             r->wait_all = !strcmp(optarg, "all");
             break;
         case 'H':
             if (strcmp(optarg, "tracepoint") && strcmp(optarg, "raw"))
-                return ls_err("invalid --wait-hook '%s' (tracepoint or raw)", optarg);
+                return ls_error("invalid --wait-hook '%s' (tracepoint or raw)", optarg);
             r->wait_raw = !strcmp(optarg, "raw");
             break;
         case 'h':
@@ -206,7 +196,7 @@ static int ls_parse(recorder *r, int argc, char **argv)
     if (optind < argc)
         r->cmd = argv + optind;
     if (!r->pid == !r->cmd)
-        return ls_err("give either -p PID or -- CMD (see 'loopscope record --help')");
+        return ls_error("give either -p PID or -- CMD (see 'loopscope record --help')");
     return 0;
 }
 
@@ -245,17 +235,17 @@ int cmd_record(int argc, char **argv)
      * itself is made only once every probe is attached, so a failed
      * attach leaves nothing behind. */
     if (ls_store_check(r->out, r->force, errbuf, sizeof(errbuf)) < 0)
-        return ls_err("%s", errbuf);
+        return ls_error("%s", errbuf);
     r->tasks = ls_tasks_new(LS_TASKS_MAX);
     if (!r->tasks)
-        return ls_err("out of memory");
+        return ls_error("out of memory");
 
     if (r->cmd) {
         if ((err = ls_spawn(r)))
             goto cleanup;
     } else {
         if (kill(r->pid, 0) < 0 && errno == ESRCH) {
-            err = ls_err("no process with pid %d", r->pid);
+            err = ls_error("no process with pid %d", r->pid);
             goto cleanup;
         }
         if ((err = ls_check_target_access(r->pid)) || (err = ls_find_probes(r)))
@@ -263,13 +253,13 @@ int cmd_record(int argc, char **argv)
     }
     r->pidfd = (int)syscall(SYS_pidfd_open, r->pid, 0);
     if (r->pidfd < 0) {
-        err = ls_err("cannot watch pid %d: %s", r->pid, strerror(errno));
+        err = ls_error("cannot watch pid %d: %s", r->pid, strerror(errno));
         goto cleanup;
     }
 
     r->skel = record_bpf__open();
     if (!r->skel) {
-        err = ls_err("cannot open the BPF object: %s", strerror(errno));
+        err = ls_error("cannot open the BPF object: %s", strerror(errno));
         goto cleanup;
     }
     r->skel->rodata->target_tgid = (uint32_t)r->pid;
@@ -294,8 +284,8 @@ int cmd_record(int argc, char **argv)
     bpf_map__set_max_entries(r->skel->maps.block_scratch, ncpu > 0 ? (uint32_t)ncpu : 1);
     bpf_map__set_max_entries(r->skel->maps.scratch, ncpu > 0 ? (uint32_t)ncpu : 1);
     if ((err = record_bpf__load(r->skel))) {
-        err = ls_err("cannot load the BPF programs: %s%s", strerror(-err),
-                     err == -EPERM || err == -EACCES ? " (needs CAP_SYS_ADMIN)" : "");
+        err = ls_error("cannot load the BPF programs: %s%s", strerror(-err),
+                       err == -EPERM || err == -EACCES ? " (needs CAP_SYS_ADMIN)" : "");
         goto cleanup;
     }
     r->attach_ns = ls_now();
@@ -303,12 +293,12 @@ int cmd_record(int argc, char **argv)
         goto cleanup;
     r->store = ls_store_create(r->out, r->force, errbuf, sizeof(errbuf));
     if (!r->store) {
-        err = ls_err("%s", errbuf);
+        err = ls_error("%s", errbuf);
         goto cleanup;
     }
     r->rb = ring_buffer__new(bpf_map__fd(r->skel->maps.events), ls_on_msg, r, NULL);
     if (!r->rb) {
-        err = ls_err("cannot create the ring buffer reader: %s", strerror(errno));
+        err = ls_error("cannot create the ring buffer reader: %s", strerror(errno));
         goto cleanup;
     }
     r->start_ns = ls_now();
@@ -317,7 +307,7 @@ int cmd_record(int argc, char **argv)
         ls_find_waiting_threads(r);
     if (r->child) {
         if (write(r->go_pipe, "g", 1) != 1) {
-            err = ls_err("cannot start '%s': %s", r->cmd[0], strerror(errno));
+            err = ls_error("cannot start '%s': %s", r->cmd[0], strerror(errno));
             goto cleanup;
         }
         close(r->go_pipe);
@@ -351,7 +341,7 @@ int cmd_record(int argc, char **argv)
         /* Batches arrive without wakeups (BPF_RB_NO_WAKEUP): poll the
          * target's pidfd with a short timeout and drain each time. */
         if (poll(&pfd, 1, 20) < 0 && errno != EINTR) {
-            err = ls_err("poll: %s", strerror(errno));
+            err = ls_error("poll: %s", strerror(errno));
             break;
         }
         ls_consume(r, 200000000);
@@ -363,7 +353,7 @@ int cmd_record(int argc, char **argv)
         }
         now = ls_now();
         if (ls_store_tick(r->store, now) < 0) {
-            err = ls_err("writing '%s' failed: %s", r->out, ls_store_error(r->store));
+            err = ls_error("writing '%s' failed: %s", r->out, ls_store_error(r->store));
             break;
         }
         if (tty && now - last_status >= 1000000000ll)
@@ -395,7 +385,7 @@ int cmd_record(int argc, char **argv)
     ls_store *st = r->store;
     r->store = NULL;
     if (ls_store_finish(st, errbuf, sizeof(errbuf)) < 0) {
-        err = ls_err("%s", errbuf);
+        err = ls_error("%s", errbuf);
         goto cleanup;
     }
     if (!r->quiet || dropped || rejected) {

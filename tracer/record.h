@@ -1,8 +1,10 @@
 /*
  * record.h -- messages from record.bpf.c to record.c through the ring
  * buffer, and the BPF-side counters.  Shared by BPF and user space:
- * fixed-width types only, explicit padding, sizes asserted.  The numbers
- * of the enums are stored in trace databases: never renumber.
+ * fixed-width types only, explicit padding, sizes asserted.  Nothing here
+ * is stored in a trace as is: both sides are built together, so a layout
+ * or a number may change when both change (what traces store by number is
+ * in model/codes.h and loop/include/evl-probes.h).
  */
 #ifndef LOOPSCOPE_RECORD_H
 #define LOOPSCOPE_RECORD_H
@@ -35,7 +37,9 @@ _Static_assert(sizeof(struct ls_msg_hdr) == 48, "ls_msg_hdr layout");
 
 /* A blocking episode on a loop thread, or the sample of a long on-CPU step,
  * with what is needed to unwind the user stack at that point: the user
- * registers (DWARF numbering) and a copy of the stack above rsp. */
+ * registers (DWARF numbering) and a copy of the stack above rsp.  The
+ * message header's ts is when it was taken: the switch-out, or the
+ * sample. */
 /* kind: enum ls_blocking_kind (model/codes.h): LS_BLOCK_OFFCPU, LS_BLOCK_ONCPU */
 
 #define LS_STACK_BYTES 65536
@@ -51,9 +55,8 @@ struct ls_block {
     __u32 steps;            /* evl_loop_pub.steps: identifies the step */
     __u32 stack_len;        /* bytes of stack copied after this struct */
     __u64 regs[LS_NREGS];
-    __u64 sample_ns;        /* on-CPU: when the sample was taken */
 };
-_Static_assert(sizeof(struct ls_block) == 192, "ls_block layout");
+_Static_assert(sizeof(struct ls_block) == 184, "ls_block layout");
 
 /* Generic loop mode: a loop thread's iterations summed over a window.  An
  * iteration ends when the thread enters its wait call (epoll_wait ...);
@@ -121,12 +124,9 @@ enum ls_stat {
     LS_STAT_DROPPED_MSGS = 2,   /* messages the ring buffer had no room for */
     LS_STAT_CLAIMED_DROPPED = 3,/* nrec the target claimed for dropped batches */
     LS_STAT_READ_ERRORS = 4,    /* user memory that could not be read, bad lengths */
-    LS_STAT_BLOCKS = 5,         /* blocking episodes delivered */
-    LS_STAT_DROPPED_BYTES = 6,  /* payload bytes of the dropped messages */
-    LS_STAT_UNTRACKED_WAITS = 7,/* generic: wait calls of threads beyond the 1024 loop threads */
-    LS_STAT_COUNT = 8,
+    LS_STAT_DROPPED_BYTES = 5,  /* payload bytes of the dropped messages */
+    LS_STAT_UNTRACKED_WAITS = 6,/* generic: wait calls of threads beyond the 1024 loop threads */
+    LS_STAT_COUNT = 7,
 };
-
-#define LS_MAX_MSG (sizeof(struct ls_msg_hdr) + EVL_BATCH_BYTES)
 
 #endif /* LOOPSCOPE_RECORD_H */

@@ -6,6 +6,7 @@
 #ifndef LOOPSCOPE_RECORDER_H
 #define LOOPSCOPE_RECORDER_H
 
+#include "error.h"
 #include "record.h"
 #include "record.skel.h"
 #include "pystack.h"
@@ -97,9 +98,8 @@ typedef struct recorder {
     uint64_t snapshot_fail;   /* snapshot requests that could not be written */
 } recorder;
 
-/* record.c: the command and its lifecycle */
+/* record.c: the command and its lifecycle (errors: ls_error, model/error.h) */
 int64_t ls_now(void);
-int ls_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 uint64_t ls_stat(recorder *r, enum ls_stat k);
 
 /* target.c: the target, its probes, runtime and our privileges */

@@ -57,7 +57,7 @@ static int ls_exec(ls_store *s, const char *sql)
     return 0;
 }
 
-static sqlite3_stmt *ls_prepare(ls_store *s, const char *sql)
+static sqlite3_stmt *ls_store_prepare(ls_store *s, const char *sql)
 {
     sqlite3_stmt *st = NULL;
     if (sqlite3_prepare_v3(s->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &st, NULL) != SQLITE_OK)
@@ -201,44 +201,51 @@ ls_store *ls_store_create(const char *path, bool force, char *err, size_t errlen
         ls_fill_names(s) < 0)
         goto fail_db;
     char *many = ls_events_insert_sql(LS_ROWS_PER_INSERT);
-    s->ins_many = many ? ls_prepare(s, many) : NULL;
+    s->ins_many = many ? ls_store_prepare(s, many) : NULL;
     free(many);
-    s->ins_one = ls_prepare(s, "INSERT INTO events(ts_ns,loop_id,task_id,kind,reason,arg0,arg1) "
-                               "VALUES(?,?,?,?,?,?,?)");
+    s->ins_one = ls_store_prepare(s,
+        "INSERT INTO events(ts_ns,loop_id,task_id,kind,reason,arg0,arg1) "
+        "VALUES(?,?,?,?,?,?,?)");
     /* A snapshot record (preexisting) never overwrites a task whose
      * creation is known; it does fill in a placeholder row (created_ns
      * NULL) made for a task seen before its snapshot. */
-    s->ins_task = ls_prepare(s,
+    s->ins_task = ls_store_prepare(s,
         "INSERT INTO tasks(id,loop_id,parent_id,name,function,function_addr,created_ns,preexisting) "
         "VALUES(?,?,?,?,?,?,?,?) ON CONFLICT(id) DO UPDATE SET name=excluded.name, "
         "parent_id=excluded.parent_id, function=excluded.function, "
         "function_addr=excluded.function_addr, created_ns=excluded.created_ns, "
         "preexisting=excluded.preexisting "
         "WHERE NOT (excluded.preexisting AND tasks.created_ns IS NOT NULL)");
-    s->ins_unknown = ls_prepare(s,
+    s->ins_unknown = ls_store_prepare(s,
         "INSERT OR IGNORE INTO tasks(id,loop_id,name,preexisting) VALUES(?,?,'?',1)");
-    s->ins_named = ls_prepare(s,
+    s->ins_named = ls_store_prepare(s,
         "INSERT OR IGNORE INTO tasks(id,loop_id,name,preexisting) VALUES(?,?,?,0)");
-    s->ins_window = ls_prepare(s, "INSERT OR REPLACE INTO loop_windows(loop_id,start_ns,end_ns,"
-                                  "iterations,wait_ns,busy_ns,max_busy_ns) VALUES(?,?,?,?,?,?,?)");
-    s->ins_hist = ls_prepare(s, "INSERT OR REPLACE INTO iteration_hist(loop_id,lo_ns,hi_ns,count,"
-                                "busy_ns) VALUES(?,?,?,?,?)");
-    s->fin_task = ls_prepare(s,
+    s->ins_window = ls_store_prepare(s,
+        "INSERT OR REPLACE INTO loop_windows(loop_id,start_ns,end_ns,"
+        "iterations,wait_ns,busy_ns,max_busy_ns) VALUES(?,?,?,?,?,?,?)");
+    s->ins_hist = ls_store_prepare(s,
+        "INSERT OR REPLACE INTO iteration_hist(loop_id,lo_ns,hi_ns,count,"
+        "busy_ns) VALUES(?,?,?,?,?)");
+    s->fin_task = ls_store_prepare(s,
         "INSERT INTO tasks(id,loop_id,name,ended_ns,final_state,error,preexisting) "
         "VALUES(?,?,'?',?,?,?,1) ON CONFLICT(id) DO UPDATE SET ended_ns=excluded.ended_ns, "
         "final_state=excluded.final_state, error=excluded.error");
-    s->ins_loop = ls_prepare(s, "INSERT OR IGNORE INTO loops(id,pid,tid,started_ns) VALUES(?,?,?,?)");
-    s->stop_loop = ls_prepare(s, "UPDATE loops SET stopped_ns=? WHERE id=?");
-    s->ins_meta = ls_prepare(s, "INSERT OR REPLACE INTO meta(key,value) VALUES(?,?)");
-    s->ins_stack = ls_prepare(s, "INSERT INTO stacks(id, depth) VALUES(?,?)");
-    s->ins_frame = ls_prepare(s, "INSERT INTO frames(stack_id,depth,address,function,file,line,module) "
-                                 "VALUES(?,?,?,?,?,?,?)");
-    s->ins_block = ls_prepare(s, "INSERT INTO blocking(loop_id,task_id,start_ns,dur_ns,kind,syscall,"
-                                 "stack_id) VALUES(?,?,?,?,?,?,?)");
-    s->ins_stat = ls_prepare(s, "INSERT OR REPLACE INTO task_stats(task_id,busy_ns,scheduled_ns,"
-                                "idle_ns,resumes,wakes,longest_step_ns,blocking,blocked_ns)"
-                                " VALUES(?,?,?,?,?,?,?,0,0)");
-    s->leak_task = ls_prepare(s, "UPDATE tasks SET leak = ? WHERE id = ?");
+    s->ins_loop = ls_store_prepare(s,
+        "INSERT OR IGNORE INTO loops(id,pid,tid,started_ns) VALUES(?,?,?,?)");
+    s->stop_loop = ls_store_prepare(s, "UPDATE loops SET stopped_ns=? WHERE id=?");
+    s->ins_meta = ls_store_prepare(s, "INSERT OR REPLACE INTO meta(key,value) VALUES(?,?)");
+    s->ins_stack = ls_store_prepare(s, "INSERT INTO stacks(id, depth) VALUES(?,?)");
+    s->ins_frame = ls_store_prepare(s,
+        "INSERT INTO frames(stack_id,depth,address,function,file,line,module) "
+        "VALUES(?,?,?,?,?,?,?)");
+    s->ins_block = ls_store_prepare(s,
+        "INSERT INTO blocking(loop_id,task_id,start_ns,dur_ns,kind,syscall,"
+        "stack_id) VALUES(?,?,?,?,?,?,?)");
+    s->ins_stat = ls_store_prepare(s,
+        "INSERT OR REPLACE INTO task_stats(task_id,busy_ns,scheduled_ns,"
+        "idle_ns,resumes,wakes,longest_step_ns,blocking,blocked_ns)"
+        " VALUES(?,?,?,?,?,?,?,0,0)");
+    s->leak_task = ls_store_prepare(s, "UPDATE tasks SET leak = ? WHERE id = ?");
     if (!s->ins_many || !s->ins_one || !s->ins_task || !s->fin_task || !s->ins_loop ||
         !s->stop_loop || !s->ins_meta || !s->ins_stack || !s->ins_frame || !s->ins_block ||
         !s->ins_stat || !s->leak_task || !s->ins_unknown || !s->ins_named || !s->ins_window ||

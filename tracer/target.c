@@ -7,56 +7,16 @@
  */
 #define _GNU_SOURCE
 #include "recorder.h"
+#include "stapsdt.h"
 
 #include <dirent.h>
-#include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <gelf.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
-
-/* Does the ELF file at path carry USDT notes of provider "evl"? */
-static bool ls_has_evl_probes(const char *path)
-{
-    bool found = false;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return false;
-    elf_version(EV_CURRENT);
-    Elf *e = elf_begin(fd, ELF_C_READ, NULL);
-    size_t shstrndx;
-    if (!e || elf_getshdrstrndx(e, &shstrndx) != 0)
-        goto out;
-    for (Elf_Scn *scn = NULL; !found && (scn = elf_nextscn(e, scn));) {
-        GElf_Shdr sh;
-        if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_NOTE)
-            continue;
-        const char *name = elf_strptr(e, shstrndx, sh.sh_name);
-        if (!name || strcmp(name, ".note.stapsdt") != 0)
-            continue;
-        Elf_Data *d = elf_getdata(scn, NULL);
-        size_t off = 0, noff, doff;
-        GElf_Nhdr nh;
-        while (d && (off = gelf_getnote(d, off, &nh, &noff, &doff)) > 0) {
-            /* desc: pc, base, semaphore (3 addresses), then provider\0 */
-            size_t asz = gelf_getclass(e) == ELFCLASS32 ? 4 : 8;
-            if (nh.n_type == 3 && nh.n_descsz > 3 * asz &&
-                strcmp((const char *)d->d_buf + doff + 3 * asz, "evl") == 0) {
-                found = true;
-                break;
-            }
-        }
-    }
-out:
-    if (e)
-        elf_end(e);
-    close(fd);
-    return found;
-}
 
 /* Find the file that holds libevl in the target: its executable, else a
  * mapped shared library.  Fills r->binary; -1 if there is none. */
@@ -66,7 +26,7 @@ static int ls_probe_file(recorder *r)
     snprintf(exe, sizeof(exe), "/proc/%d/exe", r->pid);
     /* Attach through /proc/PID/exe: a binary replaced on disk since the
      * process started would otherwise silently record nothing. */
-    if (ls_has_evl_probes(exe)) {
+    if (ls_sdt_has_provider(exe, "evl")) {
         snprintf(r->binary, sizeof(r->binary), "%s", exe);
         return 0;
     }
@@ -79,7 +39,7 @@ static int ls_probe_file(recorder *r)
             if (!path || !strstr(line, "r-xp"))
                 continue;
             path[strcspn(path, "\n")] = 0;
-            if (ls_has_evl_probes(path)) {
+            if (ls_sdt_has_provider(path, "evl")) {
                 snprintf(r->binary, sizeof(r->binary), "%s", path);
                 fclose(f);
                 return 0;
@@ -107,9 +67,9 @@ int ls_find_probes(recorder *r)
         snprintf(r->binary, sizeof(r->binary), "%s", target);
         return 0;
     }
-    return ls_err("pid %d (%s) has no loopscope probes: no USDT provider 'evl' in %s or in "
-                  "its mapped libraries (is it built with libevl and EVL_PROBES on?)",
-                  r->pid, target, exe);
+    return ls_error("pid %d (%s) has no loopscope probes: no USDT provider 'evl' in %s or in "
+                    "its mapped libraries (is it built with libevl and EVL_PROBES on?)",
+                    r->pid, target, exe);
 }
 
 /* Effective capabilities of this process (a bit per CAP_ number). */
@@ -136,8 +96,8 @@ enum { LS_CAP_DAC_READ_SEARCH = 2, LS_CAP_SYS_PTRACE = 19, LS_CAP_SYS_ADMIN = 21
 int ls_check_privileges(void)
 {
     if (!(ls_cap_eff() & (1ull << LS_CAP_SYS_ADMIN)))
-        return ls_err("recording needs CAP_SYS_ADMIN (uprobes; CAP_BPF and CAP_PERFMON "
-                      "are not enough on this kernel); missing: CAP_SYS_ADMIN");
+        return ls_error("recording needs CAP_SYS_ADMIN (uprobes; CAP_BPF and CAP_PERFMON "
+                        "are not enough on this kernel); missing: CAP_SYS_ADMIN");
     return 0;
 }
 
@@ -159,10 +119,10 @@ int ls_check_target_access(pid_t pid)
     bool ptrace = eff & (1ull << LS_CAP_SYS_PTRACE), dac = eff & (1ull << LS_CAP_DAC_READ_SEARCH);
     if (uid < 0 || (uid == (long)geteuid() && uid == (long)getuid()) || (ptrace && dac))
         return 0;
-    return ls_err("pid %d runs as uid %ld: reading its memory and files needs CAP_SYS_PTRACE "
-                  "and CAP_DAC_READ_SEARCH; missing: %s%s%s", (int)pid, uid,
-                  ptrace ? "" : "CAP_SYS_PTRACE", !ptrace && !dac ? ", " : "",
-                  dac ? "" : "CAP_DAC_READ_SEARCH");
+    return ls_error("pid %d runs as uid %ld: reading its memory and files needs CAP_SYS_PTRACE "
+                    "and CAP_DAC_READ_SEARCH; missing: %s%s%s", (int)pid, uid,
+                    ptrace ? "" : "CAP_SYS_PTRACE", !ptrace && !dac ? ", " : "",
+                    dac ? "" : "CAP_DAC_READ_SEARCH");
 }
 
 /* Generic mode, a command we started: its first loop thread shows that it
@@ -199,23 +159,23 @@ int ls_spawn(recorder *r)
         }
         free(dirs);
         if (!ok)
-            return ls_err("command not found: '%s'", cmd);
+            return ls_error("command not found: '%s'", cmd);
     }
     if (access(path, X_OK) != 0)
-        return ls_err("cannot execute '%s': %s", path, strerror(errno));
+        return ls_error("cannot execute '%s': %s", path, strerror(errno));
     if (!realpath(path, r->binary))
-        return ls_err("cannot resolve '%s': %s", path, strerror(errno));
-    bool probes = r->mode != LS_MODE_GENERIC && ls_has_evl_probes(r->binary);
+        return ls_error("cannot resolve '%s': %s", path, strerror(errno));
+    bool probes = r->mode != LS_MODE_GENERIC && ls_sdt_has_provider(r->binary, "evl");
     if (!probes && r->mode == LS_MODE_LIBEVL)
-        return ls_err("'%s' has no loopscope probes in its executable (for libevl in a shared "
-                      "library, start the program and use -p PID)", r->binary);
+        return ls_error("'%s' has no loopscope probes in its executable (for libevl in a shared "
+                        "library, start the program and use -p PID)", r->binary);
     r->generic = !probes;
     int fds[2];
     if (pipe2(fds, O_CLOEXEC) < 0)
-        return ls_err("pipe: %s", strerror(errno));
+        return ls_error("pipe: %s", strerror(errno));
     pid_t c = fork();
     if (c < 0)
-        return ls_err("fork: %s", strerror(errno));
+        return ls_error("fork: %s", strerror(errno));
     if (c == 0) {
         char b;
         close(fds[1]);

@@ -35,35 +35,6 @@ char *ls_fmt_err(char *buf, size_t n, int64_t err)
 
 /* --------------------------------------------------------- trace strings */
 
-int ls_utf8_decode(const char *s, uint32_t *cp)
-{
-    const unsigned char *p = (const unsigned char *)s;
-    unsigned c = p[0];
-    if (c < 0x80) {
-        *cp = c;
-        return c ? 1 : 0;
-    }
-    int n;
-    uint32_t v, min;
-    if (c >= 0xc2 && c <= 0xdf)
-        n = 2, v = c & 0x1f, min = 0x80;
-    else if (c >= 0xe0 && c <= 0xef)
-        n = 3, v = c & 0x0f, min = 0x800;
-    else if (c >= 0xf0 && c <= 0xf4)
-        n = 4, v = c & 0x07, min = 0x10000;
-    else
-        return 0;                         /* continuation byte, 0xc0/0xc1, 0xf5.. */
-    for (int i = 1; i < n; i++) {
-        if ((p[i] & 0xc0) != 0x80)        /* also stops at the NUL */
-            return 0;
-        v = v << 6 | (p[i] & 0x3f);
-    }
-    if (v < min || v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff))
-        return 0;
-    *cp = v;
-    return n;
-}
-
 static bool is_control(uint32_t cp)
 {
     return cp < 0x20 || (cp >= 0x7f && cp < 0xa0);

@@ -9,6 +9,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "error.h"
+
 /* "812ns", "3.4us", "12.3ms", "2.51s"; "-" for a negative value. */
 char *ls_fmt_dur(char *buf, size_t n, int64_t ns);
 /* An errno-style error code by name ("EIO" for -5), else its number. */
@@ -21,10 +23,8 @@ char *ls_fmt_err(char *buf, size_t n, int64_t err);
  * escapes, newlines).  Each destination has one escaper here, used for
  * every such string that goes there. */
 
-/* The UTF-8 character at p: its length (1-4) and code point, or 0 when the
- * bytes there are not valid UTF-8 (stray continuation, overlong form,
- * surrogate, beyond U+10FFFF, cut short; a NUL ends the string). */
-int ls_utf8_decode(const char *p, uint32_t *cp);
+/* ls_utf8_decode(p, &cp): the UTF-8 character at p, its length or 0
+ * (model/error.h). */
 
 /* For the terminal: valid UTF-8 without control characters.  \n \r \t
  * become those two-character escapes, other C0/C1 controls, DEL and bytes

@@ -14,23 +14,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-int ls_error(const char *fmt, ...)
-{
-    char buf[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof(buf), fmt, ap);
-    va_end(ap);
-    /* One line whatever the message quotes (SQLite repeats bytes of a
-     * damaged schema, names come from the trace): C0 controls become '?',
-     * then the terminal escaper takes the rest (C1, invalid UTF-8). */
-    for (char *p = buf; *p; p++)
-        if ((unsigned char)*p < 0x20 || *p == 0x7f)
-            *p = '?';
-    fprintf(stderr, "error: %s\n", ls_term(buf));
-    return 1;
-}
-
 static int64_t ls_pragma_int(sqlite3 *db, const char *pragma, int *rc)
 {
     sqlite3_stmt *st = NULL;

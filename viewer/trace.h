@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "error.h"
 #include "ls_schema.h"         /* LS_SCHEMA_VERSION: the newest this reader knows */
 #define LS_TRACE_APP_ID 1280266064   /* PRAGMA application_id, 'LSTP' */
 
@@ -95,7 +96,6 @@ const char *ls_short_path(const char *path);
  * -1 if malformed. */
 int64_t ls_parse_duration(const char *s);
 
-/* Prints "error: ..." (one line, lowercase, no final period); returns 1. */
-int ls_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* ls_error: "error: ..." on stderr, one line; returns 1 (model/error.h). */
 
 #endif

@@ -295,8 +295,10 @@ struct evl_loop {
     uint8_t stopping;
     uint8_t closing;          /* 1: evl_loop_free running; 2: freed, the
                                * struct lives on for tasks still referenced */
-    /* batch records for the tracer (evl-probes.h), flushed by the batch
-     * probe once per iteration and when full */
+    /* batch records for the tracer (evl-probes.h), EVL_BATCH_BYTES (64 KiB);
+     * handed over by the batch probe (evl__trace_flush, trace.h) before a
+     * poll that may sleep (timeout not 0), when the next record would not
+     * fit, at a snapshot (task.c), when evl_run returns and in evl_loop_free */
     _Alignas(8) uint8_t trace_buf[EVL_BATCH_BYTES];
 };
 

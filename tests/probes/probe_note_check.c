@@ -20,7 +20,7 @@
  * Notes of other providers are counted and ignored.
  */
 #include "evl-probes.h"
-#include "probe_notes.h"
+#include "stapsdt.h"
 
 #include <ctype.h>
 #include <gelf.h>
@@ -129,7 +129,7 @@ static void problem(const char *probe, const char *fmt, ...)
 }
 
 /* Check every site of table entry c; print its line. */
-static void check_probe(struct sdt_file *f, const struct contract *c, uint64_t *sem_out)
+static void check_probe(struct ls_sdt_file *f, const struct contract *c, uint64_t *sem_out)
 {
     size_t sites = 0;
     uint64_t sem = 0;
@@ -146,7 +146,7 @@ static void check_probe(struct sdt_file *f, const struct contract *c, uint64_t *
                 count_words(c->argnames), c->argnames, c->nargs);
 
     for (size_t i = 0; i < f->n; i++) {
-        struct sdt_note *n = &f->notes[i];
+        struct ls_sdt_note *n = &f->notes[i];
         if (strcmp(n->provider, "evl") != 0 || strcmp(n->name, c->name) != 0)
             continue;
         sites++;
@@ -182,7 +182,7 @@ static void check_probe(struct sdt_file *f, const struct contract *c, uint64_t *
         const char *nm;
         uint64_t fl, off;
         int bits;
-        if (sdt_section_of(f, sem, &nm, &fl, &off, &bits) != 0) {
+        if (ls_sdt_section_of(f, sem, &nm, &fl, &off, &bits) != 0) {
             problem(c->name, "semaphore 0x%llx is in no allocated section", (unsigned long long)sem);
         } else {
             secname = nm ? nm : "?";
@@ -193,7 +193,7 @@ static void check_probe(struct sdt_file *f, const struct contract *c, uint64_t *
         char sym[96];
         snprintf(sym, sizeof sym, "evl_%s_semaphore", c->name);
         uint64_t v;
-        int r = sdt_symbol(f, sym, &v);
+        int r = ls_sdt_symbol(f, sym, &v);
         if (r < 0)
             problem(c->name, "no symbol %s", sym);
         else if (r == 0 && v != sem)
@@ -222,16 +222,16 @@ int main(int argc, char **argv)
         return 2;
     }
     const char *path = argv[1];
-    struct sdt_file f;
+    struct ls_sdt_file f;
     char err[512];
-    if (sdt_open(path, &f, err, sizeof err) != 0) {
+    if (ls_sdt_open(path, &f, err, sizeof err) != 0) {
         printf("probe_note_check: FAIL: %s\n", err);
         return 1;
     }
     if (!f.has_note_section) {
         printf("probe_note_check: FAIL: %s has no .note.stapsdt section "
                "(built without EVL_PROBES, or not linked with libevl)\n", path);
-        sdt_close(&f);
+        ls_sdt_close(&f);
         return 1;
     }
 
@@ -249,7 +249,7 @@ int main(int argc, char **argv)
     /* evl probes the table does not list; other providers */
     size_t others = 0;
     for (size_t i = 0; i < f.n; i++) {
-        struct sdt_note *n = &f.notes[i];
+        struct ls_sdt_note *n = &f.notes[i];
         if (strcmp(n->provider, "evl") != 0) {
             others++;
             continue;
@@ -268,7 +268,7 @@ int main(int argc, char **argv)
     }
     if (others)
         printf("(%zu notes of other providers ignored)\n", others);
-    sdt_close(&f);
+    ls_sdt_close(&f);
 
     if (errors) {
         printf("probe_note_check: FAIL: %s does not match EVL_PROBE_LIST: %d problem(s)\n", path,

@@ -12,7 +12,7 @@
  * two bytes are read from /proc/PID/mem.  Exit 1 on any error.
  */
 #include "evl-probes.h"
-#include "probe_notes.h"
+#include "stapsdt.h"
 
 #include <fcntl.h>
 #include <inttypes.h>
@@ -68,8 +68,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "probe_sem_read: %s: %m\n", exe);
         return 1;
     }
-    struct sdt_file f;
-    if (sdt_open(exe, &f, err, sizeof err) != 0) {
+    struct ls_sdt_file f;
+    if (ls_sdt_open(exe, &f, err, sizeof err) != 0) {
         fprintf(stderr, "probe_sem_read: %s\n", err);
         return 1;
     }
@@ -92,7 +92,7 @@ int main(int argc, char **argv)
         const char *sec;
         uint64_t flags, off, addr;
         int bits;
-        if (sdt_section_of(&f, sem, &sec, &flags, &off, &bits) != 0 || !bits) {
+        if (ls_sdt_section_of(&f, sem, &sec, &flags, &off, &bits) != 0 || !bits) {
             fprintf(stderr, "probe_sem_read: evl:%s: semaphore 0x%" PRIx64 " not in file data\n",
                     names[k], sem);
             rc = 1;
@@ -113,6 +113,6 @@ int main(int argc, char **argv)
         printf("%s %u\n", names[k], v);
     }
     close(fd);
-    sdt_close(&f);
+    ls_sdt_close(&f);
     return rc;
 }

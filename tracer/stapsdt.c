@@ -1,5 +1,5 @@
-/* probe_notes.c -- see probe_notes.h. */
-#include "probe_notes.h"
+/* stapsdt.c -- see stapsdt.h.  Depends on libelf. */
+#include "stapsdt.h"
 
 #include <fcntl.h>
 #include <gelf.h>
@@ -48,7 +48,7 @@ static char *take_str(const char **p, const char *end)
     return s;
 }
 
-int sdt_open(const char *path, struct sdt_file *f, char *err, size_t errlen)
+int ls_sdt_open(const char *path, struct ls_sdt_file *f, char *err, size_t errlen)
 {
     memset(f, 0, sizeof *f);
     if (elf_version(EV_CURRENT) == EV_NONE)
@@ -65,6 +65,11 @@ int sdt_open(const char *path, struct sdt_file *f, char *err, size_t errlen)
                     elf && elf_kind(elf) == ELF_K_AR ? " (an archive: check a linked binary)" : "");
     }
     struct priv *pv = calloc(1, sizeof *pv);
+    if (!pv) {
+        elf_end(elf);
+        close(fd);
+        return fail(err, errlen, "%s: out of memory", path);
+    }
     pv->fd = fd;
     pv->elf = elf;
     f->priv = pv;
@@ -103,7 +108,7 @@ int sdt_open(const char *path, struct sdt_file *f, char *err, size_t errlen)
             size_t asz = is64 ? 8 : 4;
             if (nh.n_descsz < 3 * asz + 3)
                 return fail(err, errlen, "%s: truncated stapsdt note at offset %zu", path, off);
-            struct sdt_note n;
+            struct ls_sdt_note n;
             n.pc = read_addr(desc, is64, big);
             n.base = read_addr(desc + asz, is64, big);
             n.sem = read_addr(desc + 2 * asz, is64, big);
@@ -111,12 +116,22 @@ int sdt_open(const char *path, struct sdt_file *f, char *err, size_t errlen)
             n.provider = take_str(&p, end);
             n.name = n.provider ? take_str(&p, end) : NULL;
             n.args = n.name ? take_str(&p, end) : NULL;
-            if (!n.args)
+            if (!n.args) {
+                free(n.provider);
+                free(n.name);
                 return fail(err, errlen, "%s: malformed stapsdt note (strings) near pc 0x%llx",
                             path, (unsigned long long)n.pc);
+            }
             if (f->n == cap) {
+                struct ls_sdt_note *a = realloc(f->notes, (cap ? 2 * cap : 32) * sizeof *a);
+                if (!a) {
+                    free(n.provider);
+                    free(n.name);
+                    free(n.args);
+                    return fail(err, errlen, "%s: out of memory", path);
+                }
+                f->notes = a;
                 cap = cap ? 2 * cap : 32;
-                f->notes = realloc(f->notes, cap * sizeof *f->notes);
             }
             f->notes[f->n++] = n;
         }
@@ -124,7 +139,7 @@ int sdt_open(const char *path, struct sdt_file *f, char *err, size_t errlen)
     return 0;
 }
 
-void sdt_close(struct sdt_file *f)
+void ls_sdt_close(struct ls_sdt_file *f)
 {
     for (size_t i = 0; i < f->n; i++) {
         free(f->notes[i].provider);
@@ -141,8 +156,8 @@ void sdt_close(struct sdt_file *f)
     memset(f, 0, sizeof *f);
 }
 
-int sdt_section_of(struct sdt_file *f, uint64_t vaddr, const char **name,
-                   uint64_t *flags, uint64_t *file_off, int *has_bits)
+int ls_sdt_section_of(struct ls_sdt_file *f, uint64_t vaddr, const char **name,
+                      uint64_t *flags, uint64_t *file_off, int *has_bits)
 {
     struct priv *pv = f->priv;
     size_t shstrndx;
@@ -163,7 +178,7 @@ int sdt_section_of(struct sdt_file *f, uint64_t vaddr, const char **name,
     return -1;
 }
 
-int sdt_symbol(struct sdt_file *f, const char *sym, uint64_t *value)
+int ls_sdt_symbol(struct ls_sdt_file *f, const char *sym, uint64_t *value)
 {
     struct priv *pv = f->priv;
     int found_table = 0;
@@ -191,4 +206,16 @@ int sdt_symbol(struct sdt_file *f, const char *sym, uint64_t *value)
             return -1;            /* full symbol table, and it is not there */
     }
     return 1;                     /* stripped: cannot tell */
+}
+
+bool ls_sdt_has_provider(const char *path, const char *provider)
+{
+    struct ls_sdt_file f;
+    char err[256];
+    bool found = false;
+    if (ls_sdt_open(path, &f, err, sizeof(err)) == 0)
+        for (size_t i = 0; i < f.n && !found; i++)
+            found = strcmp(f.notes[i].provider, provider) == 0;
+    ls_sdt_close(&f);
+    return found;
 }
