@@ -105,7 +105,7 @@ static int ls_derive_file(const char *path, char *err, size_t errlen)
 {
     sqlite3 *db = NULL;
     int rc = -1;
-    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK) {
+    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
         snprintf(err, errlen, "%s", sqlite3_errmsg(db));
         goto out;
     }
