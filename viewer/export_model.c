@@ -196,11 +196,11 @@ static ls_xtrack *task_track(walk *k, xtask *t, int64_t a, int64_t b)
     if (!x_in_window(x, a, b < a ? a : b))
         return NULL;
     ls_xtrack *tr = t->lv ? &t->lv->track : &k->scratch;
-    xloop *l = x_loop(x, (int64_t)t->loop);
-    uint64_t parent = l ? l->proc.uuid : 0;
-    if (tr == &k->scratch || !tr->uuid)
-        *tr = (ls_xtrack){ LS_XT_TASK, t->id * 8 + 7, parent, (int64_t)t->loop, (int64_t)t->id,
-                           t->rank, 0, { 0 } };
+    if (tr == &k->scratch || !tr->uuid) {
+        xloop *l = x_loop(x, (int64_t)t->loop);
+        *tr = (ls_xtrack){ LS_XT_TASK, t->id * 8 + 7, l ? l->proc.uuid : 0, (int64_t)t->loop,
+                           (int64_t)t->id, t->rank, 0, { 0 } };
+    }
     if (!t->declared) {
         t->declared = true;
         char *name = task_name(k, t->id), *label = NULL;
