@@ -117,7 +117,8 @@ void lint_warn_begin(lint *L, int rule, int64_t task_id, const char *task, const
     L->counts[rule]++;
     L->total++;
     if (!L->j) {
-        printf("warning[%s] %s\n", rule_ids[rule], msg ? ls_term(msg) : "?");   /* names from the trace */
+        /* names from the trace: escaped */
+        printf("warning[%s] %s\n", rule_ids[rule], msg ? ls_term(msg) : "?");
     } else {
         ls_json_begin_object(L->j);
         ls_json_key(L->j, "rule"); ls_json_str(L->j, rule_ids[rule]);
@@ -181,7 +182,8 @@ const char *lint_at(lint *L, int64_t ns)
     static int n;
     char *b = bufs[n++ % 8];
     char d[32];
-    snprintf(b, sizeof(bufs[0]), "+%s", ls_fmt_dur(d, sizeof(d), ns - L->start < 0 ? 0 : ns - L->start));
+    snprintf(b, sizeof(bufs[0]), "+%s",
+             ls_fmt_dur(d, sizeof(d), ns - L->start < 0 ? 0 : ns - L->start));
     return b;
 }
 
@@ -239,7 +241,8 @@ static const char blocking_sql[] =
 
 static void blocking_row(lint *L, sqlite3_stmt *st)
 {
-    int64_t id = sqlite3_column_int64(st, 0), task = col_null(st, 1) ? -1 : sqlite3_column_int64(st, 1);
+    int64_t id = sqlite3_column_int64(st, 0);
+    int64_t task = col_null(st, 1) ? -1 : sqlite3_column_int64(st, 1);
     int64_t ts = ls_col_ts(st, 3), d = ls_col_ts(st, 4);
     int64_t delayed = sqlite3_column_int64(st, 10);
     const char *name = col_text(st, 2), *sys = col_text(st, 6);
@@ -259,8 +262,8 @@ static void blocking_row(lint *L, sqlite3_stmt *st)
     if (delayed)
         snprintf(delay, sizeof(delay), ", delaying %lld task%s", (long long)delayed,
                  delayed == 1 ? "" : "s");
-    lint_warn_begin(L, R_BLOCKING, task, name, "%s held the loop %s %s%s%s at %s (%s)%s", who, lint_dur(d),
-               oncpu ? "on-cpu" : "off-cpu", sys ? " in " : "", sys ? sys : "",
+    lint_warn_begin(L, R_BLOCKING, task, name, "%s held the loop %s %s%s%s at %s (%s)%s", who,
+               lint_dur(d), oncpu ? "on-cpu" : "off-cpu", sys ? " in " : "", sys ? sys : "",
                site ? site : "(no application frame)", lint_at(L, ts), delay);
     lint_ev_int(L, "episode", id);
     lint_ev_str(L, "kind", oncpu ? "on-cpu" : "off-cpu");
@@ -295,12 +298,13 @@ static void loop_lag(lint *L, const ls_loopstat *l)
         snprintf(n, sizeof(n), "; %lld iteration%s of %s or more", (long long)slow,
                  slow == 1 ? "" : "s", lint_dur(slow_from));
     if (by_max)
-        lint_warn_begin(L, R_LOOP_LAG, -1, NULL, "loop thread %lld lagged: an iteration kept it from "
-                   "its wait call for %s (in the window at %s)%s%s", (long long)l->tid,
+        lint_warn_begin(L, R_LOOP_LAG, -1, NULL, "loop thread %lld lagged: an iteration kept it "
+                   "from its wait call for %s (in the window at %s)%s%s", (long long)l->tid,
                    lint_dur(l->max_busy_ns), lint_at(L, l->max_at_ns), p, n);
     else
         lint_warn_begin(L, R_LOOP_LAG, -1, NULL, "loop thread %lld lagged: 1%% of its iterations "
-                   "kept it from its wait call for %s or more%s", (long long)l->tid, lint_dur(lo), n);
+                   "kept it from its wait call for %s or more%s", (long long)l->tid, lint_dur(lo),
+                   n);
     lint_ev_int(L, "thread", l->tid);
     lint_ev_int(L, "iterations", l->hist_count > l->iterations ? l->hist_count : l->iterations);
     if (l->windows) {
@@ -411,7 +415,8 @@ int cmd_lint(int argc, char **argv)
     if (L.thr <= 0)
         L.thr = 10000000;
     L.generic = ls_is_generic(t);
-    L.late = o.late >= 0 ? ls_ts(o.late) : ls_meta_int(t, "block_threshold_ns", 0) > 0 ? L.thr : 5000000;
+    L.late = o.late >= 0 ? ls_ts(o.late)
+             : ls_meta_int(t, "block_threshold_ns", 0) > 0 ? L.thr : 5000000;
     bool ok = ls_create_app_frames(t);
     ls_json jj;
     if (ok && json) {

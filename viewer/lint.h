@@ -2,8 +2,8 @@
  * lint.h -- what the parts of `loopscope lint` share: the rules, the
  * warning writer (text or JSON) and the SQL helpers.  cmd_lint.c is the
  * command and the rules on blocking, loop lag and drops; lint_tasks.c the
- * task lifecycle rules, from one replay of the events (model/replay.h) and
- * the derived tables.  Depends on viewer/trace.h and viewer/output.h.
+ * task lifecycle rules, from the derived tables and lint_pass.c's one
+ * replay of the events (model/replay.h).  Depends on viewer/trace.h and viewer/output.h.
  */
 #ifndef LOOPSCOPE_LINT_H
 #define LOOPSCOPE_LINT_H
@@ -49,7 +49,16 @@ sqlite3_stmt *lint_prep(lint *L, const char *sql);
 bool lint_run_rows(lint *L, sqlite3_stmt *st, void (*row)(lint *L, sqlite3_stmt *st));
 
 /* The task lifecycle rules (lint_tasks.c), in rule order: never-yields,
- * leaked-task, lost-wakeup, unretrieved-error, self-wake, late-timer. */
+ * leaked-task, lost-wakeup, unretrieved-error, self-wake, late-timer; they
+ * start with the pass (lint_pass.c) that fills the temporary tables
+ * lint_ev, lint_step, lint_late and lint_blk they read. */
 bool lint_task_rules(lint *L);
+bool lint_pass(lint *L);
+
+/* never-yields candidates: a long longest step (task_stats). */
+#define LINT_NEVER_CANDIDATES                                                             \
+    " FROM tasks t JOIN task_stats s ON s.task_id = t.id"                                 \
+    " WHERE s.longest_step_ns >= ?3 OR (s.longest_step_ns >= max(1000000, ?3 / 10)"       \
+    "   AND 2 * s.longest_step_ns >= coalesce(t.ended_ns, ?2) - t.created_ns)"
 
 #endif
