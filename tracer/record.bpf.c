@@ -11,6 +11,10 @@
  * (sched_switch, task-clock samples) serves both modes through one view
  * of the loop thread (loop_view).  Every message that does not fit is
  * counted in `stats`.
+ *
+ * Over 600 lines: the skeleton (record.skel.h) is generated from one BPF
+ * object, and its programs share maps and always-inline helpers defined
+ * here; its parts are marked by the section rules below.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>

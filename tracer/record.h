@@ -1,6 +1,6 @@
 /*
- * record.h -- messages from record.bpf.c to record.c through the ring
- * buffer, and the BPF-side counters.  Shared by BPF and user space:
+ * record.h -- messages from record.bpf.c to the recorder (ingest.c,
+ * blocks.c) through the ring buffer, and the BPF-side counters.  Shared by BPF and user space:
  * fixed-width types only, explicit padding, sizes asserted.  Nothing here
  * is stored in a trace as is: both sides are built together, so a layout
  * or a number may change when both change (what traces store by number is
