@@ -480,28 +480,38 @@ static void p_flow_start(ls_xwriter *w, ls_xtrack *t, int64_t ts, uint64_t id, c
     track_event(p, t, ts, PERFETTO__PROTOS__TRACK_EVENT__TYPE__TYPE_INSTANT, &e, id);
 }
 
+/* One TrackEvent for the n series: the first as the event's own counter
+ * value, the others as its extra counter values. */
 static void p_counters(ls_xwriter *w, ls_xtrack *const *t, const char *group,
                        const char *const *series, const double *v, int n, int64_t ts)
 {
     pwriter *p = (pwriter *)w;
+    Perfetto__Protos__TracePacket pk;
+    Perfetto__Protos__TrackEvent te;
+    uint64_t extra[8];
     (void)group;
     (void)series;
-    for (int i = 0; i < n; i++) {
-        Perfetto__Protos__TracePacket pk;
-        Perfetto__Protos__TrackEvent te;
-        packet_init(p, &pk, ts, true);
-        perfetto__protos__track_event__init(&te);
-        te.has_type = true;
-        te.type = PERFETTO__PROTOS__TRACK_EVENT__TYPE__TYPE_COUNTER;
-        te.has_track_uuid = true;
-        te.track_uuid = t[i]->uuid;
-        te.counter_value_field_case =
-            PERFETTO__PROTOS__TRACK_EVENT__COUNTER_VALUE_FIELD_DOUBLE_COUNTER_VALUE;
-        te.double_counter_value = v[i];
-        pk.data_case = PERFETTO__PROTOS__TRACE_PACKET__DATA_TRACK_EVENT;
-        pk.track_event = &te;
-        emit(p, &pk, false);
-    }
+    if (n < 1)
+        return;
+    if (n > 9)
+        n = 9;
+    packet_init(p, &pk, ts, true);
+    perfetto__protos__track_event__init(&te);
+    te.has_type = true;
+    te.type = PERFETTO__PROTOS__TRACK_EVENT__TYPE__TYPE_COUNTER;
+    te.has_track_uuid = true;
+    te.track_uuid = t[0]->uuid;
+    te.counter_value_field_case =
+        PERFETTO__PROTOS__TRACK_EVENT__COUNTER_VALUE_FIELD_DOUBLE_COUNTER_VALUE;
+    te.double_counter_value = v[0];
+    for (int i = 1; i < n; i++)
+        extra[i - 1] = t[i]->uuid;
+    te.n_extra_double_counter_track_uuids = te.n_extra_double_counter_values = (size_t)n - 1;
+    te.extra_double_counter_track_uuids = extra;
+    te.extra_double_counter_values = (double *)&v[1];
+    pk.data_case = PERFETTO__PROTOS__TRACE_PACKET__DATA_TRACK_EVENT;
+    pk.track_event = &te;
+    emit(p, &pk, false);
 }
 
 static void p_track_end(ls_xwriter *w, ls_xtrack *t)

@@ -182,9 +182,11 @@ def check(pb2, path, exp, wake_flows_exact=True):
                     errs.append(f"{where}: slice ends at {p.timestamp} before it begins at {ts}")
         elif te.type == te.TYPE_COUNTER:
             counters += 1
-            if tracks[te.track_uuid].WhichOneof("static_or_dynamic_name") is None or \
-                    not tracks[te.track_uuid].HasField("counter"):
-                errs.append(f"{where}: counter value on a track that is not a counter")
+            for u in [te.track_uuid, *te.extra_double_counter_track_uuids]:
+                if u not in tracks or not tracks[u].HasField("counter"):
+                    errs.append(f"{where}: counter value on {u}, not a counter track")
+            if len(te.extra_double_counter_track_uuids) != len(te.extra_double_counter_values):
+                errs.append(f"{where}: extra counter tracks and values do not pair up")
     del errs[50:]
     # Nesting, as Perfetto reads it: packets sorted by timestamp (stably).
     errs += nesting(tr)
