@@ -1,7 +1,7 @@
 /*
  * graph.h -- private to `loopscope graph` (cmd_graph.c: options and
- * dispatch; graph_blocking.c, graph_tasks.c, graph_lifecycle.c: one kind
- * each).  Depends on gv.h (Graphviz helpers), trace.h and output.h.
+ * dispatch; graph_blocking.c, graph_tasks.c with graph_waits.c,
+ * graph_lifecycle.c: one kind each).  Depends on gv.h (Graphviz helpers), trace.h and output.h.
  */
 #ifndef LOOPSCOPE_GRAPH_H
 #define LOOPSCOPE_GRAPH_H
@@ -38,6 +38,60 @@ struct tstyle {
     const char *border;
 };
 extern const struct tstyle tstyle[TS_N];
+
+/* ------------------------------------------- tasks (graph_tasks.c, graph_waits.c) */
+
+struct gtask {
+    int64_t id;
+    int64_t parent_id;        /* -1: none */
+    char *name;
+    char *pattern;            /* name with each run of digits replaced by '*' */
+    int parent;               /* index in the sorted array, -1 if none/unknown */
+    int depth;                /* 0 for roots; parents precede children */
+    int64_t pkey;             /* grouping key of the parent: its node, or unique */
+    int final;                /* tasks.final_state, -1 if NULL */
+    int leak;                 /* leak_kinds.id of its task_leak, 0 if none */
+    enum tstate state;
+    int wait;                 /* cycle scan: index of the task it awaits now, -1 */
+    int64_t wait_id;          /* cycle scan: id of that task (may be unknown); after
+                                 it, for pending tasks: what it awaits at the end */
+    bool cand;                /* on a cycle of the await graph (all edges ever) */
+    bool in_cycle;            /* was part of a wait-for cycle at some moment */
+    int node;                 /* index in the node array */
+};
+
+struct gnode {
+    int first;                /* task index of its first (lowest id) member */
+    int count;                /* members: 1, or >= --collapse */
+    int64_t min_id, max_id;
+    bool shown;               /* within --limit */
+};
+
+struct gedge {
+    int tail, head;           /* node indexes */
+    int kind;                 /* 0 spawn, 1 await */
+    int64_t count;            /* children, or awaits */
+    bool cycle;               /* an await edge that was part of a wait-for cycle */
+};
+
+struct pair {
+    int a, b;
+};
+
+/* Await edges ever seen: waiter -> awaited (task indexes), how often. */
+struct await {
+    int w, a;
+    int64_t n;
+};
+
+/* The index of task id in tk (sorted by id), or -1. */
+int graph_task_by_id(const struct gtask *tk, int n, int64_t id);
+int graph_cmp_pair(const void *x, const void *y);
+/* The await edges (sorted by waiter, awaited), the wait-for cycles' edges
+ * (sorted; their tasks' in_cycle set) and, for pending tasks, what they
+ * await at the end (wait_id).  false after an error line. */
+bool graph_task_waits(ls_trace *t, struct gtask *tk, int n, struct await **aw, size_t *naw,
+                      struct pair **cyc, size_t *ncyc);
 
 /* --------------------------------------------------- shared (cmd_graph.c) */
 

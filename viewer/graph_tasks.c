@@ -1,19 +1,19 @@
 /*
  * graph_tasks.c -- `loopscope graph --kind tasks`: the task tree (spawn
- * edges), await edges and wait-for cycles, siblings collapsed by name
- * pattern.  Reads tables tasks and events (tracer/SCHEMA.md).  Depends on
- * graph.h (gv.h), trace.h.
+ * edges), await edges and wait-for cycles (graph_waits.c finds those),
+ * siblings collapsed by name pattern.  Reads table tasks (tracer/SCHEMA.md).
+ * Depends on graph.h (gv.h), trace.h, evl-probes.h.
  */
 #define _GNU_SOURCE
 #include "graph.h"
+#include "evl-probes.h"
 #include "output.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-
-/* Final-state classes; the first three in the order of states.id 4, 5, 6. */
+/* Final-state classes, their names and colours. */
 const struct tstyle tstyle[TS_N] = {
     [TS_FINISHED] = { "finished", "#d8f0d8", "#2e7d32" },
     [TS_FAILED] = { "failed", "#f8c8c8", "#c62828" },
@@ -22,54 +22,11 @@ const struct tstyle tstyle[TS_N] = {
     [TS_LEAKED] = { "leaked", "#ecd2f5", "#7b1fa2" },
 };
 
-struct gtask {
-    int64_t id;
-    int64_t parent_id;        /* -1: none */
-    char *name;
-    char *pattern;            /* name with each run of digits replaced by '*' */
-    int parent;               /* index in the sorted array, -1 if none/unknown */
-    int depth;                /* 0 for roots; parents precede children */
-    int64_t pkey;             /* grouping key of the parent: its node, or unique */
-    int final;                /* tasks.final_state, -1 if NULL */
-    int leak;                 /* leak_kinds.id of its task_leak, 0 if none */
-    enum tstate state;
-    int wait;                 /* cycle scan: index of the task it awaits now, -1 */
-    int64_t wait_id;          /* cycle scan: id of that task (may be unknown) */
-    bool in_cycle;            /* was part of a wait-for cycle at some moment */
-    int node;                 /* index in the node array */
-};
-
-struct gnode {
-    int first;                /* task index of its first (lowest id) member */
-    int count;                /* members: 1, or >= --collapse */
-    int64_t min_id, max_id;
-    bool shown;               /* within --limit */
-};
-
-struct gedge {
-    int tail, head;           /* node indexes */
-    int kind;                 /* 0 spawn, 1 await */
-    int64_t count;            /* children, or awaits */
-    bool cycle;               /* an await edge that was part of a wait-for cycle */
-};
-
-struct pair {
-    int a, b;
-};
-
-static int task_by_id(const struct gtask *tk, int n, int64_t id)
+/* The class of a final state (tasks.final_state, -1 if none). */
+static enum tstate final_class(int final)
 {
-    int lo = 0, hi = n - 1;
-    while (lo <= hi) {
-        int mid = lo + (hi - lo) / 2;
-        if (tk[mid].id == id)
-            return mid;
-        if (tk[mid].id < id)
-            lo = mid + 1;
-        else
-            hi = mid - 1;
-    }
-    return -1;
+    return final == EVL_FINAL_FINISHED ? TS_FINISHED : final == EVL_FINAL_FAILED ? TS_FAILED
+         : final == EVL_FINAL_CANCELLED ? TS_CANCELLED : TS_PENDING;
 }
 
 static char *name_pattern(const char *name)
@@ -127,64 +84,6 @@ static int cmp_edge(const void *x, const void *y)
     return a->kind - b->kind;
 }
 
-static int cmp_pair(const void *x, const void *y)
-{
-    const struct pair *a = x, *b = y;
-    return a->a != b->a ? (a->a < b->a ? -1 : 1) : (a->b > b->b) - (a->b < b->b);
-}
-
-/*
- * Wait-for cycles.  Replays, in trace order, the events of the tasks that
- * ever awaited a task: a task_suspend with reason task sets its wait edge
- * (waiter -> arg0), any later run, wake, finish or other suspend clears it.
- * Each task has at most one wait edge, so right after one is set, following
- * the edges from the awaited task either ends or comes back to the waiter
- * (a cycle: every task on it is suspended awaiting the next) -- or runs into
- * an older cycle not through the waiter, which the step bound cuts off.
- * Cycle edges are appended to *cyc as (waiter, awaited) task indexes.
- */
-static bool find_cycles(ls_trace *t, struct gtask *tk, int n, struct pair **cyc, size_t *ncyc)
-{
-    size_t cap = 0;
-    sqlite3_stmt *st = ls_prepare(t,
-        "SELECT task_id, kind, reason, arg0 FROM events"
-        " WHERE task_id IN (SELECT id FROM g_waiter) AND kind IN (4, 5, 6, 7)"
-        " ORDER BY ts_ns, rowid");
-    if (!st)
-        return false;
-    int step;
-    while ((step = sqlite3_step(st)) == SQLITE_ROW) {
-        int i = task_by_id(tk, n, sqlite3_column_int64(st, 0));
-        if (i < 0)
-            continue;
-        if (sqlite3_column_int(st, 1) != 5 || sqlite3_column_int(st, 2) != 4) {
-            tk[i].wait = -1;
-            tk[i].wait_id = -1;
-            continue;
-        }
-        tk[i].wait_id = sqlite3_column_int64(st, 3);
-        tk[i].wait = task_by_id(tk, n, tk[i].wait_id);
-        int k = tk[i].wait;
-        for (int steps = 0; k >= 0 && k != i && steps < n; steps++)
-            k = tk[k].wait;
-        if (k != i)
-            continue;
-        int m = i;
-        do {
-            if (!graph_grow((void **)cyc, &cap, *ncyc + 1, sizeof(**cyc)))
-                break;
-            (*cyc)[(*ncyc)++] = (struct pair){ m, tk[m].wait };
-            tk[m].in_cycle = true;
-            m = tk[m].wait;
-        } while (m != i);
-    }
-    bool ok = ls_step_ok(t, st, step);
-    sqlite3_finalize(st);
-    if (*ncyc)
-        qsort(*cyc, *ncyc, sizeof(**cyc), cmp_pair);
-    return ok;
-}
-
 int graph_tasks(ls_trace *t, Agraph_t *g, const struct graph_opts *o, const char *target)
 {
     long limit = o->limit ? o->limit : 300;
@@ -193,6 +92,8 @@ int graph_tasks(ls_trace *t, Agraph_t *g, const struct graph_opts *o, const char
     struct gedge *edges = NULL;
     struct gtask **order = NULL;
     struct pair *cyc = NULL;
+    struct await *aw = NULL;
+    size_t naw = 0;
     size_t ntk = 0, captk = 0, nnodes = 0, capnodes = 0, nedges = 0, capedges = 0, ncyc = 0;
     char *leak_names[LS_MAX_CODE] = { 0 };
     gv_buf b = { 0 };
@@ -200,7 +101,7 @@ int graph_tasks(ls_trace *t, Agraph_t *g, const struct graph_opts *o, const char
     bool ok;
 
     /* Tasks, sorted by id (task_by_id relies on it). */
-    sqlite3_stmt *st = ls_prepare(t, "SELECT id, parent_id, name, final_state FROM tasks ORDER BY id");
+    sqlite3_stmt *st = ls_prepare(t, "SELECT id, parent_id, name, final_state, leak FROM tasks ORDER BY id");
     if (!st)
         goto out;
     while ((step = sqlite3_step(st)) == SQLITE_ROW) {
@@ -213,6 +114,11 @@ int graph_tasks(ls_trace *t, Agraph_t *g, const struct graph_opts *o, const char
         x->name = strdup(graph_col_text(st, 2) ? graph_col_text(st, 2) : "?");
         x->pattern = name_pattern(x->name ? x->name : "?");
         x->final = sqlite3_column_type(st, 3) == SQLITE_NULL ? -1 : sqlite3_column_int(st, 3);
+        /* the leak verdict's kind; -1: leaked, of a kind out of range */
+        if (sqlite3_column_type(st, 4) != SQLITE_NULL) {
+            int64_t k = sqlite3_column_int64(st, 4);
+            x->leak = k > 0 && k < LS_MAX_CODE ? (int)k : -1;
+        }
         x->wait = -1;
         x->wait_id = -1;
         if (!x->name || !x->pattern) {
@@ -228,26 +134,9 @@ int graph_tasks(ls_trace *t, Agraph_t *g, const struct graph_opts *o, const char
         goto out;
     int n = (int)ntk;
 
-    /* Leaks and await edges in one pass over events; the waiters go to a
-     * temp table for the cycle scan.  Rows come sorted (waiter, kind, arg). */
-    if (!graph_exec(t, "CREATE TEMP TABLE g_waiter(id INTEGER PRIMARY KEY);"
-                 "CREATE TEMP TABLE g_await AS SELECT task_id AS waiter, kind,"
-                 "  CASE kind WHEN 9 THEN reason ELSE arg0 END AS arg, count(*) AS n FROM events"
-                 "  WHERE task_id IS NOT NULL AND (kind = 9 OR (kind = 5 AND reason = 4))"
-                 "  GROUP BY 1, 2, 3;"
-                 "INSERT INTO g_waiter SELECT DISTINCT waiter FROM g_await WHERE kind = 5;"))
-        goto out;
-    st = ls_prepare(t, "SELECT waiter, kind, arg FROM g_await WHERE kind = 9 ORDER BY 1, 3");
-    if (!st)
-        goto out;
-    while ((step = sqlite3_step(st)) == SQLITE_ROW) {
-        int i = task_by_id(tk, n, sqlite3_column_int64(st, 0));
-        if (i >= 0 && !tk[i].leak)
-            tk[i].leak = sqlite3_column_int(st, 2) ? sqlite3_column_int(st, 2) : -1;
-    }
-    ok = ls_step_ok(t, st, step);
-    sqlite3_finalize(st);
-    if (!ok || !find_cycles(t, tk, n, &cyc, &ncyc))
+    /* Await edges; wait-for cycles among the candidates; what the other
+     * pending waiters await at the end. */
+    if (!graph_task_waits(t, tk, n, &aw, &naw, &cyc, &ncyc))
         goto out;
     graph_load_names(t, "leak_kinds", leak_names);
 
@@ -256,9 +145,8 @@ int graph_tasks(ls_trace *t, Agraph_t *g, const struct graph_opts *o, const char
      * unknown task makes the task a root. */
     for (int i = 0; i < n; i++) {
         struct gtask *x = &tk[i];
-        x->state = x->leak ? TS_LEAKED : x->final == 4 ? TS_FINISHED : x->final == 5 ? TS_FAILED
-                 : x->final == 6 ? TS_CANCELLED : TS_PENDING;
-        x->parent = x->parent_id >= 0 ? task_by_id(tk, n, x->parent_id) : -1;
+        x->state = x->leak ? TS_LEAKED : final_class(x->final);
+        x->parent = x->parent_id >= 0 ? graph_task_by_id(tk, n, x->parent_id) : -1;
         if (x->parent >= i)
             x->parent = -1;
         x->depth = x->parent >= 0 ? tk[x->parent].depth + 1 : 0;
@@ -332,24 +220,13 @@ int graph_tasks(ls_trace *t, Agraph_t *g, const struct graph_opts *o, const char
             goto out;
         edges[nedges++] = (struct gedge){ tk[tk[i].parent].node, tk[i].node, 0, 1, false };
     }
-    st = ls_prepare(t, "SELECT waiter, arg, n FROM g_await WHERE kind = 5 ORDER BY 1, 2");
-    if (!st)
-        goto out;
-    while ((step = sqlite3_step(st)) == SQLITE_ROW) {
-        int w = task_by_id(tk, n, sqlite3_column_int64(st, 0));
-        int a = task_by_id(tk, n, sqlite3_column_int64(st, 1));
-        if (w < 0 || a < 0)
-            continue;                       /* awaited an id not in tasks: nothing to draw */
+    for (size_t e = 0; e < naw; e++) {
         if (!graph_grow((void **)&edges, &capedges, nedges + 1, sizeof(*edges)))
-            break;
-        struct pair key = { w, a };
-        bool c = ncyc && bsearch(&key, cyc, ncyc, sizeof(*cyc), cmp_pair);
-        edges[nedges++] = (struct gedge){ tk[w].node, tk[a].node, 1, sqlite3_column_int64(st, 2), c };
+            goto out;
+        struct pair key = { aw[e].w, aw[e].a };
+        bool c = ncyc && bsearch(&key, cyc, ncyc, sizeof(*cyc), graph_cmp_pair);
+        edges[nedges++] = (struct gedge){ tk[aw[e].w].node, tk[aw[e].a].node, 1, aw[e].n, c };
     }
-    ok = ls_step_ok(t, st, step);
-    sqlite3_finalize(st);
-    if (!ok)
-        goto out;
     if (nedges)
         qsort(edges, nedges, sizeof(*edges), cmp_edge);
 
@@ -405,8 +282,8 @@ int graph_tasks(ls_trace *t, Agraph_t *g, const struct graph_opts *o, const char
             gv_add(&b, "#%lld", (long long)x->id);
         }
         /* a leaked task that did end (failed, error never read) says both */
-        if (x->state == TS_LEAKED && x->final >= 4 && x->final <= 6)
-            gv_add(&b, "\\n%s, leaked", tstyle[x->final - 4].name);
+        if (x->state == TS_LEAKED && final_class(x->final) != TS_PENDING)
+            gv_add(&b, "\\n%s, leaked", tstyle[final_class(x->final)].name);
         else
             gv_add(&b, "\\n%s", tstyle[x->state].name);
         if (x->leak > 0)
@@ -472,6 +349,7 @@ out:
     free(nodes);
     free(edges);
     free(cyc);
+    free(aw);
     free(b.s);
     graph_free_names(leak_names);
     return rc;

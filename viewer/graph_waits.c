@@ -1,0 +1,327 @@
+/*
+ * graph_waits.c -- the await edges and wait-for cycles of `loopscope graph
+ * --kind tasks` (graph_tasks.c draws them).
+ *
+ * Cost on a large trace: the await edges are one sequential scan of events
+ * (no index of a trace holds suspends by reason), skipped when the derived
+ * transitions (model/derived.sql) show no suspend awaiting a task.  Only
+ * tasks on a cycle of the await graph (every edge ever seen) can be in a
+ * wait-for cycle, so only their events are replayed in trace order; what
+ * the other pending waiters await at the end is one index probe each.
+ *
+ * Depends on graph.h, trace.h, model/replay.h (LS_NODE_*), ls_codes.h.
+ */
+#define _GNU_SOURCE
+#include "graph.h"
+#include "ls_codes.h"
+#include "replay.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int graph_task_by_id(const struct gtask *tk, int n, int64_t id)
+{
+    int lo = 0, hi = n - 1;
+    while (lo <= hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (tk[mid].id == id)
+            return mid;
+        if (tk[mid].id < id)
+            lo = mid + 1;
+        else
+            hi = mid - 1;
+    }
+    return -1;
+}
+
+int graph_cmp_pair(const void *x, const void *y)
+{
+    const struct pair *a = x, *b = y;
+    return a->a != b->a ? (a->a < b->a ? -1 : 1) : (a->b > b->b) - (a->b < b->b);
+}
+
+/* Whether the trace may hold a suspend awaiting a task: the derived
+ * transitions count every tracked task's entries into suspended(task).
+ * true when they cannot tell (not derived yet, recording in progress,
+ * tasks the replay could not track). */
+static bool may_await(ls_trace *t)
+{
+    char *mv = ls_meta(t, "model_version");
+    bool derived = mv != NULL;
+    free(mv);
+    if (!derived || t->in_progress || ls_meta_int(t, "untracked_tasks", 0) != 0)
+        return true;
+    int64_t n = -1;
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(t->db, "SELECT coalesce(sum(count), 0) FROM transitions WHERE to_node = ?1",
+                           -1, &st, NULL) == SQLITE_OK) {
+        sqlite3_bind_int(st, 1, LS_NODE_SUSPENDED + EVL_SUSPEND_TASK);
+        if (sqlite3_step(st) == SQLITE_ROW)
+            n = sqlite3_column_int64(st, 0);
+    }
+    sqlite3_finalize(st);
+    return n != 0;
+}
+
+/*
+ * The await edges: suspends with reason task, per (waiter, awaited) pair,
+ * sorted.  No index of the trace holds them, so this is one sequential
+ * scan of events: the '+' keeps SQLite from walking events_task_ts for the
+ * GROUP BY order, whose random reads of the table cost ten times more
+ * (and still lets it use an index made for these rows, should a trace
+ * have one).
+ */
+static bool read_awaits(ls_trace *t, const struct gtask *tk, int n, struct await **aw, size_t *naw)
+{
+    size_t cap = 0;
+    if (!may_await(t))
+        return true;
+    sqlite3_stmt *st = ls_prepare(t,
+        "SELECT task_id, arg0, count(*) FROM events"
+        " WHERE kind = " LS_SQL_KIND_task_suspend " AND reason = " LS_SQL_SUSPEND_TASK
+        " GROUP BY +task_id, +arg0 ORDER BY 1, 2");
+    if (!st)
+        return false;
+    int step;
+    while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+        if (sqlite3_column_type(st, 0) == SQLITE_NULL || sqlite3_column_type(st, 1) == SQLITE_NULL)
+            continue;
+        int w = graph_task_by_id(tk, n, sqlite3_column_int64(st, 0));
+        int a = graph_task_by_id(tk, n, sqlite3_column_int64(st, 1));
+        if (w < 0 || a < 0)
+            continue;                       /* awaited an id not in tasks: nothing to draw */
+        if (!graph_grow((void **)aw, &cap, *naw + 1, sizeof(**aw)))
+            break;
+        (*aw)[(*naw)++] = (struct await){ w, a, sqlite3_column_int64(st, 2) };
+    }
+    bool ok = ls_step_ok(t, st, step);
+    sqlite3_finalize(st);
+    return ok;
+}
+
+/*
+ * Tasks on a cycle of the await graph (every await edge ever seen): only
+ * they can be in a wait-for cycle at some moment, so only their events are
+ * scanned for one.  Tarjan's strongly connected components, iteratively;
+ * aw is sorted by waiter.  Returns the number marked (tk[].cand), -1 when
+ * out of memory.
+ */
+static int mark_candidates(struct gtask *tk, int n, const struct await *aw, size_t naw)
+{
+    size_t sz = (size_t)(n > 0 ? n : 1);
+    int *off = calloc(sz + 1, sizeof(int)), *idx = malloc(sz * sizeof(int));
+    int *low = malloc(sz * sizeof(int)), *stk = malloc(sz * sizeof(int));
+    int *cs = malloc(sz * sizeof(int)), *pos = malloc(sz * sizeof(int));
+    bool *on = calloc(sz, sizeof(bool));
+    int marked = -1;
+    if (!off || !idx || !low || !stk || !cs || !pos || !on)
+        goto out;
+    for (size_t e = 0; e < naw; e++)
+        off[aw[e].w + 1]++;
+    for (int i = 0; i < n; i++) {
+        off[i + 1] += off[i];
+        idx[i] = -1;
+    }
+    marked = 0;
+    int counter = 0, sp = 0, csp = 0;
+    for (int r = 0; r < n; r++) {
+        if (idx[r] >= 0 || off[r] == off[r + 1])
+            continue;
+        idx[r] = low[r] = counter++;
+        stk[sp++] = r;
+        on[r] = true;
+        cs[csp++] = r;
+        pos[r] = off[r];
+        while (csp) {
+            int v = cs[csp - 1];
+            if (pos[v] < off[v + 1]) {
+                int w = aw[pos[v]++].a;
+                if (idx[w] < 0) {
+                    idx[w] = low[w] = counter++;
+                    stk[sp++] = w;
+                    on[w] = true;
+                    cs[csp++] = w;
+                    pos[w] = off[w];
+                } else if (on[w] && idx[w] < low[v]) {
+                    low[v] = idx[w];
+                }
+                continue;
+            }
+            if (--csp && low[v] < low[cs[csp - 1]])
+                low[cs[csp - 1]] = low[v];
+            if (low[v] != idx[v])
+                continue;
+            int top = sp;
+            while (stk[--sp] != v)
+                on[stk[sp]] = false;
+            on[v] = false;
+            bool self = false;
+            for (int e = off[v]; e < off[v + 1]; e++)
+                self |= aw[e].a == v;
+            if (top - sp > 1 || self)
+                for (int k = sp; k < top; k++, marked++)
+                    tk[stk[k]].cand = true;
+        }
+    }
+out:
+    free(off);
+    free(idx);
+    free(low);
+    free(stk);
+    free(cs);
+    free(pos);
+    free(on);
+    return marked;
+}
+
+/* What each pending task that awaited a task, and is not a cycle
+ * candidate (the cycle scan tells those), awaits at the end: its last
+ * state event, if that is a suspend awaiting a task.  One probe of the
+ * index events(task_id, ts_ns) per such task. */
+static bool waits_at_end(ls_trace *t, struct gtask *tk, int n, const struct await *aw, size_t naw)
+{
+    sqlite3_stmt *st = ls_prepare(t,
+        "SELECT kind, reason, arg0 FROM events WHERE task_id = ?1 AND kind IN ("
+        LS_SQL_KIND_task_run ", " LS_SQL_KIND_task_suspend ", " LS_SQL_KIND_task_wake ", "
+        LS_SQL_KIND_task_finish ") ORDER BY ts_ns DESC, rowid DESC LIMIT 1");
+    if (!st)
+        return false;
+    bool ok = true;
+    for (size_t e = 0; e < naw && ok; e++) {
+        struct gtask *x = &tk[aw[e].w];
+        if ((e > 0 && aw[e - 1].w == aw[e].w) || x->cand || x->final >= 0)
+            continue;
+        sqlite3_reset(st);
+        sqlite3_bind_int64(st, 1, x->id);
+        int step = sqlite3_step(st);
+        if (step == SQLITE_ROW && sqlite3_column_int(st, 0) == EVL_PROBE_ID_task_suspend &&
+            sqlite3_column_int64(st, 1) == EVL_SUSPEND_TASK) {
+            x->wait_id = sqlite3_column_int64(st, 2);
+            x->wait = graph_task_by_id(tk, n, x->wait_id);
+        }
+        ok = step == SQLITE_ROW || ls_step_ok(t, st, step);
+    }
+    sqlite3_finalize(st);
+    return ok;
+}
+
+/* The candidates into temp table g_cand, for the cycle scan. */
+static bool store_candidates(ls_trace *t, const struct gtask *tk, int n)
+{
+    if (!graph_exec(t, "CREATE TEMP TABLE g_cand(id INTEGER PRIMARY KEY)"))
+        return false;
+    sqlite3_stmt *st = ls_prepare(t, "INSERT INTO g_cand(id) VALUES(?1)");
+    if (!st)
+        return false;
+    bool ok = graph_exec(t, "BEGIN");
+    for (int i = 0; i < n && ok; i++) {
+        if (!tk[i].cand)
+            continue;
+        sqlite3_reset(st);
+        sqlite3_bind_int64(st, 1, tk[i].id);
+        ok = ls_step_ok(t, st, sqlite3_step(st));
+    }
+    sqlite3_finalize(st);
+    return graph_exec(t, ok ? "COMMIT" : "ROLLBACK") && ok;
+}
+
+/* One integer from SQL (that may fail: a table an older trace lacks), or -1. */
+static int64_t q_int(ls_trace *t, const char *sql)
+{
+    sqlite3_stmt *st = NULL;
+    int64_t v = -1;
+    if (sqlite3_prepare_v2(t->db, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW &&
+        sqlite3_column_type(st, 0) != SQLITE_NULL)
+        v = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return v;
+}
+
+/* About how many state events the candidates have (task_stats: steps,
+ * each a run and a suspend or finish, and wakes); a huge number when
+ * task_stats cannot tell. */
+static int64_t cand_events(ls_trace *t)
+{
+    int64_t v = q_int(t, "SELECT sum(2 * resumes + wakes + 2) FROM task_stats"
+                         " WHERE task_id IN (SELECT id FROM g_cand)");
+    return v >= 0 ? v : INT64_MAX / 64;
+}
+
+/*
+ * Wait-for cycles.  Replays, in the events table's order (rowid: the
+ * order each loop made them, model/replay.h), the events of the candidate
+ * tasks (mark_candidates): a task_suspend with reason task sets its wait edge
+ * (waiter -> arg0), any later run, wake, finish or other suspend clears it.
+ * Each task has at most one wait edge, so right after one is set, following
+ * the edges from the awaited task either ends or comes back to the waiter
+ * (a cycle: every task on it is suspended awaiting the next) -- or runs into
+ * an older cycle not through the waiter, which the step bound cuts off.
+ * Cycle edges are appended to *cyc as (waiter, awaited) task indexes.
+ */
+static bool find_cycles(ls_trace *t, struct gtask *tk, int n, struct pair **cyc, size_t *ncyc)
+{
+    size_t cap = 0;
+    /* Few candidate events: through the index events(task_id, ts_ns), then
+     * sorted; many: one sequential scan (a random read of the table costs
+     * some 30 rows of a scan), the '+' keeping SQLite off that index. */
+    bool few = cand_events(t) * 30 < q_int(t, "SELECT max(rowid) FROM events");
+    sqlite3_stmt *st = ls_prepare(t, few
+        ? "SELECT task_id, kind, reason, arg0 FROM events"
+          " WHERE task_id IN (SELECT id FROM g_cand) AND kind IN (" LS_SQL_KIND_task_run ", "
+          LS_SQL_KIND_task_suspend ", " LS_SQL_KIND_task_wake ", " LS_SQL_KIND_task_finish ")"
+          " ORDER BY rowid"
+        : "SELECT task_id, kind, reason, arg0 FROM events"
+          " WHERE +task_id IN (SELECT id FROM g_cand) AND kind IN (" LS_SQL_KIND_task_run ", "
+          LS_SQL_KIND_task_suspend ", " LS_SQL_KIND_task_wake ", " LS_SQL_KIND_task_finish ")"
+          " ORDER BY rowid");
+    if (!st)
+        return false;
+    int step;
+    while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+        int i = graph_task_by_id(tk, n, sqlite3_column_int64(st, 0));
+        if (i < 0)
+            continue;
+        if (sqlite3_column_int(st, 1) != EVL_PROBE_ID_task_suspend ||
+            sqlite3_column_int64(st, 2) != EVL_SUSPEND_TASK) {
+            tk[i].wait = -1;
+            tk[i].wait_id = -1;
+            continue;
+        }
+        tk[i].wait_id = sqlite3_column_int64(st, 3);
+        tk[i].wait = graph_task_by_id(tk, n, tk[i].wait_id);
+        int k = tk[i].wait;
+        for (int steps = 0; k >= 0 && k != i && steps < n; steps++)
+            k = tk[k].wait;
+        if (k != i)
+            continue;
+        int m = i;
+        do {
+            if (!graph_grow((void **)cyc, &cap, *ncyc + 1, sizeof(**cyc)))
+                break;
+            (*cyc)[(*ncyc)++] = (struct pair){ m, tk[m].wait };
+            tk[m].in_cycle = true;
+            m = tk[m].wait;
+        } while (m != i);
+    }
+    bool ok = ls_step_ok(t, st, step);
+    sqlite3_finalize(st);
+    if (*ncyc)
+        qsort(*cyc, *ncyc, sizeof(**cyc), graph_cmp_pair);
+    return ok;
+}
+
+bool graph_task_waits(ls_trace *t, struct gtask *tk, int n, struct await **aw, size_t *naw,
+                      struct pair **cyc, size_t *ncyc)
+{
+    if (!read_awaits(t, tk, n, aw, naw))
+        return false;
+    int ncand = mark_candidates(tk, n, *aw, *naw);
+    if (ncand < 0) {
+        ls_error("graph: out of memory");
+        return false;
+    }
+    if (ncand > 0 && (!store_candidates(t, tk, n) || !find_cycles(t, tk, n, cyc, ncyc)))
+        return false;
+    return waits_at_end(t, tk, n, *aw, *naw);
+}
