@@ -303,6 +303,8 @@ bool lint_pass(lint *L)
     }
     ok = true;
 out:
+    /* p lives on this stack: the function goes with it */
+    sqlite3_create_function(L->t->db, "lint_feed", 7, SQLITE_UTF8, NULL, NULL, NULL, NULL);
     sqlite3_finalize(ev);
     sqlite3_finalize(lp);
     sqlite3_finalize(p.ins);
