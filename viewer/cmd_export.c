@@ -25,7 +25,7 @@ static const char usage[] =
     "chrome://tracing).\n"
     "\n"
     "  --format F   perfetto: Perfetto's protobuf trace format (the default;\n"
-    "               about a tenth of the JSON's size);\n"
+    "               about a third of the JSON's size);\n"
     "               chrome-json: the Chrome/Perfetto Trace Event Format (JSON)\n"
     "  -o FILE      where to write it; '-' for stdout\n"
     "  --from DUR   only what happens from DUR after the recording start (e.g. 4.5s)\n"
