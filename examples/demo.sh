@@ -112,7 +112,7 @@ say "writing pictures and traces"
 "$ls" graph "$out/trace.db" --kind tasks -o "$out/tasks.svg"
 "$ls" graph "$out/trace.db" --kind lifecycle -o "$out/lifecycle.svg"
 "$ls" timeline "$out/trace.db" --svg "$out/timeline.svg" >/dev/null
-"$ls" export "$out/trace.db" --format perfetto -o "$out/trace.perfetto.json"
+"$ls" export "$out/trace.db" -o "$out/trace.pftrace"
 
 say "files written"
 cat <<EOF
@@ -121,6 +121,6 @@ $out/blocking.svg          blocking call graph: open in a browser
 $out/tasks.svg             task tree (spawn and await edges): open in a browser
 $out/lifecycle.svg         lifecycle state diagram with counts and latencies: open in a browser
 $out/timeline.svg          the timeline; hover a span for details: open in a browser
-$out/trace.perfetto.json   open https://ui.perfetto.dev and drop the file on it (or chrome://tracing)
+$out/trace.pftrace         open https://ui.perfetto.dev and drop the file on it (Perfetto's protobuf format)
 $out/asyncio.db            the generic loop mode's trace of examples/asyncio_server.py
 EOF

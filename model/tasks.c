@@ -5,7 +5,6 @@
  * millions of tasks leaves the table as small as its live set.
  */
 #include "tasks.h"
-#include "evl-probes.h"
 
 #include <stdlib.h>
 
@@ -114,28 +113,4 @@ void ls_tasks_each(ls_tasks *t, void (*fn)(ls_task *, void *), void *arg)
     for (size_t i = 0; i < t->cap; i++)
         if (t->slot[i].id)
             fn(&t->slot[i], arg);
-}
-void ls_task_close_span(ls_task *a, int64_t ts, int next_kind)
-{
-    int64_t d = ts - a->last_ts;
-    if (!a->last_kind || d < 0)
-        return;
-    int kind = a->last_kind;
-    if (kind == LS_TASK_PREEXISTING)
-        kind = next_kind == EVL_PROBE_ID_task_run ? EVL_PROBE_ID_task_wake
-                                                  : EVL_PROBE_ID_task_suspend;
-    switch (kind) {
-    case EVL_PROBE_ID_task_run:
-        a->busy += d;
-        if (d > a->longest)
-            a->longest = d;
-        break;
-    case EVL_PROBE_ID_task_create:
-    case EVL_PROBE_ID_task_wake:
-        a->sched += d;
-        break;
-    case EVL_PROBE_ID_task_suspend:
-        a->idle += d;
-        break;
-    }
 }

@@ -1,10 +1,12 @@
 /*
  * tasks.h -- the replay's table of live tasks (model/replay.h): per-task
  * state and time accounting as events stream in, with memory bounded
- * whatever task ids the target invents.  A task leaves the table as soon as its finish is
- * seen and its task_stats row written; at most LS_TASKS_MAX are tracked at
- * once (tracer/README.md states the ceiling), further ones are counted and
- * get no task_stats row.
+ * whatever task ids the target invents: open addressing with backward-shift
+ * deletion, so the table stays as small as the live set.  A task leaves it
+ * once its finish is replayed (a failed one at its leak verdict or the end);
+ * at most max_live are tracked at once (LS_TASKS_MAX for the recorder,
+ * tracer/README.md states the ceiling), further ones are counted and get no
+ * task_stats row.
  */
 #ifndef LOOPSCOPE_TASKS_H
 #define LOOPSCOPE_TASKS_H
@@ -33,14 +35,7 @@ typedef struct ls_task {
     int64_t busy, sched, idle, longest;
     uint64_t resumes, wakes;
     uint32_t user;            /* the caller's own field (the recorder's row state) */
-    /* TRANSITIONAL (removed when the recorder feeds the replay): */
-    int64_t last_ts;
-    int32_t last_kind;
-    uint32_t row;
 } ls_task;
-enum ls_task_row { LS_ROW_NONE = 0, LS_ROW_PLACEHOLDER = 1, LS_ROW_CREATED = 2 };
-#define LS_TASK_PREEXISTING (-1)
-void ls_task_close_span(ls_task *task, int64_t ts, int kind);
 
 #define LS_TASK_NO_STATE (-1)
 

@@ -1,8 +1,8 @@
 /*
  * ingest.c -- what arrives through the ring buffer (record.h's messages):
  * the dispatch, each loop's entry, the lifecycle records of batches
- * (checked at the trust boundary ls_rec_valid, then stored) with the
- * per-task accounting, the snapshot request, and the generic mode's
+ * (checked at the trust boundary ls_rec_valid, then stored and fed to
+ * the one replay of task states, model/replay.h), the snapshot request, and the generic mode's
  * windows.  Blocking episodes go to blocks.c.  Part of the recorder
  * (recorder.h).
  */
@@ -50,20 +50,12 @@ ls_syms *ls_get_syms(recorder *r)
     return r->syms;
 }
 
-static void ls_store_stat_row(ls_task *a, void *arg)
-{
-    recorder *r = arg;
-    ls_store_task_stat(r->store, a->id, a->busy, a->sched, a->idle, a->resumes, a->wakes,
-                       a->longest);
-}
-
 /* The task an accepted record names: its table entry (NULL when the table
  * is full), and a tasks row in any case, so events never name a task
  * missing from tasks. */
 ls_task *ls_task_seen(recorder *r, uint64_t loop, uint64_t id)
 {
-    bool made;
-    ls_task *a = ls_tasks_get(r->tasks, id, loop, &made);
+    ls_task *a = ls_replay_track(r->replay, id, loop);
     if (!a) {                         /* not tracked: make sure of the row */
         ls_store_task_unknown(r->store, id, loop);
         return NULL;
@@ -73,44 +65,10 @@ ls_task *ls_task_seen(recorder *r, uint64_t loop, uint64_t id)
 
 void ls_task_row(recorder *r, ls_task *a, uint64_t loop, uint64_t id)
 {
-    if (!a || a->row != LS_ROW_NONE)
+    if (!a || a->user != LS_ROW_NONE)
         return;
     ls_store_task_unknown(r->store, id, loop);
-    a->row = LS_ROW_PLACEHOLDER;
-}
-
-/* Per-task accounting (task_stats): each create/run/suspend/wake lasts
- * until the task's next event; at its finish the row is written and the
- * task leaves memory. */
-static void ls_account(recorder *r, ls_task *a, const struct evl_rec *e, bool pre)
-{
-    if (!a || (pre && a->last_kind))
-        return;                       /* a late snapshot: its events tell more */
-    ls_task_close_span(a, (int64_t)e->ts, e->kind);
-    a->last_ts = (int64_t)e->ts;
-    a->last_kind = pre ? LS_TASK_PREEXISTING : e->kind;
-    if (e->kind == EVL_PROBE_ID_task_run)
-        a->resumes++;
-    else if (e->kind == EVL_PROBE_ID_task_wake)
-        a->wakes++;
-    else if (e->kind == EVL_PROBE_ID_task_finish) {
-        a->last_kind = 0;
-        ls_store_stat_row(a, r);
-        ls_tasks_remove(r->tasks, a);
-    }
-}
-
-/* At the end: the open span of each unfinished task lasts until its loop
- * stopped, or the end of the recording; then store every row. */
-void ls_close_open(ls_task *a, void *arg)
-{
-    recorder *r = arg;
-    int64_t stop = r->end_ns;
-    for (size_t l = 0; l < r->nloops; l++)
-        if (r->loops[l].id == a->loop && r->loops[l].stopped)
-            stop = r->loops[l].stopped;
-    ls_task_close_span(a, stop, 0);
-    ls_store_stat_row(a, r);
+    a->user = LS_ROW_PLACEHOLDER;
 }
 
 static bool ls_in_list(int v, const int *list, size_t n)
@@ -185,14 +143,14 @@ static void ls_ingest_rec(recorder *r, struct ls_loop_info *li, const struct evl
         if (n > EVL_NAME_MAX - 1)
             n = EVL_NAME_MAX - 1;
         pre = e->a32 & EVL_REC_PREEXISTING;
-        if (pre && a && a->row == LS_ROW_CREATED)
+        if (pre && a && a->user == LS_ROW_CREATED)
             return;                   /* a snapshot repeated for a task we know */
         ls_syms *syms = ls_get_syms(r);
         const ls_sym *sym = syms ? ls_syms_lookup(syms, e->a1) : NULL;
         ls_store_task_create(r->store, e->task, loop, e->a0, (const char *)(e + 1), n,
                              sym ? sym->function : NULL, e->a1, (int64_t)e->ts, pre);
         if (a)
-            a->row = LS_ROW_CREATED;
+            a->user = LS_ROW_CREATED;
         else if (!pre)
             r->untracked++;
         r->tasks_created++;
@@ -205,8 +163,8 @@ static void ls_ingest_rec(recorder *r, struct ls_loop_info *li, const struct evl
         break;
     case EVL_PROBE_ID_task_finish:
         ls_store_task_finish(r->store, e->task, loop, (int64_t)e->ts, (int)e->a32, (int64_t)e->a0);
-        if (a && a->row == LS_ROW_NONE)
-            a->row = LS_ROW_PLACEHOLDER;
+        if (a && a->user == LS_ROW_NONE)
+            a->user = LS_ROW_PLACEHOLDER;
         r->tasks_finished++;
         break;
     default:
@@ -217,8 +175,12 @@ static void ls_ingest_rec(recorder *r, struct ls_loop_info *li, const struct evl
     ls_store_event(r->store, (int64_t)e->ts, loop, e->task, e->kind, reason,
                    (int64_t)e->a0, (int64_t)e->a1);
     r->records++;
-    if (e->kind >= EVL_PROBE_ID_task_create && e->kind <= EVL_PROBE_ID_task_finish)
-        ls_account(r, a, e, pre);
+    /* The one replay (model/replay.h): task_stats rows as tasks finish
+     * (model/derive.c), transitions and iteration statistics at the end.
+     * Last, since it may release the task's entry. */
+    ls_replay_event(r->replay, &(ls_event){ .ts = (int64_t)e->ts, .loop = loop, .task = e->task,
+                                            .kind = e->kind, .reason = reason,
+                                            .arg0 = (int64_t)e->a0, .arg1 = (int64_t)e->a1 });
 }
 
 /* Drain the ring buffer for at most `budget_ns`, so that a producer

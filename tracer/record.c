@@ -236,9 +236,6 @@ int cmd_record(int argc, char **argv)
      * attach leaves nothing behind. */
     if (ls_store_check(r->out, r->force, errbuf, sizeof(errbuf)) < 0)
         return ls_error("%s", errbuf);
-    r->tasks = ls_tasks_new(LS_TASKS_MAX);
-    if (!r->tasks)
-        return ls_error("out of memory");
 
     if (r->cmd) {
         if ((err = ls_spawn(r)))
@@ -294,6 +291,13 @@ int cmd_record(int argc, char **argv)
     r->store = ls_store_create(r->out, r->force, errbuf, sizeof(errbuf));
     if (!r->store) {
         err = ls_error("%s", errbuf);
+        goto cleanup;
+    }
+    r->derive = ls_derive_new(ls_store_db(r->store), errbuf, sizeof(errbuf));
+    ls_replay_ops ops = r->derive ? ls_derive_ops(r->derive) : (ls_replay_ops){ 0 };
+    r->replay = r->derive ? ls_replay_new(&ops, LS_TASKS_MAX) : NULL;
+    if (!r->replay) {
+        err = ls_error("%s", r->derive ? "out of memory" : errbuf);
         goto cleanup;
     }
     r->rb = ring_buffer__new(bpf_map__fd(r->skel->maps.events), ls_on_msg, r, NULL);
@@ -378,7 +382,17 @@ int cmd_record(int argc, char **argv)
     ls_store_syscalls(r);
     ls_write_end_meta(r, why);
     r->end_ns = ls_now();
-    ls_tasks_each(r->tasks, ls_close_open, r);
+    /* Open spans end at their loop's stop, or now; then the derived tables. */
+    for (size_t l = 0; l < r->nloops; l++)
+        if (r->loops[l].stopped)
+            ls_replay_loop_stop(r->replay, r->loops[l].id, r->loops[l].stopped);
+    ls_replay_end(r->replay, r->end_ns);
+    ls_store_flush(r->store);
+    if (ls_derive_finish(r->derive, r->replay, errbuf, sizeof(errbuf)) < 0)
+        err = ls_error("cannot derive the trace's tables (the viewer derives them on first "
+                       "read): %s", errbuf);
+    ls_derive_free(r->derive);
+    r->derive = NULL;
     uint64_t dropped = ls_stat(r, LS_STAT_DROPPED_MSGS), rejected = r->rejected + r->rejected_msgs;
     uint64_t nev = ls_store_nevents(r->store);
     double secs = (ls_now() - r->start_ns) / 1e9;
@@ -416,13 +430,14 @@ cleanup:
         bpf_link__destroy(r->samplers[i]);
     ring_buffer__free(r->rb);
     record_bpf__destroy(r->skel);
+    ls_derive_free(r->derive);        /* its statements, before the store closes */
     if (r->store && r->start_ns)      /* an error while recording: keep what was written */
         ls_store_finish(r->store, errbuf, sizeof(errbuf));
     else
         ls_store_abort(r->store);     /* nothing was recorded: leave nothing behind */
     ls_syms_free(r->syms);
     ls_py_free(r->py);
-    ls_tasks_free(r->tasks);
+    ls_replay_free(r->replay);
     free(r->loops);
     if (r->go_pipe >= 0)
         close(r->go_pipe);            /* the child exits without running */

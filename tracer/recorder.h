@@ -12,7 +12,8 @@
 #include "pystack.h"
 #include "store.h"
 #include "symbols.h"
-#include "tasks.h"
+#include "derive.h"
+#include "replay.h"
 
 #include <bpf/libbpf.h>
 #include <limits.h>
@@ -88,7 +89,8 @@ typedef struct recorder {
     bool target_gone;
     int64_t consume_until;    /* ls_on_msg yields back to the main loop then */
     unsigned since_check;
-    ls_tasks *tasks;          /* live tasks and their accounting */
+    ls_replay *replay;        /* the one replay of task states (model/replay.h) */
+    ls_derive *derive;        /* writes what it derives (model/derive.h) */
     /* What the recorder itself counted (meta): */
     uint64_t records;         /* records accepted */
     uint64_t rejected;        /* records refused as malformed (bad size,
@@ -121,9 +123,14 @@ int ls_consume(recorder *r, int64_t budget_ns);
 struct ls_loop_info *ls_loop_seen(recorder *r, uint64_t loop, uint32_t pid, uint32_t tid,
                                   int64_t ts);
 ls_syms *ls_get_syms(recorder *r);
+/* What a task's tasks row holds so far (ls_task.user). */
+enum ls_task_row {
+    LS_ROW_NONE = 0,
+    LS_ROW_PLACEHOLDER = 1,   /* seen before its creation: name '?' */
+    LS_ROW_CREATED = 2,       /* its task_create (or snapshot) is stored */
+};
 ls_task *ls_task_seen(recorder *r, uint64_t loop, uint64_t id);
 void ls_task_row(recorder *r, ls_task *a, uint64_t loop, uint64_t id);
-void ls_close_open(ls_task *a, void *arg);
 void ls_flush_windows(recorder *r);
 
 /* blocks.c: blocking episodes, their stacks, the on-CPU samplers */

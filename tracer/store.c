@@ -37,7 +37,7 @@ struct ls_store {
     sqlite3_stmt *ins_many;   /* LS_ROWS_PER_INSERT event rows */
     sqlite3_stmt *ins_one;
     sqlite3_stmt *ins_task, *fin_task, *ins_loop, *stop_loop, *ins_meta;
-    sqlite3_stmt *ins_stack, *ins_frame, *ins_block, *ins_stat, *leak_task, *ins_unknown;
+    sqlite3_stmt *ins_stack, *ins_frame, *ins_block, *leak_task, *ins_unknown;
     sqlite3_stmt *ins_named, *ins_window, *ins_hist;
     int64_t rows[LS_ROWS_PER_INSERT][LS_EVENT_COLS];
     int nrows;                /* buffered in rows[] */
@@ -241,14 +241,10 @@ ls_store *ls_store_create(const char *path, bool force, char *err, size_t errlen
     s->ins_block = ls_store_prepare(s,
         "INSERT INTO blocking(loop_id,task_id,start_ns,dur_ns,kind,syscall,"
         "stack_id) VALUES(?,?,?,?,?,?,?)");
-    s->ins_stat = ls_store_prepare(s,
-        "INSERT OR REPLACE INTO task_stats(task_id,busy_ns,scheduled_ns,"
-        "idle_ns,resumes,wakes,longest_step_ns,blocking,blocked_ns)"
-        " VALUES(?,?,?,?,?,?,?,0,0)");
     s->leak_task = ls_store_prepare(s, "UPDATE tasks SET leak = ? WHERE id = ?");
     if (!s->ins_many || !s->ins_one || !s->ins_task || !s->fin_task || !s->ins_loop ||
         !s->stop_loop || !s->ins_meta || !s->ins_stack || !s->ins_frame || !s->ins_block ||
-        !s->ins_stat || !s->leak_task || !s->ins_unknown || !s->ins_named || !s->ins_window ||
+        !s->leak_task || !s->ins_unknown || !s->ins_named || !s->ins_window ||
         !s->ins_hist)
         goto fail_db;
     /* Who writes it: while this process lives, a viewer leaves the trace
@@ -510,20 +506,6 @@ void ls_store_blocking(ls_store *s, uint64_t loop, uint64_t task, int64_t start,
     ls_step(s, st);
 }
 
-void ls_store_task_stat(ls_store *s, uint64_t task, int64_t busy, int64_t sched, int64_t idle,
-                        uint64_t resumes, uint64_t wakes, int64_t longest)
-{
-    sqlite3_stmt *st = s->ins_stat;
-    sqlite3_bind_int64(st, 1, (int64_t)task);
-    sqlite3_bind_int64(st, 2, busy);
-    sqlite3_bind_int64(st, 3, sched);
-    sqlite3_bind_int64(st, 4, idle);
-    sqlite3_bind_int64(st, 5, (int64_t)resumes);
-    sqlite3_bind_int64(st, 6, (int64_t)wakes);
-    sqlite3_bind_int64(st, 7, longest);
-    ls_step(s, st);
-}
-
 void ls_store_syscall_stat(ls_store *s, uint64_t loop, uint32_t tid, uint32_t nr, uint64_t count,
                            uint64_t total_ns, uint64_t max_ns)
 {
@@ -544,60 +526,6 @@ void ls_store_syscall_stat(ls_store *s, uint64_t loop, uint32_t tid, uint32_t nr
     sqlite3_finalize(st);
 }
 
-/* After capture, with the indexes built: the duration of on-CPU episodes
- * (their step's end, minus off-CPU episodes inside it; in the generic mode
- * the BPF side measured it), the tasks each episode delayed, and their
- * count. */
-#define LS_NOT_GENERIC "NOT EXISTS (SELECT 1 FROM meta WHERE key = 'mode' AND value = 'generic')"
-static const char ls_post_sql[] =
-    "UPDATE blocking SET dur_ns = coalesce(("
-    "  SELECT min(e.ts_ns) FROM events e WHERE e.ts_ns > blocking.start_ns AND ("
-    "    (blocking.task_id IS NOT NULL AND e.task_id = blocking.task_id AND e.kind IN (5, 7))"
-    "    OR (blocking.task_id IS NULL AND e.loop_id = blocking.loop_id AND e.kind = 13))),"
-    "  (SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'end_ns')) - start_ns"
-    " WHERE kind = 2 AND " LS_NOT_GENERIC ";"
-    "UPDATE blocking SET dur_ns = dur_ns - coalesce((SELECT sum(o.dur_ns) FROM blocking o"
-    "  WHERE o.kind = 1 AND o.loop_id = blocking.loop_id AND o.start_ns >= blocking.start_ns"
-    "  AND o.start_ns < blocking.start_ns + blocking.dur_ns), 0)"
-    " WHERE kind = 2 AND " LS_NOT_GENERIC ";"
-    /* Victims: wake events near each episode, with the task's next run and
-     * its previous suspend.  cause 1: woken before the episode ended, ran
-     * after it; 2: its sleep's deadline came before the
-     * episode's end (it could not fire until the loop was free); 3: woken
-     * for I/O by the first poll after the episode (the fd became ready at
-     * some point before: the delay is an upper bound). */
-    "INSERT OR IGNORE INTO blocking_victims(blocking_id, task_id, ready_ns, ran_ns, delay_ns, cause)"
-    " WITH ep AS (SELECT id, loop_id, task_id AS btask, start_ns AS s, start_ns + dur_ns AS e,"
-    "   (SELECT min(p.ts_ns) FROM events p WHERE p.loop_id = blocking.loop_id AND p.kind = 11"
-    "     AND p.ts_ns >= blocking.start_ns + blocking.dur_ns) AS px FROM blocking),"
-    " w AS (SELECT ep.id AS bid, ep.s, ep.e, ep.btask, ev.task_id, ev.ts_ns AS wake_ns,"
-    "   ev.reason AS waker, ep.px,"
-    "   (SELECT min(q.ts_ns) FROM events q WHERE q.loop_id = ep.loop_id AND q.kind = 10"
-    "     AND q.ts_ns > ep.px) AS next_poll,"
-    "   (SELECT min(r.ts_ns) FROM events r WHERE r.task_id = ev.task_id AND r.kind = 4"
-    "     AND r.ts_ns >= ev.ts_ns) AS ran_ns,"
-    "   (SELECT CASE WHEN p.reason = 1 THEN p.arg0 END FROM events p WHERE p.task_id = ev.task_id"
-    "     AND p.kind = 5 AND p.ts_ns <= ev.ts_ns ORDER BY p.ts_ns DESC, p.rowid DESC LIMIT 1)"
-    "     AS deadline"
-    "  FROM ep JOIN events ev ON ev.loop_id = ep.loop_id AND ev.kind = 6"
-    "   AND ev.ts_ns BETWEEN ep.s - 1000000000 AND ep.e + 1000000000),"
-    " c AS (SELECT *, CASE WHEN wake_ns < e THEN 1"
-    "   WHEN waker = 1 AND deadline < e THEN 2"
-    "   WHEN waker = 2 AND wake_ns >= px AND (next_poll IS NULL OR wake_ns < next_poll) THEN 3"
-    "   END AS cause FROM w)"
-    " SELECT bid, task_id, CASE cause WHEN 1 THEN wake_ns WHEN 2 THEN deadline ELSE s END AS ready,"
-    "  ran_ns, ran_ns - max(CASE cause WHEN 1 THEN wake_ns WHEN 2 THEN deadline ELSE s END, s),"
-    "  cause FROM c WHERE cause IS NOT NULL AND task_id IS NOT btask AND ran_ns >= e"
-    " ORDER BY ready;"
-    "UPDATE blocking SET delayed_tasks = (SELECT count(*) FROM blocking_victims v"
-    "  WHERE v.blocking_id = blocking.id);"
-    /* Blocking per task (the rest of task_stats is filled by the
-     * recorder as events stream in). */
-    "UPDATE task_stats SET blocking = (SELECT count(*) FROM blocking b"
-    "  WHERE b.task_id = task_stats.task_id), blocked_ns = (SELECT coalesce(sum(dur_ns), 0)"
-    "  FROM blocking b WHERE b.task_id = task_stats.task_id)"
-    " WHERE task_id IN (SELECT task_id FROM blocking);";
-
 int ls_store_tick(ls_store *s, int64_t now)
 {
     if (now - s->last_commit < LS_COMMIT_NS)
@@ -608,13 +536,15 @@ int ls_store_tick(ls_store *s, int64_t now)
 }
 
 uint64_t ls_store_nevents(const ls_store *s) { return s->nevents; }
+sqlite3 *ls_store_db(ls_store *s) { return s->db; }
+void ls_store_flush(ls_store *s) { ls_flush_rows(s); }
 const char *ls_store_error(const ls_store *s) { return s->err; }
 
 static void ls_finalize_all(ls_store *s)
 {
     sqlite3_stmt *sts[] = { s->ins_many, s->ins_one, s->ins_task, s->fin_task,
                             s->ins_loop, s->stop_loop, s->ins_meta, s->ins_stack,
-                            s->ins_frame, s->ins_block, s->ins_stat, s->leak_task,
+                            s->ins_frame, s->ins_block, s->leak_task,
                             s->ins_unknown, s->ins_named, s->ins_window, s->ins_hist };
     for (size_t i = 0; i < sizeof(sts) / sizeof(sts[0]); i++)
         sqlite3_finalize(sts[i]);
@@ -642,10 +572,7 @@ int ls_store_finish(ls_store *s, char *err, size_t errlen)
 {
     int rc = 0;
     ls_flush_rows(s);
-    if (ls_exec(s, "CREATE INDEX events_task_ts ON events(task_id, ts_ns);"
-                   "CREATE INDEX events_ts ON events(ts_ns);"
-                   "CREATE INDEX tasks_loop ON tasks(loop_id);") < 0 ||
-        ls_exec(s, ls_post_sql) < 0 || ls_exec(s, "COMMIT") < 0)
+    if (ls_exec(s, "COMMIT") < 0)     /* derived tables: model/derive.c, done by the caller */
         rc = -1;
     ls_finalize_all(s);
     /* A plain rollback-journal file: readable from read-only places. */

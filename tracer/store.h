@@ -64,8 +64,6 @@ void ls_store_stack(ls_store *s, int64_t id, int depth);
 void ls_store_blocking(ls_store *s, uint64_t loop, uint64_t task, int64_t start, int64_t dur,
                        int kind, int64_t syscall, int64_t stack_id);
 
-void ls_store_task_stat(ls_store *s, uint64_t task, int64_t busy, int64_t sched, int64_t idle,
-                        uint64_t resumes, uint64_t wakes, int64_t longest);
 void ls_store_syscall_stat(ls_store *s, uint64_t loop, uint32_t tid, uint32_t nr, uint64_t count,
                            uint64_t total_ns, uint64_t max_ns);
 
@@ -76,6 +74,10 @@ int ls_store_tick(ls_store *s, int64_t now_ns);
 int ls_store_finish(ls_store *s, char *err, size_t errlen);
 /* Rows written so far (events). */
 uint64_t ls_store_nevents(const ls_store *s);
+/* The database, for model/derive.c's writers (same transaction). */
+struct sqlite3 *ls_store_db(ls_store *s);
+/* Write the rows still batched in memory. */
+void ls_store_flush(ls_store *s);
 const char *ls_store_error(const ls_store *s);
 
 #endif

@@ -150,6 +150,11 @@ const char *ls_trace_complete(ls_trace *t, char **tmp_path)
         return t->path;
     }
     char err[512] = "";
+    /* Our reading connection goes first: after a crashed writer it holds
+     * the WAL's recovery, and the deriving connection would find the
+     * database locked.  ls_trace_open reopens what was completed. */
+    sqlite3_close(t->db);
+    t->db = NULL;
     int fd = open(t->path, O_RDWR | O_CLOEXEC);
     if (fd >= 0) {
         int rc = flock(fd, LOCK_EX);

@@ -182,12 +182,13 @@ def check_trace(mode, db, stderr, rss_mb):
 
 def run_viewer(db, work):
     """Every command: bounded time, no crash, well-formed output."""
-    svg, tl, exp = (os.path.join(work, f) for f in ("g.svg", "t.svg", "e.json"))
+    svg, tl, exp, pf = (os.path.join(work, f) for f in ("g.svg", "t.svg", "e.json", "e.pftrace"))
     cmds = [
         (["info"], "text"), (["info", "--json"], "json"), (["tasks"], "text"),
         (["tasks", "--json"], "json"), (["timeline"], "text"), (["timeline", "--svg", tl], "svg:" + tl),
         (["blocking"], "text"), (["blocking", "--json"], "json"), (["lint"], "text"),
-        (["lint", "--json"], "json"), (["export", "-o", exp], "jsonfile:" + exp),
+        (["lint", "--json"], "json"), (["export", "--format", "chrome-json", "-o", exp], "jsonfile:" + exp),
+        (["export", "-o", pf], "text"),
         (["sql", "SELECT count(*) FROM events"], "text"),
     ]
     for kind in ("blocking", "tasks", "lifecycle"):

@@ -280,9 +280,38 @@ def sigkill_recorder():
         check(t.poll() is None, "target died with the recorder")
         integrity(db)
         check(query(db, "SELECT count(*) FROM events")[0][0] > 0, "nothing committed before the kill")
+        cut_short_read(db)
     finally:
         t.kill()
         t.wait()
+
+
+def cut_short_read(db):
+    """A trace whose recorder was killed is completed on first read: the
+    derived tables are built from its events (task_stats for every task
+    the events name), every command says in one line that it was cut
+    short, and info does not claim 'none dropped'."""
+    check(not query(db, "SELECT value FROM meta WHERE key = 'model_version'"),
+          "a killed recorder derived its tables")
+    ntasks = query(db, "SELECT count(DISTINCT task_id) FROM events WHERE task_id IS NOT NULL")[0][0]
+    check(ntasks > 0, "no task events committed")
+    for cmd in (["tasks"], ["lint"], ["info"], ["timeline"], ["blocking"]):
+        p = subprocess.run([A.loopscope, *cmd, db], capture_output=True, text=True, timeout=120)
+        check(p.returncode in (0, 1) and "error" not in p.stderr,
+              f"{cmd[0]} on a cut-short trace: rc {p.returncode}, stderr {p.stderr!r}")
+        notes = [l for l in p.stderr.splitlines() if "cut short" in l]
+        eq(len(notes), 1, f"{cmd[0]}: lines saying the recording was cut short")
+        if cmd == ["info"]:
+            check("cut short: at +" in p.stdout, f"info does not say cut short:\n{p.stdout}")
+            check("none dropped" not in p.stdout, f"info claims none dropped:\n{p.stdout}")
+        if cmd == ["tasks"]:
+            rows = [l for l in p.stdout.splitlines()[1:] if l.strip()]
+            check(len(rows) >= ntasks, f"tasks shows {len(rows)} rows for {ntasks} tasks")
+    eq(query(db, "SELECT value FROM meta WHERE key = 'model_version'"), [("1",)],
+       "model_version after the first read")
+    eq(query(db, "SELECT count(*) FROM task_stats")[0][0] >= ntasks, True,
+       "task_stats rows for every task in events")
+    integrity(db)
 
 
 @case

@@ -31,7 +31,8 @@ COMMANDS = [
     ["graph", "--kind", "tasks", "-o", "{out}.dot"],
     ["graph", "--kind", "lifecycle", "-o", "{out}.dot"],
     ["graph", "--kind", "blocking", "-o", "{out}.dot"],
-    ["export", "-o", "{out}.json"],
+    ["export", "-o", "{out}.pftrace"],
+    ["export", "--format", "chrome-json", "-o", "{out}.json"],
     ["sql", "SELECT count(*) FROM events"],
     # the generic loop mode's tables (fixtures generic*.db; absent from older ones)
     ["timeline", "--svg", "{out}.svg"],
