@@ -152,6 +152,9 @@ static const char ls_post_sql[] =
     "CREATE INDEX IF NOT EXISTS events_task_ts ON events(task_id, ts_ns);"
     "CREATE INDEX IF NOT EXISTS events_ts ON events(ts_ns);"
     "CREATE INDEX IF NOT EXISTS tasks_loop ON tasks(loop_id);"
+    /* awaits of one task on another: graph --kind tasks reads only these */
+    "CREATE INDEX IF NOT EXISTS events_await ON events(task_id, arg0)"
+    " WHERE kind = " LS_SQL_KIND_task_suspend " AND reason = " LS_SQL_SUSPEND_TASK ";"
     "UPDATE blocking SET dur_ns = coalesce(("
     "  SELECT min(e.ts_ns) FROM events e WHERE e.ts_ns > blocking.start_ns AND ("
     "    (blocking.task_id IS NOT NULL AND e.task_id = blocking.task_id"

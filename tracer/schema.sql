@@ -139,3 +139,4 @@ CREATE VIEW timer_lateness AS
 -- INDEXES (made by model/derive.c when the trace is derived):
 -- CREATE INDEX events_task_ts ON events(task_id, ts_ns);
 -- CREATE INDEX events_ts ON events(ts_ns);
+-- CREATE INDEX events_await ON events(task_id, arg0) WHERE kind = <task_suspend> AND reason = <task>;

@@ -95,8 +95,8 @@ bool diff_grow(void **arr, size_t *cap, size_t n, size_t sz)
     return true;
 }
 
-/* SQL name_pattern(name): runs of digits as '*' (graph --kind tasks groups
- * sibling tasks the same way). */
+/* SQL name_pattern(name): ls_name_pattern (trace.h), as graph --kind tasks
+ * groups sibling tasks. */
 static void sql_name_pattern(sqlite3_context *cx, int argc, sqlite3_value **argv)
 {
     (void)argc;
@@ -105,21 +105,11 @@ static void sql_name_pattern(sqlite3_context *cx, int argc, sqlite3_value **argv
         sqlite3_result_null(cx);
         return;
     }
-    char *p = malloc(strlen((const char *)s) + 1), *q = p;
+    char *p = ls_name_pattern((const char *)s);
     if (!p) {
         sqlite3_result_error_nomem(cx);
         return;
     }
-    while (*s) {
-        if (*s >= '0' && *s <= '9') {
-            *q++ = '*';
-            while (*s >= '0' && *s <= '9')
-                s++;
-        } else {
-            *q++ = (char)*s++;
-        }
-    }
-    *q = '\0';
     sqlite3_result_text(cx, p, -1, free);
 }
 

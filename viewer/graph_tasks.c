@@ -29,24 +29,6 @@ static enum tstate final_class(int final)
          : final == EVL_FINAL_CANCELLED ? TS_CANCELLED : TS_PENDING;
 }
 
-static char *name_pattern(const char *name)
-{
-    char *p = malloc(strlen(name) + 1), *q = p;
-    if (!p)
-        return NULL;
-    for (const char *s = name; *s;) {
-        if (*s >= '0' && *s <= '9') {
-            *q++ = '*';
-            while (*s >= '0' && *s <= '9')
-                s++;
-        } else {
-            *q++ = *s++;
-        }
-    }
-    *q = '\0';
-    return p;
-}
-
 /* Grouping order within one depth: parent, pattern, state; cycle members
  * never group (they sort by id, apart); then id. */
 static int cmp_group(const void *x, const void *y)
@@ -112,7 +94,7 @@ int graph_tasks(ls_trace *t, Agraph_t *g, const struct graph_opts *o, const char
         x->id = sqlite3_column_int64(st, 0);
         x->parent_id = sqlite3_column_type(st, 1) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 1);
         x->name = strdup(graph_col_text(st, 2) ? graph_col_text(st, 2) : "?");
-        x->pattern = name_pattern(x->name ? x->name : "?");
+        x->pattern = ls_name_pattern(x->name ? x->name : "?");
         x->final = sqlite3_column_type(st, 3) == SQLITE_NULL ? -1 : sqlite3_column_int(st, 3);
         /* the leak verdict's kind; -1: leaked, of a kind out of range */
         if (sqlite3_column_type(st, 4) != SQLITE_NULL) {

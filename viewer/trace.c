@@ -318,6 +318,24 @@ bool ls_create_app_frames(ls_trace *t)
     return true;
 }
 
+char *ls_name_pattern(const char *name)
+{
+    char *p = malloc(strlen(name) + 1), *q = p;
+    if (!p)
+        return NULL;
+    for (const char *s = name; *s;) {
+        if (*s >= '0' && *s <= '9') {
+            *q++ = '*';
+            while (*s >= '0' && *s <= '9')
+                s++;
+        } else {
+            *q++ = *s++;
+        }
+    }
+    *q = '\0';
+    return p;
+}
+
 const char *ls_short_path(const char *path)
 {
     if (!path)

@@ -89,6 +89,10 @@ int64_t ls_meta_int(ls_trace *t, const char *key, int64_t dflt);
  * frame with the smallest depth is where the application called what
  * blocked: its "site".  Returns false after printing an error. */
 bool ls_create_app_frames(ls_trace *t);
+/* A task name's pattern, its runs of digits as '*' ("conn-17" -> "conn-*"):
+ * how graph --kind tasks and diff group tasks of one kind.  malloc'd, NULL
+ * when out of memory. */
+char *ls_name_pattern(const char *name);
 /* "dir/file.c" from "/long/path/dir/file.c" (the last two components). */
 const char *ls_short_path(const char *path);
 
