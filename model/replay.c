@@ -200,7 +200,7 @@ static void ls_edge(ls_replay *r, uint64_t loop, int from, int to, int64_t dur, 
 /* A lifecycle node entered: an edge from the last one (if any). */
 static void ls_enter_node(ls_replay *r, ls_task *t, int node, int64_t ts)
 {
-    if (t->tnode >= 0)
+    if (t->tnode >= 0 && !r->ops.spans_only)
         ls_edge(r, t->loop, t->tnode, node, ls_sub(ts, t->tsince), true);
     t->tnode = (int16_t)node;
     t->tsince = ts;
@@ -353,7 +353,7 @@ void ls_replay_event(ls_replay *r, const ls_event *e)
     if (e->kind >= EVL_PROBE_ID_task_create && e->kind <= EVL_PROBE_ID_task_leak) {
         if (e->task)
             ls_task_event(r, e);
-    } else {
+    } else if (!r->ops.spans_only) {
         ls_loop_event(r, e);
     }
 }
@@ -381,7 +381,7 @@ static void ls_end_task(ls_task *t, void *arg)
         if (r->loops[i].id == t->loop && r->loops[i].stopped)
             end = r->loops[i].stopped;
     ls_close_span(r, t, end, NULL);
-    if (t->tnode >= 0 && !ls_node_final(t->tnode))
+    if (t->tnode >= 0 && !ls_node_final(t->tnode) && !r->ops.spans_only)
         ls_edge(r, t->loop, t->tnode, LS_NODE_END, 0, false);
     if (r->ops.on_task_done)
         r->ops.on_task_done(r->ops.ctx, t, false);

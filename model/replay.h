@@ -93,6 +93,9 @@ typedef struct ls_replay_ops {
     /* task_cancel and task_leak, as they come.  May be NULL. */
     void (*on_mark)(void *ctx, const ls_event *e);
     void *ctx;
+    /* Spans and stats only: no transition or iteration aggregates (for
+     * readers that do not use them: they cost a hash lookup per event). */
+    bool spans_only;
 } ls_replay_ops;
 
 /* NULL when out of memory.  max_live 0 means LS_TASKS_MAX. */

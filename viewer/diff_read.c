@@ -363,7 +363,7 @@ static bool read_steps(struct diff_side *s, int k, struct diff_group *v, size_t 
     st = NULL;
 
     /* the replay, as model/derive.c feeds it */
-    ls_replay_ops ops = { .on_span = on_span, .ctx = &c };
+    ls_replay_ops ops = { .on_span = on_span, .ctx = &c, .spans_only = true };
     r = ls_replay_new(&ops, SIZE_MAX / 2);
     lp = ls_prepare(s->t, "SELECT id, stopped_ns FROM loops WHERE stopped_ns IS NOT NULL");
     st = ls_prepare(s->t, "SELECT ts_ns, loop_id, coalesce(task_id, 0), kind, coalesce(reason, 0),"

@@ -489,7 +489,7 @@ bool ls_export_run(ls_trace *tr, ls_xwriter *w, int64_t from, int64_t to, int64_
                    .generic = ls_is_generic(tr) };
     static walk k;              /* 200 KB: not on the stack */
     k = (walk){ .x = &x };
-    ls_replay_ops ops = { on_span, on_task_done, on_mark, &k };
+    ls_replay_ops ops = { on_span, on_task_done, on_mark, &k, .spans_only = true };
     bool ok = x_loops_load(&x);
     char sql[1024];             /* x_episodes_sql filled in */
     snprintf(sql, sizeof(sql), x_episodes_sql, x.generic ? "0" : "b.task_id IS NOT NULL", "");
@@ -497,7 +497,7 @@ bool ls_export_run(ls_trace *tr, ls_xwriter *w, int64_t from, int64_t to, int64_
         k.tq = ls_prepare(tr, "SELECT id, name FROM tasks ORDER BY id");
         k.tone = k.tq ? ls_prepare(tr, "SELECT id, name FROM tasks WHERE id = ?") : NULL;
         k.blk = k.tone ? ls_prepare(tr, sql) : NULL;
-        k.r = k.blk ? ls_replay_new(&ops, 0) : NULL;
+        k.r = k.blk ? ls_replay_new(&ops, SIZE_MAX / 2) : NULL; /* every task, as derive */
         ok = k.r != NULL;
     }
     if (ok) {

@@ -449,7 +449,7 @@ static int cmp_tstep(const void *x, const void *y)
  * false after an error line. */
 static bool replay_task(ls_trace *t, int64_t task, int64_t end, struct tpath *p)
 {
-    ls_replay_ops ops = { on_span, on_task_done, on_mark, p };
+    ls_replay_ops ops = { on_span, on_task_done, on_mark, p, .spans_only = false };
     ls_replay *r = ls_replay_new(&ops, 4);
     if (!r) {
         ls_error("graph: out of memory");

@@ -263,7 +263,7 @@ bool lint_pass(lint *L)
     }
     if (!pass_candidates(&p))
         goto out;
-    ls_replay_ops ops = { .on_span = on_span, .on_mark = on_mark, .ctx = &p };
+    ls_replay_ops ops = { .on_span = on_span, .on_mark = on_mark, .ctx = &p, .spans_only = true };
     r = ls_replay_new(&ops, SIZE_MAX / 2);     /* as model/derive.c: every task */
     p.ins = ls_prepare(L->t, "INSERT INTO lint_ev VALUES(?1, ?2, ?3, ?4, ?5, ?6)");
     lp = ls_prepare(L->t, "SELECT id, stopped_ns FROM loops WHERE stopped_ns IS NOT NULL");

@@ -229,7 +229,7 @@ static bool rd_begin(rd *d, tl *x, lane *ln)
 {
     *d = (rd){ .x = x, .ln = ln, .last_rowid = -1,
                .end = ln->alive_end < x->to ? ln->alive_end : x->to };
-    ls_replay_ops ops = { .on_span = on_span, .ctx = d };
+    ls_replay_ops ops = { .on_span = on_span, .ctx = d, .spans_only = true };
     d->r = ls_replay_new(&ops, 4);
     if (!d->r)
         ls_error("out of memory");

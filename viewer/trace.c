@@ -82,7 +82,7 @@ ls_trace *ls_trace_open(const char *path)
     if (!t)
         return NULL;
     t->path = path;
-    int rc = sqlite3_open_v2(path, &t->db, SQLITE_OPEN_READONLY, NULL);
+    int rc = sqlite3_open_v2(path, &t->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL);
     if (rc != SQLITE_OK)
         goto sqlerr;
     int64_t app = ls_pragma_int(t->db, "PRAGMA application_id", &rc);
@@ -122,7 +122,7 @@ ls_trace *ls_trace_open(const char *path)
     if (t->completed) {                        /* reopen what was completed */
         sqlite3_close(t->db);
         t->db = NULL;
-        rc = sqlite3_open_v2(use, &t->db, SQLITE_OPEN_READONLY, NULL);
+        rc = sqlite3_open_v2(use, &t->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL);
         if (rc != SQLITE_OK)
             goto sqlerr;
     }

@@ -222,12 +222,17 @@ _blocking_iids = {}
 
 def blocking_cat_iids(tr, upto):
     """The iids of category "blocking" interned so far (on the one sequence)."""
-    s = _blocking_iids.setdefault(id(tr), set())
-    if not s:
-        for p in tr.packet:
-            for c in p.interned_data.event_categories:
-                if c.name == "blocking":
-                    s.add(c.iid)
+    # keyed by the object itself (kept alive here): an id() of a trace
+    # already freed can come back for the next one, with stale iids
+    hit = _blocking_iids.get(id(tr))
+    if hit is not None and hit[0] is tr:
+        return hit[1]
+    s = set()
+    for p in tr.packet:
+        for c in p.interned_data.event_categories:
+            if c.name == "blocking":
+                s.add(c.iid)
+    _blocking_iids[id(tr)] = (tr, s)
     return s
 
 
