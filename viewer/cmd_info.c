@@ -271,6 +271,10 @@ int cmd_info(int argc, char **argv)
          *blk = ls_meta(t, "blocking_detection"), *sys = ls_meta(t, "syscalls");
     int64_t pid = ls_meta_int(t, "target_pid", 0), dur = ls_meta_int(t, "duration_ns", 0),
             thr = ls_meta_int(t, "block_threshold_ns", 0);
+    if (t->cut_short && !why) {       /* the recorder never wrote its end */
+        dur = t->cut_at_ns;
+        why = strdup("cut short");
+    }
     ls_drops dr;
     ls_read_drops(t, &dr);
     int64_t nloops = q_int(t, "SELECT count(*) FROM loops"),

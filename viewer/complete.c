@@ -51,7 +51,8 @@ static int64_t ls_meta_i(sqlite3 *db, const char *key, int64_t dflt)
 }
 
 /* The recorder that wrote the trace still runs: same pid, same start time
- * (field 22 of /proc/PID/stat), so a reused pid does not count. */
+ * (field 22 of /proc/PID/stat), so a reused pid does not count, and not a
+ * zombie (killed, not yet reaped by its parent). */
 static bool ls_recorder_alive(sqlite3 *db)
 {
     int64_t pid = ls_meta_i(db, "recorder_pid", -1), start = ls_meta_i(db, "recorder_start", -1);
@@ -66,8 +67,8 @@ static bool ls_recorder_alive(sqlite3 *db)
     fclose(f);
     buf[n] = 0;
     char *p = strrchr(buf, ')');              /* comm may hold spaces */
-    if (!p)
-        return false;
+    if (!p || p[1] != ' ' || p[2] == 'Z' || p[2] == 'X')
+        return false;                         /* a zombie is not recording */
     unsigned long long st = 0;
     /* after ")": state(3) ... starttime is field 22, the 20th after comm */
     int field = 2;

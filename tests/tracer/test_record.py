@@ -274,6 +274,20 @@ def sigkill_recorder():
         wait_for(lambda: semaphores(t.pid).get("batch", 0) > 0, 10, "attach")
         time.sleep(0.8)               # past the first commit
         rec.kill()
+
+        def zombie():
+            with open(f"/proc/{rec.pid}/stat") as f:
+                return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+        wait_for(zombie, 10, "the killed recorder to be a zombie")
+        # Killed but not yet reaped (a zombie): not "still being recorded".
+        # Read from a copy, so the trace itself stays as the kill left it.
+        copy = db + ".copy.db"
+        for side in ("", "-wal"):
+            if os.path.exists(db + side):
+                shutil.copy(db + side, copy + side)
+        p = subprocess.run([A.loopscope, "info", copy], capture_output=True, text=True, timeout=120)
+        check(p.returncode == 0 and "cut short" in p.stderr and "still being recorded" not in p.stderr,
+              f"info while the killed recorder is a zombie: rc {p.returncode}, {p.stderr!r}")
         rec.wait()
         wait_for(lambda: sum(semaphores(t.pid).values()) == 0, 10, "semaphores back to 0")
         time.sleep(0.2)
