@@ -80,21 +80,6 @@ enum diff_change diff_compare(int64_t before, int64_t after, int64_t min_abs)
     return DC_SAME;
 }
 
-bool diff_grow(void **arr, size_t *cap, size_t n, size_t sz)
-{
-    if (n <= *cap)
-        return true;
-    size_t c = *cap ? *cap * 2 : 16;
-    while (c < n)
-        c *= 2;
-    void *p = realloc(*arr, c * sz);
-    if (!p)
-        return false;
-    *arr = p;
-    *cap = c;
-    return true;
-}
-
 /* SQL name_pattern(name): ls_name_pattern (trace.h), as graph --kind tasks
  * groups sibling tasks. */
 static void sql_name_pattern(sqlite3_context *cx, int argc, sqlite3_value **argv)

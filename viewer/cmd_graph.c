@@ -185,21 +185,6 @@ const char *graph_name_of(char *names[LS_MAX_CODE], int64_t id, char *buf, size_
     return buf;
 }
 
-bool graph_grow(void **arr, size_t *cap, size_t n, size_t sz)
-{
-    if (n <= *cap)
-        return true;
-    size_t c = *cap ? *cap * 2 : 64;
-    while (c < n)
-        c *= 2;
-    void *p = realloc(*arr, c * sz);
-    if (!p)
-        return false;
-    *arr = p;
-    *cap = c;
-    return true;
-}
-
 /* ===================================================== generic loop mode */
 
 /* Tasks and lifecycle of a generic trace: there is no lifecycle to draw. */

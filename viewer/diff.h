@@ -86,8 +86,6 @@ void diff_print_groups(struct diff_group *v, size_t n, long limit, ls_json *j, b
 void diff_print_loops(ls_loopstat *ls[2], size_t nl[2], long limit, ls_json *j, bool *changed);
 void diff_print_leaks(struct diff_leak *v, size_t n, long limit, ls_json *j, bool *changed);
 
-/* Grow *arr (of *cap elements of size sz) to hold n; false if out of memory. */
-bool diff_grow(void **arr, size_t *cap, size_t n, size_t sz);
 
 /* Write the blocking graph of both traces, coloured by change, as SVG to
  * path: episodes of at least min_ns.  0, or 1 after an error line. */

@@ -26,7 +26,7 @@ struct ptab {
 
 static void pt_add(struct ptab *p, char *s)
 {
-    if (!s || !diff_grow((void **)&p->cells, &p->cap, p->n + 1, sizeof(*p->cells))) {
+    if (!s || !ls_grow((void **)&p->cells, &p->cap, p->n + 1, sizeof(*p->cells))) {
         fputs("error: out of memory\n", stderr);
         exit(1);
     }

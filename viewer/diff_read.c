@@ -132,7 +132,7 @@ bool diff_read_sites(struct diff_side s[2], int64_t min_ns, struct diff_site **o
         sqlite3_bind_int64(st, 1, min_ns);
         int step;
         while ((step = sqlite3_step(st)) == SQLITE_ROW) {
-            if (!diff_grow((void **)&v, &cap, nv + 1, sizeof(*v)))
+            if (!ls_grow((void **)&v, &cap, nv + 1, sizeof(*v)))
                 break;
             struct diff_site *x = &v[nv++];
             memset(x, 0, sizeof(*x));
@@ -257,7 +257,7 @@ static void steps_add(struct steps_ctx *c, struct steps *g, int64_t d)
     if (d > g->max)
         g->max = d;
     if (!g->hist && g->n < STEPS_EXACT) {
-        if (!diff_grow((void **)&g->v, &g->cap, g->n + 1, sizeof(*g->v))) {
+        if (!ls_grow((void **)&g->v, &g->cap, g->n + 1, sizeof(*g->v))) {
             c->oom = true;
             return;
         }
@@ -341,7 +341,7 @@ static bool read_steps(struct diff_side *s, int k, struct diff_group *v, size_t 
         goto out;
     int step;
     while ((step = sqlite3_step(st)) == SQLITE_ROW) {
-        if (!diff_grow((void **)&c.ids, &cap, c.ntasks + 1, sizeof(*c.ids))) {
+        if (!ls_grow((void **)&c.ids, &cap, c.ntasks + 1, sizeof(*c.ids))) {
             c.oom = true;
             break;
         }
@@ -428,7 +428,7 @@ bool diff_read_groups(struct diff_side s[2], struct diff_group **out, size_t *n)
             goto fail;
         int step;
         while ((step = sqlite3_step(st)) == SQLITE_ROW) {
-            if (!diff_grow((void **)&v, &cap, nv + 1, sizeof(*v)))
+            if (!ls_grow((void **)&v, &cap, nv + 1, sizeof(*v)))
                 break;
             struct diff_group *x = &v[nv++];
             memset(x, 0, sizeof(*x));
@@ -522,7 +522,7 @@ bool diff_read_leaks(struct diff_side s[2], struct diff_leak **out, size_t *n)
             goto fail;
         int step;
         while ((step = sqlite3_step(st)) == SQLITE_ROW) {
-            if (!diff_grow((void **)&v, &cap, nv + 1, sizeof(*v)))
+            if (!ls_grow((void **)&v, &cap, nv + 1, sizeof(*v)))
                 break;
             struct diff_leak *x = &v[nv++];
             memset(x, 0, sizeof(*x));

@@ -95,7 +95,7 @@ static int64_t nonneg(int64_t v)
 static bool add_node(struct graph *g, int k, char *key, const char *fn, const char *file,
                      const char *lines, bool leaf, int64_t n, int64_t total)
 {
-    if (!key || !diff_grow((void **)&g->nodes, &g->capn, g->nn + 1, sizeof(*g->nodes))) {
+    if (!key || !ls_grow((void **)&g->nodes, &g->capn, g->nn + 1, sizeof(*g->nodes))) {
         free(key);
         return false;
     }
@@ -113,7 +113,7 @@ static bool add_node(struct graph *g, int k, char *key, const char *fn, const ch
 
 static bool add_edge(struct graph *g, int k, char *from, char *to, int64_t n, int64_t total)
 {
-    if (!from || !to || !diff_grow((void **)&g->edges, &g->cape, g->ne + 1, sizeof(*g->edges))) {
+    if (!from || !to || !ls_grow((void **)&g->edges, &g->cape, g->ne + 1, sizeof(*g->edges))) {
         free(from);
         free(to);
         return false;

@@ -98,8 +98,6 @@ bool graph_task_waits(ls_trace *t, struct gtask *tk, int n, struct await **aw, s
 const char *graph_col_text(sqlite3_stmt *st, int i);
 /* Run SQL that returns no rows (temp tables); false after an error line. */
 bool graph_exec(ls_trace *t, const char *sql);
-/* Grow *arr (of *cap elements of size sz) to hold n; false if out of memory. */
-bool graph_grow(void **arr, size_t *cap, size_t n, size_t sz);
 
 /* Names of a lookup table (states, suspend_reasons, leak_kinds), by id,
  * made fit for a label (they come from the trace too). */

@@ -224,7 +224,7 @@ static bool read_edges(ls_trace *t, struct ledge **ed, size_t *ned)
         int64_t n = sqlite3_column_int64(st, 2);
         if (!valid_node(s) || s == LS_NODE_END || !valid_node(tt) || n <= 0)
             continue;                       /* not a node the replay makes */
-        if (!graph_grow((void **)ed, &cap, *ned + 1, sizeof(**ed)))
+        if (!ls_grow((void **)ed, &cap, *ned + 1, sizeof(**ed)))
             break;
         (*ed)[(*ned)++] = (struct ledge){ (int)s, (int)tt, n, ls_col_ts(st, 3), { -1, -1 },
                                           { false, false }, 0 };
@@ -384,7 +384,7 @@ struct tpath {
 
 static void path_add(struct tpath *p, int node, int64_t ts)
 {
-    if (!graph_grow((void **)&p->e, &p->cap, p->n + 1, sizeof(*p->e))) {
+    if (!ls_grow((void **)&p->e, &p->cap, p->n + 1, sizeof(*p->e))) {
         p->oom = true;
         return;
     }
@@ -527,7 +527,7 @@ static int lifecycle_task(ls_trace *t, Agraph_t *g, const struct graph_opts *o, 
                                 end >= x->ts && p.end_ts >= x->ts ? p.end_ts - x->ts : -1, -1 };
         else
             break;
-        if (++ntrans <= limit && graph_grow((void **)&steps, &capsteps, nsteps + 1, sizeof(*steps)))
+        if (++ntrans <= limit && ls_grow((void **)&steps, &capsteps, nsteps + 1, sizeof(*steps)))
             steps[nsteps++] = s;
     }
     if (p.n)

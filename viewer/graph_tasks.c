@@ -87,7 +87,7 @@ int graph_tasks(ls_trace *t, Agraph_t *g, const struct graph_opts *o, const char
     if (!st)
         goto out;
     while ((step = sqlite3_step(st)) == SQLITE_ROW) {
-        if (!graph_grow((void **)&tk, &captk, ntk + 1, sizeof(*tk)))
+        if (!ls_grow((void **)&tk, &captk, ntk + 1, sizeof(*tk)))
             break;
         struct gtask *x = &tk[ntk++];
         memset(x, 0, sizeof(*x));
@@ -160,7 +160,7 @@ int graph_tasks(ls_trace *t, Agraph_t *g, const struct graph_opts *o, const char
             bool merge = o->collapse > 0 && run - k >= o->collapse;
             for (int m = k; m < run; m++) {
                 if (m == k || !merge) {
-                    if (!graph_grow((void **)&nodes, &capnodes, nnodes + 1, sizeof(*nodes)))
+                    if (!ls_grow((void **)&nodes, &capnodes, nnodes + 1, sizeof(*nodes)))
                         goto out;
                     nodes[nnodes++] = (struct gnode){ (int)(order[m] - tk), 0, order[m]->id,
                                                       order[m]->id, false };
@@ -198,12 +198,12 @@ int graph_tasks(ls_trace *t, Agraph_t *g, const struct graph_opts *o, const char
     for (int i = 0; i < n; i++) {
         if (tk[i].parent < 0)
             continue;
-        if (!graph_grow((void **)&edges, &capedges, nedges + 1, sizeof(*edges)))
+        if (!ls_grow((void **)&edges, &capedges, nedges + 1, sizeof(*edges)))
             goto out;
         edges[nedges++] = (struct gedge){ tk[tk[i].parent].node, tk[i].node, 0, 1, false };
     }
     for (size_t e = 0; e < naw; e++) {
-        if (!graph_grow((void **)&edges, &capedges, nedges + 1, sizeof(*edges)))
+        if (!ls_grow((void **)&edges, &capedges, nedges + 1, sizeof(*edges)))
             goto out;
         struct pair key = { aw[e].w, aw[e].a };
         bool c = ncyc && bsearch(&key, cyc, ncyc, sizeof(*cyc), graph_cmp_pair);

@@ -13,6 +13,7 @@
  */
 #define _GNU_SOURCE
 #include "graph.h"
+#include "output.h"
 #include "ls_codes.h"
 #include "replay.h"
 
@@ -91,7 +92,7 @@ static bool read_awaits(ls_trace *t, const struct gtask *tk, int n, struct await
         int a = graph_task_by_id(tk, n, sqlite3_column_int64(st, 1));
         if (w < 0 || a < 0)
             continue;                       /* awaited an id not in tasks: nothing to draw */
-        if (!graph_grow((void **)aw, &cap, *naw + 1, sizeof(**aw)))
+        if (!ls_grow((void **)aw, &cap, *naw + 1, sizeof(**aw)))
             break;
         (*aw)[(*naw)++] = (struct await){ w, a, sqlite3_column_int64(st, 2) };
     }
@@ -297,7 +298,7 @@ static bool find_cycles(ls_trace *t, struct gtask *tk, int n, struct pair **cyc,
             continue;
         int m = i;
         do {
-            if (!graph_grow((void **)cyc, &cap, *ncyc + 1, sizeof(**cyc)))
+            if (!ls_grow((void **)cyc, &cap, *ncyc + 1, sizeof(**cyc)))
                 break;
             (*cyc)[(*ncyc)++] = (struct pair){ m, tk[m].wait };
             tk[m].in_cycle = true;

@@ -434,3 +434,21 @@ void ls_table_free(ls_table *t)
     free(t->cells);
     free(t);
 }
+
+bool ls_grow(void **arr, size_t *cap, size_t n, size_t sz)
+{
+    if (n <= *cap)
+        return true;
+    size_t c = *cap ? *cap * 2 : 16;
+    while (c < n) {
+        if (c > SIZE_MAX / 2 / sz)
+            return false;
+        c *= 2;
+    }
+    void *p = realloc(*arr, c * sz);
+    if (!p)
+        return false;
+    *arr = p;
+    *cap = c;
+    return true;
+}

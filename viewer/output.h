@@ -99,4 +99,8 @@ void ls_table_free(ls_table *t);
  * ls_json_key), then free. */
 void ls_table_print_json(ls_table *t, ls_json *j);
 
+/* Make room for n elements of sz bytes in *arr (capacity *cap, doubled
+ * as needed); false when out of memory (*arr is then unchanged). */
+bool ls_grow(void **arr, size_t *cap, size_t n, size_t sz);
+
 #endif
