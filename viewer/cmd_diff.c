@@ -122,16 +122,6 @@ static char *target_of(ls_trace *t, char **program)
     return r;
 }
 
-static int64_t count_rows(ls_trace *t, const char *sql)
-{
-    sqlite3_stmt *st = ls_prepare(t, sql);
-    int64_t n = 0;
-    if (st && sqlite3_step(st) == SQLITE_ROW)
-        n = sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
-    return n;
-}
-
 static bool side_open(struct diff_side *s, const char *path)
 {
     memset(s, 0, sizeof(*s));
@@ -157,8 +147,8 @@ static bool side_open(struct diff_side *s, const char *path)
     s->threshold_ns = ls_meta_ts(s->t, "block_threshold_ns", 0);
     if (s->threshold_ns < 0)
         s->threshold_ns = 0;
-    s->tasks = count_rows(s->t, "SELECT count(*) FROM tasks");
-    s->episodes = count_rows(s->t, "SELECT count(*) FROM blocking");
+    s->tasks = ls_query_int(s->t, "SELECT count(*) FROM tasks");
+    s->episodes = ls_query_int(s->t, "SELECT count(*) FROM blocking");
     return true;
 }
 

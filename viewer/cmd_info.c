@@ -29,16 +29,6 @@ static const char usage[] =
     "\n"
     "example: loopscope info trace.db\n";
 
-static int64_t q_int(ls_trace *t, const char *sql)
-{
-    sqlite3_stmt *st = ls_prepare(t, sql);
-    int64_t v = 0;
-    if (st && sqlite3_step(st) == SQLITE_ROW)
-        v = sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
-    return v;
-}
-
 /* What was lost, one line each; nothing when all is zero. */
 static void print_drops(const ls_drops *d, bool cut_short)
 {
@@ -277,18 +267,18 @@ int cmd_info(int argc, char **argv)
     }
     ls_drops dr;
     ls_read_drops(t, &dr);
-    int64_t nloops = q_int(t, "SELECT count(*) FROM loops"),
-            ntasks = q_int(t, "SELECT count(*) FROM tasks"),
-            nfin = q_int(t, "SELECT count(*) FROM tasks WHERE final_state = " LS_SQL_STATE_FINISHED),
-            nfail = q_int(t, "SELECT count(*) FROM tasks WHERE final_state = " LS_SQL_STATE_FAILED),
-            ncanc = q_int(t, "SELECT count(*) FROM tasks WHERE final_state = " LS_SQL_STATE_CANCELLED),
-            npend = q_int(t, "SELECT count(*) FROM tasks WHERE final_state IS NULL"),
-            npre = q_int(t, "SELECT count(*) FROM tasks WHERE preexisting"),
-            nleak = q_int(t, "SELECT count(*) FROM tasks WHERE leak IS NOT NULL"),
-            nev = q_int(t, "SELECT max(rowid) FROM events"),
-            nblk = q_int(t, "SELECT count(*) FROM blocking"),
-            blkns = q_int(t, "SELECT CAST(total(dur_ns) AS INTEGER) FROM blocking"),
-            maxblk = q_int(t, "SELECT coalesce(max(dur_ns), 0) FROM blocking");
+    int64_t nloops = ls_query_int(t, "SELECT count(*) FROM loops"),
+            ntasks = ls_query_int(t, "SELECT count(*) FROM tasks"),
+            nfin = ls_query_int(t, "SELECT count(*) FROM tasks WHERE final_state = " LS_SQL_STATE_FINISHED),
+            nfail = ls_query_int(t, "SELECT count(*) FROM tasks WHERE final_state = " LS_SQL_STATE_FAILED),
+            ncanc = ls_query_int(t, "SELECT count(*) FROM tasks WHERE final_state = " LS_SQL_STATE_CANCELLED),
+            npend = ls_query_int(t, "SELECT count(*) FROM tasks WHERE final_state IS NULL"),
+            npre = ls_query_int(t, "SELECT count(*) FROM tasks WHERE preexisting"),
+            nleak = ls_query_int(t, "SELECT count(*) FROM tasks WHERE leak IS NOT NULL"),
+            nev = ls_query_int(t, "SELECT max(rowid) FROM events"),
+            nblk = ls_query_int(t, "SELECT count(*) FROM blocking"),
+            blkns = ls_query_int(t, "SELECT CAST(total(dur_ns) AS INTEGER) FROM blocking"),
+            maxblk = ls_query_int(t, "SELECT coalesce(max(dur_ns), 0) FROM blocking");
     bool generic = ls_is_generic(t);
     char *runtime = ls_meta(t, "runtime"), *waits = ls_meta(t, "wait_calls"),
          *jit = ls_meta(t, "jit_symbols");
@@ -306,7 +296,7 @@ int cmd_info(int argc, char **argv)
     bool iters = generic;
     for (size_t i = 0; i < nls; i++)
         iters |= ls[i].windows > 0 || ls[i].nhist > 0 || ls[i].bad_windows || ls[i].hist_bad;
-    int64_t nasync = generic ? q_int(t, "SELECT count(*) FROM tasks") : 0;
+    int64_t nasync = generic ? ls_query_int(t, "SELECT count(*) FROM tasks") : 0;
     char d1[32], d2[32], d3[32], d4[32];
     if (json) {
         ls_json j;
@@ -378,7 +368,7 @@ int cmd_info(int argc, char **argv)
         ls_json_end_object(&j);
     } else {
         printf("trace:     %s (schema %lld, %.1f KiB)\n", ls_term(path),
-               (long long)q_int(t, "PRAGMA user_version"), sb.st_size / 1024.0);
+               (long long)ls_query_int(t, "PRAGMA user_version"), sb.st_size / 1024.0);
         printf("recorder:  %s\n", tool ? ls_term(tool) : "?");
         printf("target:    pid %lld  %s\n", (long long)pid, cmd ? ls_term(cmd) : "?");
         printf("recorded:  %s, %s (%s)\n", start ? ls_term(start) : "?", ls_fmt_dur(d1, sizeof(d1), dur),

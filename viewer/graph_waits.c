@@ -228,23 +228,12 @@ static bool store_candidates(ls_trace *t, const struct gtask *tk, int n)
 }
 
 /* One integer from SQL (that may fail: a table an older trace lacks), or -1. */
-static int64_t q_int(ls_trace *t, const char *sql)
-{
-    sqlite3_stmt *st = NULL;
-    int64_t v = -1;
-    if (sqlite3_prepare_v2(t->db, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW &&
-        sqlite3_column_type(st, 0) != SQLITE_NULL)
-        v = sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
-    return v;
-}
-
 /* About how many state events the candidates have (task_stats: steps,
  * each a run and a suspend or finish, and wakes); a huge number when
  * task_stats cannot tell. */
 static int64_t cand_events(ls_trace *t)
 {
-    int64_t v = q_int(t, "SELECT sum(2 * resumes + wakes + 2) FROM task_stats"
+    int64_t v = ls_query_int(t, "SELECT sum(2 * resumes + wakes + 2) FROM task_stats"
                          " WHERE task_id IN (SELECT id FROM g_cand)");
     return v >= 0 ? v : INT64_MAX / 64;
 }
@@ -266,7 +255,7 @@ static bool find_cycles(ls_trace *t, struct gtask *tk, int n, struct pair **cyc,
     /* Few candidate events: through the index events(task_id, ts_ns), then
      * sorted; many: one sequential scan (a random read of the table costs
      * some 30 rows of a scan), the '+' keeping SQLite off that index. */
-    bool few = cand_events(t) * 30 < q_int(t, "SELECT max(rowid) FROM events");
+    bool few = cand_events(t) * 30 < ls_query_int(t, "SELECT max(rowid) FROM events");
     sqlite3_stmt *st = ls_prepare(t, few
         ? "SELECT task_id, kind, reason, arg0 FROM events"
           " WHERE task_id IN (SELECT id FROM g_cand) AND kind IN (" LS_SQL_KIND_task_run ", "

@@ -318,6 +318,16 @@ bool ls_create_app_frames(ls_trace *t)
     return true;
 }
 
+int64_t ls_query_int(ls_trace *t, const char *sql)
+{
+    sqlite3_stmt *st = ls_prepare(t, sql);
+    int64_t v = 0;
+    if (st && sqlite3_step(st) == SQLITE_ROW)
+        v = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return v;
+}
+
 char *ls_name_pattern(const char *name)
 {
     char *p = malloc(strlen(name) + 1), *q = p;

@@ -79,6 +79,9 @@ bool ls_is_generic(ls_trace *t);
 /* A table (or view) of that name exists: older traces lack the newer ones. */
 bool ls_has_table(ls_trace *t, const char *name);
 
+/* The first column of the first row of sql as an integer; 0 when there
+ * is no row (an error is printed by ls_prepare if sql fails to prepare). */
+int64_t ls_query_int(ls_trace *t, const char *sql);
 /* A meta value (malloc'd), or NULL. */
 char *ls_meta(ls_trace *t, const char *key);
 int64_t ls_meta_int(ls_trace *t, const char *key, int64_t dflt);
