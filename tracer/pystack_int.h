@@ -1,0 +1,53 @@
+/*
+ * pystack_int.h -- private to pystack, the CPython stacks of the generic
+ * loop mode (pystack.c, pystack_detect.c, pystack_tables.c; PYTHON.md):
+ * the bounds, the handle (struct ls_py with its code-object cache) and the
+ * functions one of these files calls in another.  Users include pystack.h
+ * only.  Depends on pystack.h.
+ */
+#ifndef LOOPSCOPE_PYSTACK_INT_H
+#define LOOPSCOPE_PYSTACK_INT_H
+
+#include "pystack.h"
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define LS_PY_STR_MAX 4095          /* bytes of a resolved string */
+#define LS_PY_LINETABLE_MAX 65536   /* bytes of a line table read */
+#define LS_PY_CACHE 4096            /* code objects cached (power of two) */
+#define LS_PY_CACHE_BYTES (32u << 20) /* line-table bytes cached */
+#define LS_PY_CODE_HDR 256          /* bytes of a code object read */
+
+/* ---- the handle ---- */
+
+struct ls_py_code {
+    uint64_t addr;                  /* 0: empty slot */
+    uint64_t name, filename, linetable;
+    int32_t firstlineno;
+    char *function, *file;
+    uint8_t *lt;
+    uint32_t lt_len;
+};
+
+struct ls_py {
+    pid_t pid;
+    struct ls_py_cfg cfg;
+    uint64_t bytes_type;
+    uint64_t hrun;                  /* Handle._run's code, once seen (user-space walks) */
+    struct ls_py_code cache[LS_PY_CACHE];
+    size_t ncached, cached_bytes;
+    char function[LS_PY_STR_MAX + 1], file[LS_PY_STR_MAX + 1];
+    char task[4 * LS_PY_TASK_NAME + 32];
+};
+
+/* pystack.c: size bytes at addr of process pid, with process_vm_readv;
+ * -1 unless all were read (addr below 4096 or wrapping: -1). */
+int ls_py_read(pid_t pid, void *dst, size_t size, uint64_t addr);
+
+/* pystack_tables.c: the verified offsets of CPython 3.<minor> into *c
+ * (the target's addresses left 0); -1 if the version has no table. */
+int ls_py_table(unsigned minor, struct ls_py_cfg *c);
+
+#endif
