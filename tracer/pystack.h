@@ -21,7 +21,7 @@
 #define LS_PY_NONE 0xffffffffu  /* an offset that does not exist in this version */
 
 /* Where things are in one CPython version's structures: filled by
- * pystack.c (ls_py_detect) before the BPF object is loaded.  Offsets are
+ * pystack_detect.c (ls_py_detect) before the BPF object is loaded.  Offsets are
  * in bytes; LS_PY_NONE = the field does not exist in this version. */
 struct ls_py_cfg {
     __u64 runtime;              /* address of _PyRuntime in the target (0: not CPython) */
@@ -134,7 +134,7 @@ enum {
 #include <stddef.h>
 #include <sys/types.h>
 
-/* User space (pystack.c). */
+/* User space (pystack.c, pystack_detect.c). */
 typedef struct ls_py ls_py;
 
 /* Detects a supported CPython in process pid and fills *cfg (for the BPF
