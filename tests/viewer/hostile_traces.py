@@ -412,6 +412,9 @@ def commands(task_id):
         (["timeline", "--loop", "100", "--from", "1ms", "--to", "2s"], "term"),
         (["export", "--format", "chrome-json", "-o", "-", "--from", "1ms", "--to", "2s"], "json"),
         (["export", "-o", "{out}/w.pftrace", "--from", "1ms", "--to", "2s"], "term"),
+        # diff: the hostile trace against itself, and against a fixture
+        (["diff", "{db}"], "term"), (["diff", "{db}", "--json"], "json"),
+        (["diff", "{fixture}", "--svg", "{out}/d.svg"], "term:svg"),
     ]
 
 
@@ -467,7 +470,9 @@ ENV = {**os.environ, "COLUMNS": "100",
 def run_one(a, db, name, cmd, how, out):
     for f in os.listdir(out):
         os.unlink(os.path.join(out, f))
-    argv = [a.loopscope, cmd[0], db, *(c.replace("{out}", out) for c in cmd[1:])]
+    fixture = os.path.join(a.fixtures, "lifecycle.db")
+    argv = [a.loopscope, cmd[0], db, *(c.replace("{out}", out).replace("{db}", db)
+                                       .replace("{fixture}", fixture) for c in cmd[1:])]
     shown = " ".join(cmd)
     t0 = time.monotonic()
     try:
