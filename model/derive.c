@@ -16,7 +16,7 @@
 
 struct ls_derive {
     sqlite3 *db;
-    sqlite3_stmt *stat, *edge, *bucket, *iter;
+    sqlite3_stmt *stat, *stat_new, *edge, *bucket, *iter;
     int rc;                   /* first SQLite error, or SQLITE_OK */
 };
 
@@ -40,6 +40,9 @@ ls_derive *ls_derive_new(sqlite3 *db, char *err, size_t errlen)
         sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO task_stats(task_id, busy_ns, scheduled_ns,"
                                " idle_ns, resumes, wakes, longest_step_ns, blocking, blocked_ns)"
                                " VALUES(?,?,?,?,?,?,?,0,0)", -1, &d->stat, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(db, "INSERT OR IGNORE INTO task_stats(task_id, busy_ns, scheduled_ns,"
+                               " idle_ns, resumes, wakes, longest_step_ns, blocking, blocked_ns)"
+                               " VALUES(?,?,?,?,?,?,?,0,0)", -1, &d->stat_new, NULL) != SQLITE_OK ||
         sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO transitions(loop_id, from_node, to_node,"
                                " count, total_ns, max_ns) VALUES(?,?,?,?,?,?)", -1, &d->edge,
                            NULL) != SQLITE_OK ||
@@ -60,6 +63,7 @@ void ls_derive_free(ls_derive *d)
     if (!d)
         return;
     sqlite3_finalize(d->stat);
+    sqlite3_finalize(d->stat_new);
     sqlite3_finalize(d->edge);
     sqlite3_finalize(d->bucket);
     sqlite3_finalize(d->iter);
@@ -77,7 +81,9 @@ static void ls_run(ls_derive *d, sqlite3_stmt *st)
 static void ls_on_task_done(void *ctx, const ls_task *t, bool finished)
 {
     ls_derive *d = ctx;
-    sqlite3_stmt *st = d->stat;
+    /* Named only by a mark: a row of zeros, unless the id has one already
+     * (a task that finished before, named again by a forged record). */
+    sqlite3_stmt *st = finished || t->seen ? d->stat : d->stat_new;
     sqlite3_bind_int64(st, 1, (int64_t)t->id);
     sqlite3_bind_int64(st, 2, t->busy);
     sqlite3_bind_int64(st, 3, t->sched);

@@ -262,6 +262,7 @@ static void ls_open_span(ls_task *t, int state, int node, const ls_event *e, int
                          int64_t object, int64_t timeout)
 {
     t->state = (int8_t)state;
+    t->seen = 1;
     t->node = (int16_t)node;
     t->since = e->ts;
     t->detail = detail;

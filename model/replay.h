@@ -88,7 +88,10 @@ typedef struct ls_replay_ops {
     /* A span ended (spans of one task arrive in order).  May be NULL. */
     void (*on_span)(void *ctx, const ls_span *s);
     /* A task finished (or the replay ended with it unfinished: finished
-     * false); its entry holds the final stats.  May be NULL. */
+     * false); its entry holds the final stats.  An unfinished task that
+     * was never in a state (t->seen 0: only a mark, e.g. a leak verdict
+     * or a cancel named it) has no stats of its own: its id may be a task
+     * that finished earlier.  May be NULL. */
     void (*on_task_done)(void *ctx, const ls_task *t, bool finished);
     /* task_cancel and task_leak, as they come.  May be NULL. */
     void (*on_mark)(void *ctx, const ls_event *e);

@@ -27,6 +27,7 @@ typedef struct ls_task {
     int64_t since;
     int8_t state;
     uint8_t done;             /* finished (kept only until a leak verdict) */
+    uint8_t seen;             /* has been in a state (a span opened) */
     int16_t node;
     int16_t tnode;            /* the last lifecycle node, leaks included */
     int64_t tsince;           /* when it entered tnode */
