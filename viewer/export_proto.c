@@ -4,8 +4,15 @@
  * numbers of viewer/perfetto_trace.proto, Perfetto's own; C from protoc-c).
  *
  * The file is one Trace message written as a stream: every TracePacket is
- * packed on its own and written as field 1 (length-delimited) of Trace, so
- * memory stays bounded whatever the trace's size.  One packet sequence
+ * packed on its own as field 1 (length-delimited) of Trace into a chunk;
+ * each chunk of at least CHUNK bytes is deflated (zlib format, level 1) and
+ * written as one TracePacket whose only field is compressed_packets -- what
+ * Perfetto's service writes with compression on, and what its trace
+ * processor (and so ui.perfetto.dev) inflates back into the packets, in
+ * order, before reading them.  The packets are about 21 bytes each and
+ * alike, so this makes the file about 4 x smaller (0.08 x the Chrome JSON);
+ * memory stays bounded (one chunk) whatever the trace's size.  Needs zlib.
+ * One packet sequence
  * (trusted_packet_sequence_id 1): the first packet clears its incremental
  * state, and event names, categories, argument names and the few argument
  * values that repeat (LS_XA_NAME) are interned in it (InternedData, sent
@@ -32,8 +39,11 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <zlib.h>
 
 #define SEQ_ID 1
+#define CHUNK (256 * 1024)    /* packets deflated together, at least (bytes) */
+#define ZLEVEL 1              /* fastest: already 4x smaller than the packets */
 
 /* ----------------------------------------------------------- interning */
 
@@ -129,8 +139,8 @@ typedef struct pwriter {
     intern names, cats, keys, values;
     bool started;             /* the first packet is written */
     bool failed;
-    uint8_t *buf;
-    size_t cap;
+    uint8_t *chunk, *zbuf;    /* framed packets not yet deflated; deflated */
+    size_t nchunk, cap, zcap;
     /* The packet being built: its new interned entries and fixed strings. */
     Perfetto__Protos__InternedData idata;
     Perfetto__Protos__EventName new_names[MAX_NEW], *pnames[MAX_NEW];
@@ -194,18 +204,53 @@ static void packet_init(pwriter *p, Perfetto__Protos__TracePacket *pk, int64_t t
     }
 }
 
-static void put_varint(FILE *f, uint64_t v)
+static int varint(uint8_t *b, uint64_t v)
 {
-    uint8_t b[10];
     int n = 0;
     do {
         b[n++] = (uint8_t)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
         v >>= 7;
     } while (v);
-    fwrite_unlocked(b, 1, (size_t)n, f);
+    return n;
 }
 
-/* Pack pk and write it as Trace.packet (field 1, length-delimited). */
+/* Deflate the packets of the chunk (zlib format, as Perfetto's service
+ * writes them) into one TracePacket { compressed_packets } written to the
+ * file as Trace.packet. */
+static void flush_chunk(pwriter *p)
+{
+    if (!p->nchunk || p->failed)
+        return;
+    uLongf zn = compressBound((uLong)p->nchunk);
+    if (zn > p->zcap) {
+        uint8_t *b = realloc(p->zbuf, zn);
+        if (!b) {
+            p->failed = true;
+            return;
+        }
+        p->zbuf = b;
+        p->zcap = zn;
+    }
+    if (compress2(p->zbuf, &zn, p->chunk, (uLong)p->nchunk, ZLEVEL) != Z_OK) {
+        p->failed = true;
+        return;
+    }
+    uint8_t hd[24];
+    int h = 0, in;
+    uint8_t inner[12];
+    inner[0] = 0x92;                      /* TracePacket.compressed_packets: field 50, */
+    inner[1] = 0x03;                      /* wire type 2 (varint 402) */
+    in = 2 + varint(inner + 2, zn);
+    hd[h++] = 0x0A;                       /* Trace.packet: field 1, wire type 2 */
+    h += varint(hd + h, (uint64_t)in + zn);
+    memcpy(hd + h, inner, (size_t)in);
+    h += in;
+    fwrite_unlocked(hd, 1, (size_t)h, p->w.f);
+    fwrite_unlocked(p->zbuf, 1, zn, p->w.f);
+    p->nchunk = 0;
+}
+
+/* Pack pk as Trace.packet (field 1, length-delimited) into the chunk. */
 static void emit(pwriter *p, Perfetto__Protos__TracePacket *pk, bool interned)
 {
     if (!p->started) {
@@ -221,19 +266,22 @@ static void emit(pwriter *p, Perfetto__Protos__TracePacket *pk, bool interned)
         p->idata.n_debug_annotation_names || p->idata.n_debug_annotation_string_values)
         pk->interned_data = &p->idata;
     size_t n = perfetto__protos__trace_packet__get_packed_size(pk);
-    if (n > p->cap) {
-        uint8_t *b = realloc(p->buf, n * 2);
+    if (p->nchunk + n + 11 > p->cap) {
+        size_t cap = p->nchunk + n + 11 > CHUNK ? (p->nchunk + n + 11) * 2 : CHUNK + CHUNK / 4;
+        uint8_t *b = realloc(p->chunk, cap);
         if (!b) {
             p->failed = true;              /* out of memory: the file is incomplete */
             goto out;
         }
-        p->buf = b;
-        p->cap = n * 2;
+        p->chunk = b;
+        p->cap = cap;
     }
-    perfetto__protos__trace_packet__pack(pk, p->buf);
-    putc_unlocked(0x0A, p->w.f);          /* Trace.packet: field 1, wire type 2 */
-    put_varint(p->w.f, n);
-    fwrite_unlocked(p->buf, 1, n, p->w.f);
+    p->chunk[p->nchunk++] = 0x0A;         /* Trace.packet: field 1, wire type 2 */
+    p->nchunk += (size_t)varint(p->chunk + p->nchunk, n);
+    perfetto__protos__trace_packet__pack(pk, p->chunk + p->nchunk);
+    p->nchunk += n;
+    if (p->nchunk >= CHUNK)
+        flush_chunk(p);
 out:
     for (int i = 0; i < p->nowned; i++)
         free(p->owned[i]);
@@ -519,7 +567,11 @@ static void p_track_end(ls_xwriter *w, ls_xtrack *t)
     flush_ends((pwriter *)w, t, INT64_MAX, false);
 }
 
-static bool p_end(ls_xwriter *w) { return !((pwriter *)w)->failed && !ferror(w->f); }
+static bool p_end(ls_xwriter *w)
+{
+    flush_chunk((pwriter *)w);
+    return !((pwriter *)w)->failed && !ferror(w->f);
+}
 
 static void p_free(ls_xwriter *w)
 {
@@ -528,7 +580,8 @@ static void p_free(ls_xwriter *w)
     intern_free(&p->cats);
     intern_free(&p->keys);
     intern_free(&p->values);
-    free(p->buf);
+    free(p->chunk);
+    free(p->zbuf);
     free(p);
 }
 

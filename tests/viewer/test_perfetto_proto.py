@@ -6,9 +6,14 @@ default) writes a Perfetto protobuf trace that says what the database says.
 
 The output is decoded independently of the exporter: Python classes are
 generated from the same .proto (whose field numbers are Perfetto's) with
-protoc into a temporary directory, and the file is parsed as a Trace.
+protoc into a temporary directory, and the file is parsed as a Trace; a
+packet with compressed_packets is inflated (zlib, as Perfetto's trace
+processor does) and its Trace.packet records take its place.
 Checks, per fixture trace:
 
+- the file: every chunk inflates to whole packets (none compressed again);
+  it is smaller than the Chrome JSON export of the same trace, and at most
+  a fifth of it when the JSON is over 100 KB;
 - the sequence: the first packet clears the incremental state; every
   interned id (event names, categories, argument names and values) is
   defined on the sequence before a packet uses it, and such packets set
@@ -34,6 +39,7 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
+import zlib
 
 SKIP = 77
 
@@ -101,10 +107,33 @@ def expected(db):
                 flows=flows, windows=windows, length=t1 - t0)
 
 
+def packets(pb2, data, errs):
+    """The packets of a Trace, those of compressed_packets inflated in place."""
+    tr = pb2.Trace()
+    tr.ParseFromString(data)
+    out = []
+    for i, p in enumerate(tr.packet):
+        if p.WhichOneof("data") != "compressed_packets":
+            out.append(p)
+            continue
+        try:
+            inner = pb2.Trace()
+            inner.ParseFromString(zlib.decompress(p.compressed_packets))
+        except Exception as e:    # zlib.error, google.protobuf's DecodeError
+            errs.append(f"packet {i}: compressed_packets does not inflate/parse: {e}")
+            continue
+        if [f.name for f, _ in p.ListFields()] != ["compressed_packets"]:
+            errs.append(f"packet {i}: fields besides compressed_packets")
+        for q in inner.packet:
+            if q.WhichOneof("data") == "compressed_packets":
+                errs.append(f"packet {i}: compressed packets nested")
+            out.append(q)
+    return out
+
+
 def check(pb2, path, exp, wake_flows_exact=True):
     errs = []
-    tr = pb2.Trace()
-    tr.ParseFromString(open(path, "rb").read())
+    tr = packets(pb2, open(path, "rb").read(), errs)
     P = pb2.TracePacket
     interned = {"names": set(), "cats": set(), "keys": set(), "values": set()}
     tracks = {}
@@ -114,7 +143,7 @@ def check(pb2, path, exp, wake_flows_exact=True):
     flow_out, flow_in = {}, {}
     counters = 0
     begins = 0
-    for i, p in enumerate(tr.packet):
+    for i, p in enumerate(tr):
         where = f"packet {i}"
         if i == 0 and not p.sequence_flags & P.SEQ_INCREMENTAL_STATE_CLEARED:
             errs.append("the first packet does not clear the incremental state")
@@ -221,14 +250,15 @@ _blocking_iids = {}
 
 
 def blocking_cat_iids(tr, upto):
-    """The iids of category "blocking" interned so far (on the one sequence)."""
+    """The iids of category "blocking" interned so far (on the one sequence);
+    tr: the list of packets."""
     # keyed by the object itself (kept alive here): an id() of a trace
     # already freed can come back for the next one, with stale iids
     hit = _blocking_iids.get(id(tr))
     if hit is not None and hit[0] is tr:
         return hit[1]
     s = set()
-    for p in tr.packet:
+    for p in tr:
         for c in p.interned_data.event_categories:
             if c.name == "blocking":
                 s.add(c.iid)
@@ -238,7 +268,7 @@ def blocking_cat_iids(tr, upto):
 
 def nesting(tr):
     evs = []
-    for i, p in enumerate(tr.packet):
+    for i, p in enumerate(tr):
         if p.WhichOneof("data") == "track_event" and p.track_event.type in (1, 2):
             evs.append((p.timestamp, i, p.track_event.track_uuid, p.track_event.type))
     evs.sort()
@@ -277,10 +307,15 @@ def main():
                 errs += e
                 q = subprocess.run([a.loopscope, "export", db, "--format", "chrome-json", "-o",
                                     js], capture_output=True, timeout=120)
-                if q.returncode == 0 and os.path.getsize(out) >= os.path.getsize(js):
-                    errs.append(f"protobuf {os.path.getsize(out)} bytes, not smaller than the "
-                                f"JSON's {os.path.getsize(js)}")
-                summary += f" size:{os.path.getsize(out)}/{os.path.getsize(js)}"
+                pbs, jss = os.path.getsize(out), os.path.getsize(js)
+                if q.returncode:
+                    errs.append(f"chrome-json export: exit {q.returncode}")
+                elif pbs >= jss:
+                    errs.append(f"protobuf {pbs} bytes, not smaller than the JSON's {jss}")
+                elif jss > 100_000 and pbs > 0.2 * jss:
+                    errs.append(f"protobuf {pbs} bytes, {pbs / jss:.3f} x the JSON's {jss}: "
+                                f"more than 0.2 x")
+                summary += f" size:{pbs}/{jss} ({pbs / jss:.3f} x)" if not q.returncode else ""
             if errs:
                 failed += 1
                 print(f"FAIL {name}\n" + "\n".join(errs[:50]))
