@@ -16,7 +16,8 @@
 
 struct ls_derive {
     sqlite3 *db;
-    sqlite3_stmt *stat, *stat_new, *edge, *bucket, *iter;
+    sqlite3_stmt *stat, *stat_new, *edge, *bucket, *iter, *mark, *slice, *late;
+    int64_t late_floor;       /* late_timers keeps sleeps at least this late */
     int rc;                   /* first SQLite error, or SQLITE_OK */
 };
 
@@ -26,6 +27,28 @@ static int ls_fail(sqlite3 *db, const char *what, char *err, size_t errlen)
 {
     snprintf(err, errlen, "%s: %s", what, sqlite3_errmsg(db));
     return -1;
+}
+
+/* 1 ms, or the blocking threshold if lower (meta block_threshold_ns): lint's
+ * default late-timer threshold is that threshold, so late_timers holds
+ * what it asks for; written to meta late_timer_floor_ns. */
+static int64_t ls_late_floor(sqlite3 *db)
+{
+    int64_t floor = LS_LATE_TIMER_FLOOR_NS;
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(db, "SELECT CAST(value AS INTEGER) FROM meta"
+                               " WHERE key = 'block_threshold_ns'", -1, &st, NULL) == SQLITE_OK &&
+        sqlite3_step(st) == SQLITE_ROW) {
+        int64_t thr = sqlite3_column_int64(st, 0);
+        if (thr > 0 && thr < floor)
+            floor = thr;
+    }
+    sqlite3_finalize(st);
+    char sql[128];
+    snprintf(sql, sizeof(sql), "INSERT OR REPLACE INTO meta(key, value)"
+             " VALUES('late_timer_floor_ns', '%lld')", (long long)floor);
+    sqlite3_exec(db, sql, NULL, NULL, NULL);
+    return floor;
 }
 
 ls_derive *ls_derive_new(sqlite3 *db, char *err, size_t errlen)
@@ -50,11 +73,18 @@ ls_derive *ls_derive_new(sqlite3 *db, char *err, size_t errlen)
                                " lo_ns, hi_ns, count) VALUES(?,?,?,?,?,?)", -1, &d->bucket,
                            NULL) != SQLITE_OK ||
         sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO iteration_hist(loop_id, lo_ns, hi_ns, count,"
-                               " busy_ns) VALUES(?,?,?,?,?)", -1, &d->iter, NULL) != SQLITE_OK) {
+                               " busy_ns) VALUES(?,?,?,?,?)", -1, &d->iter, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(db, "INSERT INTO task_marks(rid, ts_ns, task_id, kind, reason, arg0)"
+                               " VALUES(?,?,?,?,?,?)", -1, &d->mark, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO task_slices(task_id, longest_ns,"
+                               " longest_at_ns) VALUES(?,?,?)", -1, &d->slice, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(db, "INSERT INTO late_timers(task_id, deadline_ns, fired_ns, late_ns)"
+                               " VALUES(?,?,?,?)", -1, &d->late, NULL) != SQLITE_OK) {
         ls_fail(db, "cannot prepare the derived tables", err, errlen);
         ls_derive_free(d);
         return NULL;
     }
+    d->late_floor = ls_late_floor(db);
     return d;
 }
 
@@ -67,6 +97,9 @@ void ls_derive_free(ls_derive *d)
     sqlite3_finalize(d->edge);
     sqlite3_finalize(d->bucket);
     sqlite3_finalize(d->iter);
+    sqlite3_finalize(d->mark);
+    sqlite3_finalize(d->slice);
+    sqlite3_finalize(d->late);
     free(d);
 }
 
@@ -92,11 +125,69 @@ static void ls_on_task_done(void *ctx, const ls_task *t, bool finished)
     sqlite3_bind_int64(st, 6, (int64_t)t->wakes);
     sqlite3_bind_int64(st, 7, t->longest);
     ls_run(d, st);
+    if (t->has_slice) {
+        sqlite3_bind_int64(d->slice, 1, (int64_t)t->id);
+        sqlite3_bind_int64(d->slice, 2, t->slice_longest);
+        sqlite3_bind_int64(d->slice, 3, t->slice_at);
+        ls_run(d, d->slice);
+    }
+}
+
+static void ls_put_mark(ls_derive *d, int64_t rid, int64_t ts, uint64_t task, int kind,
+                        int64_t reason, int64_t arg0)
+{
+    sqlite3_stmt *st = d->mark;
+    if (rid > 0)
+        sqlite3_bind_int64(st, 1, rid);
+    else
+        sqlite3_bind_null(st, 1);
+    sqlite3_bind_int64(st, 2, ts);
+    sqlite3_bind_int64(st, 3, (int64_t)task);
+    sqlite3_bind_int(st, 4, kind);
+    sqlite3_bind_int64(st, 5, reason);
+    sqlite3_bind_int64(st, 6, arg0);
+    ls_run(d, st);
+}
+
+/* task_marks from spans: suspends on a task or gather, self-wakes; and
+ * late_timers. */
+static void ls_on_span(void *ctx, const ls_span *s)
+{
+    ls_derive *d = ctx;
+    if (s->node == LS_NODE_PREEXISTING)
+        return;                       /* its detail is not a reason */
+    if (s->state == EVL_FINAL_SUSPENDED) {
+        if (s->detail == EVL_SUSPEND_TASK || s->detail == EVL_SUSPEND_GATHER)
+            ls_put_mark(d, 0, s->start, s->task, EVL_PROBE_ID_task_suspend, s->detail, s->object);
+        if (s->detail == EVL_SUSPEND_SLEEP && s->end_kind == EVL_PROBE_ID_task_wake &&
+            s->end_reason == EVL_WAKER_TIMER && s->object != 0) {
+            int64_t late;
+            if (__builtin_sub_overflow(s->end, s->object, &late))
+                late = s->end > s->object ? INT64_MAX : INT64_MIN;
+            if (late >= d->late_floor) {
+                sqlite3_bind_int64(d->late, 1, (int64_t)s->task);
+                sqlite3_bind_int64(d->late, 2, s->object);
+                sqlite3_bind_int64(d->late, 3, s->end);
+                sqlite3_bind_int64(d->late, 4, late);
+                ls_run(d, d->late);
+            }
+        }
+    } else if (s->node == LS_NODE_READY && s->object == (int64_t)s->task &&
+               s->detail != EVL_WAKER_YIELD) {
+        ls_put_mark(d, 0, s->start, s->task, EVL_PROBE_ID_task_wake, s->detail, s->object);
+    }
+}
+
+/* task_marks: cancel requests and leak verdicts, with their rowid. */
+static void ls_on_mark(void *ctx, const ls_event *e)
+{
+    ls_put_mark(ctx, e->rowid, e->ts, e->task, e->kind, e->reason, e->arg0);
 }
 
 ls_replay_ops ls_derive_ops(ls_derive *d)
 {
-    return (ls_replay_ops){ .on_task_done = ls_on_task_done, .ctx = d };
+    return (ls_replay_ops){ .on_span = ls_on_span, .on_task_done = ls_on_task_done,
+                            .on_mark = ls_on_mark, .ctx = d };
 }
 
 static void ls_on_edge(void *ctx, const ls_edge_stats *e)
@@ -161,15 +252,29 @@ static const char ls_post_sql[] =
     /* awaits of one task on another: graph --kind tasks reads only these */
     "CREATE INDEX IF NOT EXISTS events_await ON events(task_id, arg0)"
     " WHERE kind = " LS_SQL_KIND_task_suspend " AND reason = " LS_SQL_SUSPEND_TASK ";"
+    "CREATE INDEX IF NOT EXISTS task_marks_task ON task_marks(task_id, kind, reason, ts_ns);"
+    "CREATE INDEX IF NOT EXISTS task_marks_arg ON task_marks(kind, arg0);"
+    "CREATE INDEX IF NOT EXISTS late_timers_task ON late_timers(task_id, late_ns);"
+    /* the ends of callbacks, by loop: one lookup per callback episode */
+    "CREATE INDEX IF NOT EXISTS events_callback_end ON events(loop_id, ts_ns)"
+    " WHERE kind = " LS_SQL_KIND_callback_end ";"
+    "CREATE INDEX IF NOT EXISTS blocking_loop_start ON blocking(loop_id, start_ns);"
+    /* one statement per case, each with its index: a task's next suspend
+     * or finish through events_task_ts, a callback's end through
+     * events_callback_end (one OR over both scanned events by time) */
     "UPDATE blocking SET dur_ns = coalesce(("
-    "  SELECT min(e.ts_ns) FROM events e WHERE e.ts_ns > blocking.start_ns AND ("
-    "    (blocking.task_id IS NOT NULL AND e.task_id = blocking.task_id"
-    "     AND e.kind IN (" LS_SQL_KIND_task_suspend ", " LS_SQL_KIND_task_finish "))"
-    "    OR (blocking.task_id IS NULL AND e.loop_id = blocking.loop_id"
-    "     AND e.kind = " LS_SQL_KIND_callback_end "))),"
+    "  SELECT min(e.ts_ns) FROM events e WHERE e.task_id = blocking.task_id"
+    "   AND e.ts_ns > blocking.start_ns"
+    "   AND e.kind IN (" LS_SQL_KIND_task_suspend ", " LS_SQL_KIND_task_finish ")),"
     "  (SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'end_ns'),"
     "  (SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'derived_end_ns')) - start_ns"
-    " WHERE kind = " LS_SQL_BLOCK_ONCPU " AND NOT " LS_GENERIC ";"
+    " WHERE kind = " LS_SQL_BLOCK_ONCPU " AND task_id IS NOT NULL AND NOT " LS_GENERIC ";"
+    "UPDATE blocking SET dur_ns = coalesce(("
+    "  SELECT min(e.ts_ns) FROM events e WHERE e.loop_id = blocking.loop_id"
+    "   AND e.kind = " LS_SQL_KIND_callback_end " AND e.ts_ns > blocking.start_ns),"
+    "  (SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'end_ns'),"
+    "  (SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'derived_end_ns')) - start_ns"
+    " WHERE kind = " LS_SQL_BLOCK_ONCPU " AND task_id IS NULL AND NOT " LS_GENERIC ";"
     "UPDATE blocking SET dur_ns = dur_ns - coalesce((SELECT sum(o.dur_ns) FROM blocking o"
     "  WHERE o.kind = " LS_SQL_BLOCK_OFFCPU " AND o.loop_id = blocking.loop_id"
     "  AND o.start_ns >= blocking.start_ns AND o.start_ns < blocking.start_ns + blocking.dur_ns), 0)"
@@ -257,9 +362,10 @@ int ls_derive_all(sqlite3 *db, int64_t end_ns, char *err, size_t errlen)
     int rc = -1;
     ls_replay *r = NULL;
     sqlite3_stmt *ev = NULL, *lp = NULL;
-    char sql[160];
-    snprintf(sql, sizeof(sql), "INSERT OR REPLACE INTO meta(key, value)"
-             " VALUES('derived_end_ns', '%lld'); DELETE FROM task_stats", (long long)end_ns);
+    char sql[256];
+    snprintf(sql, sizeof(sql), "INSERT OR REPLACE INTO meta(key, value) VALUES('derived_end_ns', '%lld');"
+             " DELETE FROM task_stats; DELETE FROM task_marks; DELETE FROM task_slices;"
+             " DELETE FROM late_timers", (long long)end_ns);
     if (sqlite3_exec(db, sql, NULL, NULL, NULL) != SQLITE_OK) {
         ls_fail(db, "cannot empty task_stats", err, errlen);
         goto out;
@@ -273,7 +379,7 @@ int ls_derive_all(sqlite3 *db, int64_t end_ns, char *err, size_t errlen)
     if (sqlite3_prepare_v2(db, "SELECT id, stopped_ns FROM loops WHERE stopped_ns IS NOT NULL",
                            -1, &lp, NULL) != SQLITE_OK ||
         sqlite3_prepare_v2(db, "SELECT ts_ns, loop_id, coalesce(task_id, 0), kind,"
-                               " coalesce(reason, 0), coalesce(arg0, 0), coalesce(arg1, 0)"
+                               " coalesce(reason, 0), coalesce(arg0, 0), coalesce(arg1, 0), rowid"
                                " FROM events ORDER BY rowid", -1, &ev, NULL) != SQLITE_OK) {
         ls_fail(db, "cannot read events", err, errlen);
         goto out;
@@ -290,6 +396,7 @@ int ls_derive_all(sqlite3 *db, int64_t end_ns, char *err, size_t errlen)
             .reason = sqlite3_column_int64(ev, 4),
             .arg0 = sqlite3_column_int64(ev, 5),
             .arg1 = sqlite3_column_int64(ev, 6),
+            .rowid = sqlite3_column_int64(ev, 7),
         };
         ls_replay_event(r, &e);
     }

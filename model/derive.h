@@ -26,6 +26,10 @@
 
 typedef struct ls_derive ls_derive;
 
+/* late_timers keeps sleeps fired at least this late (or the trace's
+ * blocking threshold if lower; meta late_timer_floor_ns says which). */
+#define LS_LATE_TIMER_FLOOR_NS 1000000
+
 /* NULL (with a message in err) if a statement cannot be prepared. */
 ls_derive *ls_derive_new(sqlite3 *db, char *err, size_t errlen);
 void ls_derive_free(ls_derive *d);

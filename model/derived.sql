@@ -4,7 +4,7 @@
 -- first read (model/derive.h).  Deriving again gives the same rows: every
 -- table is emptied first.  meta model_version says which version of these
 -- definitions the rows follow; the line below is its one home.
--- model_version 1
+-- model_version 2
 
 -- Per task (`loopscope tasks`): its time in each state, from the replay.
 CREATE TABLE IF NOT EXISTS task_stats(
@@ -58,3 +58,36 @@ CREATE TABLE IF NOT EXISTS transition_hist(
   count INTEGER NOT NULL,
   PRIMARY KEY(loop_id, from_node, to_node, lo_ns)
 ) WITHOUT ROWID;
+
+-- The rare lifecycle facts that rules and graphs look up by task: a task's
+-- suspends on a task or a gather (from its suspended span; arg0 the awaited
+-- object), its self-wakes (woken by itself, not a yield; arg0 itself), cancel
+-- requests and leak verdicts (rid: their rowid in events; NULL for the
+-- others).  As the replay sees them: a pre-existing task's first span says
+-- nothing.
+CREATE TABLE IF NOT EXISTS task_marks(
+  rid INTEGER,
+  ts_ns INTEGER NOT NULL,
+  task_id INTEGER NOT NULL,
+  kind INTEGER NOT NULL,        -- event_kinds.id
+  reason INTEGER,
+  arg0 INTEGER
+);
+-- Per task, its longest slice: from a task_run to its next suspend or
+-- finish, the time between two yields (other events on the way do not end
+-- it; unended, it lasts to the end of its loop or of the recording).
+CREATE TABLE IF NOT EXISTS task_slices(
+  task_id INTEGER PRIMARY KEY,
+  longest_ns INTEGER NOT NULL,
+  longest_at_ns INTEGER NOT NULL  -- where it began
+);
+-- Sleeps whose timer fired at least meta late_timer_floor_ns after their
+-- deadline (1 ms, or the blocking threshold if lower): a sleep span the
+-- replay ended with a timer wake.  late_ns = fired_ns - deadline_ns,
+-- saturated.
+CREATE TABLE IF NOT EXISTS late_timers(
+  task_id INTEGER NOT NULL,
+  deadline_ns INTEGER NOT NULL,
+  fired_ns INTEGER NOT NULL,
+  late_ns INTEGER NOT NULL
+);

@@ -245,6 +245,23 @@ static void ls_close_span(ls_replay *r, ls_task *t, int64_t ts, const ls_event *
             break;
         }
     }
+    /* The slice: from a task_run to the next suspend or finish (other
+     * events on the way do not end it); unended, to where the span ends.
+     * Of equally long ones, the last. */
+    if (state == EVL_FINAL_RUNNING && !t->in_slice) {
+        t->in_slice = 1;
+        t->slice_start = t->since;
+    }
+    if (t->in_slice && (!e || e->kind == EVL_PROBE_ID_task_suspend ||
+                        e->kind == EVL_PROBE_ID_task_finish)) {
+        int64_t len = ls_sub(ts, t->slice_start);
+        if (!t->has_slice || len >= t->slice_longest) {
+            t->slice_longest = len;
+            t->slice_at = t->slice_start;
+            t->has_slice = 1;
+        }
+        t->in_slice = 0;
+    }
     if (r->ops.on_span) {
         ls_span s = {
             .task = t->id, .loop = t->loop, .state = state, .node = t->node,

@@ -45,6 +45,7 @@ typedef struct ls_event {
     int64_t reason;       /* suspend reason / waker kind / state / leak kind /
                              nevents; task_create: 1 if pre-existing */
     int64_t arg0, arg1;
+    int64_t rowid;        /* its rowid in events, 0 if not known */
 } ls_event;
 
 /* The lifecycle node a task entered with an event (derived.sql): 100 * kind

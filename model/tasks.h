@@ -32,6 +32,10 @@ typedef struct ls_task {
     int16_t tnode;            /* the last lifecycle node, leaks included */
     int64_t tsince;           /* when it entered tnode */
     int64_t detail, object, timeout;
+    /* Its longest slice so far: a task_run to its next suspend or finish
+     * (the time between two yields; task_slices). */
+    int64_t slice_start, slice_longest, slice_at;
+    uint8_t in_slice, has_slice;
     /* Its statistics so far (task_stats). */
     int64_t busy, sched, idle, longest;
     uint64_t resumes, wakes;

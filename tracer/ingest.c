@@ -180,7 +180,9 @@ static void ls_ingest_rec(recorder *r, struct ls_loop_info *li, const struct evl
      * Last, since it may release the task's entry. */
     ls_replay_event(r->replay, &(ls_event){ .ts = (int64_t)e->ts, .loop = loop, .task = e->task,
                                             .kind = e->kind, .reason = reason,
-                                            .arg0 = (int64_t)e->a0, .arg1 = (int64_t)e->a1 });
+                                            .arg0 = (int64_t)e->a0, .arg1 = (int64_t)e->a1,
+                                            /* rowids are 1, 2, ... in store order */
+                                            .rowid = (int64_t)ls_store_nevents(r->store) });
 }
 
 /* Drain the ring buffer for at most `budget_ns`, so that a producer

@@ -293,13 +293,6 @@ int cmd_record(int argc, char **argv)
         err = ls_error("%s", errbuf);
         goto cleanup;
     }
-    r->derive = ls_derive_new(ls_store_db(r->store), errbuf, sizeof(errbuf));
-    ls_replay_ops ops = r->derive ? ls_derive_ops(r->derive) : (ls_replay_ops){ 0 };
-    r->replay = r->derive ? ls_replay_new(&ops, LS_TASKS_MAX) : NULL;
-    if (!r->replay) {
-        err = ls_error("%s", r->derive ? "out of memory" : errbuf);
-        goto cleanup;
-    }
     r->rb = ring_buffer__new(bpf_map__fd(r->skel->maps.events), ls_on_msg, r, NULL);
     if (!r->rb) {
         err = ls_error("cannot create the ring buffer reader: %s", strerror(errno));
@@ -307,6 +300,14 @@ int cmd_record(int argc, char **argv)
     }
     r->start_ns = ls_now();
     ls_write_meta(r, argc, argv);
+    /* After the meta: the derivation reads the blocking threshold there. */
+    r->derive = ls_derive_new(ls_store_db(r->store), errbuf, sizeof(errbuf));
+    ls_replay_ops ops = r->derive ? ls_derive_ops(r->derive) : (ls_replay_ops){ 0 };
+    r->replay = r->derive ? ls_replay_new(&ops, LS_TASKS_MAX) : NULL;
+    if (!r->replay) {
+        err = ls_error("%s", r->derive ? "out of memory" : errbuf);
+        goto cleanup;
+    }
     if (r->generic && !r->child)
         ls_find_waiting_threads(r);
     if (r->child) {

@@ -111,6 +111,9 @@ static int ls_derive_file(const char *path, char *err, size_t errlen)
         goto out;
     }
     sqlite3_busy_timeout(db, 5000);
+    /* The derivation's lookups jump around the file: a page cache of up
+     * to 64 MiB keeps them off the disk (SQLite's default is 2 MiB). */
+    sqlite3_exec(db, "PRAGMA cache_size = -65536", NULL, NULL, NULL);
     if (sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK) {
         snprintf(err, errlen, "%s", sqlite3_errmsg(db));
         goto out;

@@ -119,11 +119,14 @@ class Db:
     def meta(self, d):
         self.insert("meta", [(k, v) for k, v in d.items()])
 
-    def finish(self, indexes=True):
-        # The derived tables are the forged ones written here, taken as they
-        # are (model_version current): a hostile trace may say anything.
-        self.con.execute("INSERT OR REPLACE INTO meta VALUES('model_version', ?)",
-                         (model_version(),))
+    def finish(self, indexes=True, forged=True):
+        # forged: the derived tables are the forged ones written here, taken
+        # as they are (model_version current): a hostile trace may say
+        # anything.  Otherwise the viewer derives them from the hostile
+        # events on first read (model/derive.c), as for a cut-short trace.
+        if forged:
+            self.con.execute("INSERT OR REPLACE INTO meta VALUES('model_version', ?)",
+                             (model_version(),))
         if indexes:              # what the recorder creates when capture ends
             self.con.executescript("CREATE INDEX events_task_ts ON events(task_id, ts_ns);"
                                    "CREATE INDEX events_ts ON events(ts_ns);"
@@ -540,7 +543,7 @@ def main():
                 build(db)
             if name in ("extremes", "random"):
                 add_hostile_windows(db, random.Random(a.seed), [1, 2, 99, I64_MAX, -1])
-            db.finish()
+            db.finish(forged=name not in ("extremes", "random"))
             if a.keep:
                 os.makedirs(a.keep, exist_ok=True)
                 shutil.copy(path, a.keep)
