@@ -7,6 +7,7 @@
 #include "codes.h"
 #include "ls_codes.h"
 #include "ls_schema.h"
+#include "meta.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,15 +36,9 @@ static int ls_fail(sqlite3 *db, const char *what, char *err, size_t errlen)
 static int64_t ls_late_floor(sqlite3 *db)
 {
     int64_t floor = LS_LATE_TIMER_FLOOR_NS;
-    sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(db, "SELECT CAST(value AS INTEGER) FROM meta"
-                               " WHERE key = 'block_threshold_ns'", -1, &st, NULL) == SQLITE_OK &&
-        sqlite3_step(st) == SQLITE_ROW) {
-        int64_t thr = sqlite3_column_int64(st, 0);
-        if (thr > 0 && thr < floor)
-            floor = thr;
-    }
-    sqlite3_finalize(st);
+    int64_t thr = ls_db_meta_int(db, "block_threshold_ns", 0);
+    if (thr > 0 && thr < floor)
+        floor = thr;
     char sql[128];
     snprintf(sql, sizeof(sql), "INSERT OR REPLACE INTO meta(key, value)"
              " VALUES('late_timer_floor_ns', '%lld')", (long long)floor);
@@ -161,9 +156,7 @@ static void ls_on_span(void *ctx, const ls_span *s)
             ls_put_mark(d, 0, s->start, s->task, EVL_PROBE_ID_task_suspend, s->detail, s->object);
         if (s->detail == EVL_SUSPEND_SLEEP && s->end_kind == EVL_PROBE_ID_task_wake &&
             s->end_reason == EVL_WAKER_TIMER && s->object != 0) {
-            int64_t late;
-            if (__builtin_sub_overflow(s->end, s->object, &late))
-                late = s->end > s->object ? INT64_MAX : INT64_MIN;
+            int64_t late = ls_ns_sub(s->end, s->object);
             if (late >= d->late_floor) {
                 sqlite3_bind_int64(d->late, 1, (int64_t)s->task);
                 sqlite3_bind_int64(d->late, 2, s->object);

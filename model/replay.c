@@ -73,15 +73,6 @@ void ls_replay_free(ls_replay *r)
     free(r);
 }
 
-/* b - a, saturated: times come from a trace, which may hold anything. */
-static int64_t ls_sub(int64_t b, int64_t a)
-{
-    int64_t d;
-    if (__builtin_sub_overflow(b, a, &d))
-        d = b > a ? INT64_MAX : INT64_MIN;
-    return d;
-}
-
 /* ------------------------------------------------------------ histograms */
 
 static int ls_hist_index(int64_t ns)
@@ -146,7 +137,7 @@ static void ls_loop_event(ls_replay *r, const ls_event *e)
         return;
     }
     if (l->poll_exit >= 0 && e->ts >= l->poll_exit) {
-        int64_t busy = ls_sub(e->ts, l->poll_exit);
+        int64_t busy = ls_ns_sub(e->ts, l->poll_exit);
         int b = busy > 0 ? 63 - __builtin_clzll((unsigned long long)busy) : 0;
         if (b >= LS_ITER_BUCKETS)
             b = LS_ITER_BUCKETS - 1;
@@ -201,7 +192,7 @@ static void ls_edge(ls_replay *r, uint64_t loop, int from, int to, int64_t dur, 
 static void ls_enter_node(ls_replay *r, ls_task *t, int node, int64_t ts)
 {
     if (t->tnode >= 0 && !r->ops.spans_only)
-        ls_edge(r, t->loop, t->tnode, node, ls_sub(ts, t->tsince), true);
+        ls_edge(r, t->loop, t->tnode, node, ls_ns_sub(ts, t->tsince), true);
     t->tnode = (int16_t)node;
     t->tsince = ts;
 }
@@ -228,7 +219,7 @@ static void ls_close_span(ls_replay *r, ls_task *t, int64_t ts, const ls_event *
     int state = t->state;
     if (t->node == LS_NODE_PREEXISTING)          /* what it was doing: its next event tells */
         state = e && e->kind == EVL_PROBE_ID_task_run ? EVL_FINAL_READY : EVL_FINAL_SUSPENDED;
-    int64_t d = ls_sub(ts, t->since);
+    int64_t d = ls_ns_sub(ts, t->since);
     if (d >= 0) {
         switch (state) {
         case EVL_FINAL_RUNNING:
@@ -254,7 +245,7 @@ static void ls_close_span(ls_replay *r, ls_task *t, int64_t ts, const ls_event *
     }
     if (t->in_slice && (!e || e->kind == EVL_PROBE_ID_task_suspend ||
                         e->kind == EVL_PROBE_ID_task_finish)) {
-        int64_t len = ls_sub(ts, t->slice_start);
+        int64_t len = ls_ns_sub(ts, t->slice_start);
         if (!t->has_slice || len >= t->slice_longest) {
             t->slice_longest = len;
             t->slice_at = t->slice_start;

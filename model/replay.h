@@ -143,6 +143,15 @@ void ls_replay_each_iteration_bucket(ls_replay *r,
                                                     int64_t hi, uint64_t count, int64_t busy),
                                      void *ctx);
 
+/* b - a, saturated: times come from a trace, which may hold anything. */
+static inline int64_t ls_ns_sub(int64_t b, int64_t a)
+{
+    int64_t d;
+    if (__builtin_sub_overflow(b, a, &d))
+        d = b > a ? INT64_MAX : INT64_MIN;
+    return d;
+}
+
 /* The bucket of a duration in the transition histograms: [lo, hi), eight
  * per power of two (exact below 8 ns).  Shared so readers can interpret
  * the rows and percentiles stay within 1/8 of a power of two. */

@@ -10,6 +10,7 @@
 #include "store.h"
 #include "evl-probes.h"
 #include "ls_schema.h"
+#include "meta.h"
 #include "symbols.h"
 #include "syscalls.h"
 #include "record.h"
@@ -133,25 +134,6 @@ static char *ls_events_insert_sql(int nrows)
     return sql;
 }
 
-/* This process's start time (field 22 of /proc/self/stat, clock ticks
- * since boot), which with the pid names it uniquely. */
-static unsigned long long ls_self_start_time(void)
-{
-    char buf[1024];
-    FILE *f = fopen("/proc/self/stat", "r");
-    if (!f)
-        return 0;
-    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-    fclose(f);
-    buf[n] = 0;
-    char *p = strrchr(buf, ')');
-    int field = 2;
-    for (; p && *p; p++)
-        if (*p == ' ' && ++field == 22)
-            return strtoull(p + 1, NULL, 10);
-    return 0;
-}
-
 int ls_store_check(const char *path, bool force, char *err, size_t errlen)
 {
     struct stat st;
@@ -251,7 +233,10 @@ ls_store *ls_store_create(const char *path, bool force, char *err, size_t errlen
      * as it is (viewer/complete.c); once it is gone without end_ns, the
      * recording was cut short. */
     ls_store_meta(s, "recorder_pid", "%d", (int)getpid());
-    ls_store_meta(s, "recorder_start", "%llu", ls_self_start_time());
+    char state;
+    unsigned long long start = 0;
+    ls_proc_stat(0, &state, &start);
+    ls_store_meta(s, "recorder_start", "%llu", start);
     return s;
 fail_db:
     snprintf(err, errlen, "cannot initialise trace '%s': %s", target, s->err);

@@ -20,6 +20,7 @@
 #include "trace.h"
 #include "output.h"
 #include "derive.h"
+#include "meta.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -30,53 +31,6 @@
 #include <sys/sendfile.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-static int64_t ls_meta_i(sqlite3 *db, const char *key, int64_t dflt)
-{
-    sqlite3_stmt *st = NULL;
-    int64_t v = dflt;
-    if (sqlite3_prepare_v2(db, "SELECT value FROM meta WHERE key = ?", -1, &st, NULL) == SQLITE_OK) {
-        sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
-        if (sqlite3_step(st) == SQLITE_ROW) {
-            const char *s = (const char *)sqlite3_column_text(st, 0);
-            char *end;
-            errno = 0;
-            long long x = s ? strtoll(s, &end, 10) : 0;
-            if (s && *s && !*end && !errno)
-                v = x;
-        }
-    }
-    sqlite3_finalize(st);
-    return v;
-}
-
-/* The recorder that wrote the trace still runs: same pid, same start time
- * (field 22 of /proc/PID/stat), so a reused pid does not count, and not a
- * zombie (killed, not yet reaped by its parent). */
-static bool ls_recorder_alive(sqlite3 *db)
-{
-    int64_t pid = ls_meta_i(db, "recorder_pid", -1), start = ls_meta_i(db, "recorder_start", -1);
-    if (pid <= 0 || pid > 4194304 || start < 0)
-        return false;
-    char path[64], buf[1024];
-    snprintf(path, sizeof(path), "/proc/%lld/stat", (long long)pid);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return false;
-    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-    fclose(f);
-    buf[n] = 0;
-    char *p = strrchr(buf, ')');              /* comm may hold spaces */
-    if (!p || p[1] != ' ' || p[2] == 'Z' || p[2] == 'X')
-        return false;                         /* a zombie is not recording */
-    unsigned long long st = 0;
-    /* after ")": state(3) ... starttime is field 22, the 20th after comm */
-    int field = 2;
-    for (char *q = p + 1; *q && field < 22; q++)
-        if (*q == ' ' && ++field == 22)
-            st = strtoull(q + 1, NULL, 10);
-    return field == 22 && (int64_t)st == start;
-}
 
 static int ls_copy_file(const char *from, const char *to)
 {
@@ -119,11 +73,11 @@ static int ls_derive_file(const char *path, char *err, size_t errlen)
         goto out;
     }
     /* Done meanwhile by another viewer? */
-    if (ls_meta_i(db, "model_version", -1) == LS_MODEL_VERSION) {
+    if (ls_db_meta_int(db, "model_version", -1) == LS_MODEL_VERSION) {
         rc = sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) == SQLITE_OK ? 0 : -1;
         goto out;
     }
-    int64_t end = ls_meta_i(db, "end_ns", INT64_MIN);
+    int64_t end = ls_db_meta_int(db, "end_ns", INT64_MIN);
     if (end == INT64_MIN)
         end = ls_derive_last_time(db);
     if (ls_derive_all(db, end, err, errlen) < 0) {
@@ -147,7 +101,7 @@ out:
 const char *ls_trace_complete(ls_trace *t, char **tmp_path)
 {
     *tmp_path = NULL;
-    if (ls_meta_i(t->db, "model_version", -1) == LS_MODEL_VERSION)
+    if (ls_db_meta_int(t->db, "model_version", -1) == LS_MODEL_VERSION)
         return t->path;
     if (ls_recorder_alive(t->db)) {
         t->in_progress = true;

@@ -3,6 +3,7 @@
  */
 #define _GNU_SOURCE
 #include "trace.h"
+#include "meta.h"
 #include "output.h"
 
 #include <errno.h>
@@ -185,14 +186,7 @@ char *ls_meta(ls_trace *t, const char *key)
 
 int64_t ls_meta_int(ls_trace *t, const char *key, int64_t dflt)
 {
-    char *v = ls_meta(t, key), *end;
-    if (!v)
-        return dflt;
-    errno = 0;
-    long long x = strtoll(v, &end, 10);
-    int64_t r = *end || end == v || errno ? dflt : x;     /* out of range: not a number */
-    free(v);
-    return r;
+    return ls_db_meta_int(t->db, key, dflt);
 }
 
 void ls_read_drops(ls_trace *t, ls_drops *d)
