@@ -34,7 +34,6 @@ typedef struct ls_redge {
 struct ls_replay {
     ls_replay_ops ops;
     ls_tasks *tasks;
-    uint64_t untracked;
     ls_rloop *loops;
     size_t nloops;
     ls_redge *edges;            /* open addressing, LS_REPLAY_EDGES * 2 slots */
@@ -278,27 +277,30 @@ static void ls_open_span(ls_task *t, int state, int node, const ls_event *e, int
     t->timeout = timeout;
 }
 
+/* Task id's entry, made with no state yet if new (*made set); NULL when
+ * the table is full. */
+static ls_task *ls_get(ls_replay *r, uint64_t id, uint64_t loop, bool *made)
+{
+    ls_task *t = ls_tasks_get(r->tasks, id, loop, made);
+    if (t && *made) {
+        t->state = LS_TASK_NO_STATE;
+        t->tnode = -1;
+    }
+    return t;
+}
+
 static void ls_task_event(ls_replay *r, const ls_event *e)
 {
     bool made = false;
-    ls_task *t = ls_tasks_get(r->tasks, e->task, e->loop, &made);
-    if (!t) {                         /* the table is full */
-        if (e->kind == EVL_PROBE_ID_task_create)
-            r->untracked++;
-        return;
-    }
-    if (made) {
-        t->state = LS_TASK_NO_STATE;
-        t->tnode = -1;
-    }
+    ls_task *t = ls_get(r, e->task, e->loop, &made);
+    if (!t)
+        return;                       /* the table is full */
     if (t->done && e->kind != EVL_PROBE_ID_task_leak) {
         /* an id used again after its finish: a new task as far as we know */
         ls_tasks_remove(r->tasks, t);
-        t = ls_tasks_get(r->tasks, e->task, e->loop, &made);
+        t = ls_get(r, e->task, e->loop, &made);
         if (!t)
             return;
-        t->state = LS_TASK_NO_STATE;
-        t->tnode = -1;
     }
     switch (e->kind) {
     case EVL_PROBE_ID_task_create: {
@@ -408,21 +410,8 @@ void ls_replay_end(ls_replay *r, int64_t end_ns)
 ls_task *ls_replay_track(ls_replay *r, uint64_t id, uint64_t loop)
 {
     bool made = false;
-    ls_task *t = ls_tasks_get(r->tasks, id, loop, &made);
-    if (t && made) {
-        t->state = LS_TASK_NO_STATE;
-        t->tnode = -1;
-    }
-    return t;
+    return ls_get(r, id, loop, &made);
 }
-
-ls_task *ls_replay_task(ls_replay *r, uint64_t id)
-{
-    ls_task *t = ls_tasks_find(r->tasks, id);
-    return t && !t->done ? t : NULL;
-}
-
-uint64_t ls_replay_untracked(const ls_replay *r) { return r->untracked; }
 
 void ls_replay_each_edge(ls_replay *r, void (*edge)(void *ctx, const ls_edge_stats *e),
                          void (*bucket)(void *ctx, const ls_edge_stats *e, int64_t lo,

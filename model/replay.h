@@ -22,8 +22,8 @@
  * sees.  Tasks are independent, so any interleaving of tasks works.
  *
  * Memory: one entry per task that has not finished (model/tasks.h), at most
- * max_live of them (further tasks are counted in ls_replay_untracked and
- * get no spans or stats).  A finished task's entry is released once
+ * max_live of them (further tasks get no spans or stats; the recorder
+ * counts them, meta untracked_tasks).  A finished task's entry is released once
  * on_task_done has run.
  */
 #ifndef LS_MODEL_REPLAY_H
@@ -116,14 +116,10 @@ void ls_replay_loop_stop(ls_replay *r, uint64_t loop, int64_t ts);
  * loop's stop), on_task_done runs for each unfinished task.  Call once. */
 void ls_replay_end(ls_replay *r, int64_t end_ns);
 
-/* The task's entry, if tracked and not finished (e.g. for the caller's own
- * per-task field ls_task.user). */
-ls_task *ls_replay_task(ls_replay *r, uint64_t id);
-/* The same, made (with no state yet) if new, so the caller can keep its
- * field from the task's first record on; NULL when the table is full. */
+/* The task's entry, made (with no state yet) if new, so the caller can
+ * keep its own per-task field (ls_task.user) from the task's first record
+ * on; NULL when the table is full. */
 ls_task *ls_replay_track(ls_replay *r, uint64_t id, uint64_t loop);
-/* Tasks that could not be tracked (more than max_live at once). */
-uint64_t ls_replay_untracked(const ls_replay *r);
 
 /* The aggregates, for model/derive.c: visit every transition edge and
  * histogram bucket, and every loop's iteration histogram. */

@@ -106,7 +106,6 @@ void ls_tasks_remove(ls_tasks *t, ls_task *task)
     t->n--;
 }
 
-size_t ls_tasks_live(const ls_tasks *t) { return t->n; }
 
 void ls_tasks_each(ls_tasks *t, void (*fn)(ls_task *, void *), void *arg)
 {

@@ -54,7 +54,6 @@ ls_task *ls_tasks_get(ls_tasks *t, uint64_t id, uint64_t loop, bool *made);
 ls_task *ls_tasks_find(ls_tasks *t, uint64_t id);
 /* Forget a task (its entry pointer, and any other, is invalid afterwards). */
 void ls_tasks_remove(ls_tasks *t, ls_task *task);
-size_t ls_tasks_live(const ls_tasks *t);
 /* Call fn on every live task. */
 void ls_tasks_each(ls_tasks *t, void (*fn)(ls_task *, void *), void *arg);
 
