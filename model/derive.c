@@ -4,6 +4,7 @@
  * table as well, by SQL over the indexed events.
  */
 #include "derive.h"
+#include "evchunk.h"
 #include "codes.h"
 #include "ls_codes.h"
 #include "ls_schema.h"
@@ -227,44 +228,32 @@ static void ls_on_iter(void *ctx, uint64_t loop, int64_t lo, int64_t hi, uint64_
  *    task's next suspend or finish, or the callback's end), minus the
  *    off-CPU episodes inside them (the generic mode's BPF side measured
  *    its own);
- *  - victims: the tasks each episode delayed (wake events near it, with
- *    the task's next run and its previous suspend): cause ready: woken
- *    before the episode ended and ran after it; timer: its sleep's
- *    deadline came before the episode's end (it could not fire until the
- *    loop was free); fd: woken for I/O by the first poll after the episode
- *    (the fd became ready at some point before: the delay is an upper
- *    bound);
+ *  - victims (victims.c, in C: one pass over the events);
  *  - per task, its blocking episodes and their time.
  * Every statement recomputes from the base tables, so running it again
  * gives the same rows.
  */
 static const char ls_post_sql[] =
-    "CREATE INDEX IF NOT EXISTS events_task_ts ON events(task_id, ts_ns);"
-    "CREATE INDEX IF NOT EXISTS events_ts ON events(ts_ns);"
     "CREATE INDEX IF NOT EXISTS tasks_loop ON tasks(loop_id);"
-    /* awaits of one task on another: graph --kind tasks reads only these */
-    "CREATE INDEX IF NOT EXISTS events_await ON events(task_id, arg0)"
-    " WHERE kind = " LS_SQL_KIND_task_suspend " AND reason = " LS_SQL_SUSPEND_TASK ";"
     "CREATE INDEX IF NOT EXISTS task_marks_task ON task_marks(task_id, kind, reason, ts_ns);"
     "CREATE INDEX IF NOT EXISTS task_marks_arg ON task_marks(kind, arg0);"
     "CREATE INDEX IF NOT EXISTS late_timers_task ON late_timers(task_id, late_ns);"
-    /* the ends of callbacks, by loop: one lookup per callback episode */
-    "CREATE INDEX IF NOT EXISTS events_callback_end ON events(loop_id, ts_ns)"
-    " WHERE kind = " LS_SQL_KIND_callback_end ";"
     "CREATE INDEX IF NOT EXISTS blocking_loop_start ON blocking(loop_id, start_ns);"
-    /* one statement per case, each with its index: a task's next suspend
-     * or finish through events_task_ts, a callback's end through
-     * events_callback_end (one OR over both scanned events by time) */
+    /* one statement per case: a task's next suspend or finish (the
+     * events of one task or one loop come in time order, and LIMIT 1
+     * stops at the first: model/events_vtab.c), a callback's end */
     "UPDATE blocking SET dur_ns = coalesce(("
-    "  SELECT min(e.ts_ns) FROM events e WHERE e.task_id = blocking.task_id"
+    "  SELECT e.ts_ns FROM events e WHERE e.task_id = blocking.task_id"
     "   AND e.ts_ns > blocking.start_ns"
-    "   AND e.kind IN (" LS_SQL_KIND_task_suspend ", " LS_SQL_KIND_task_finish ")),"
+    "   AND e.kind IN (" LS_SQL_KIND_task_suspend ", " LS_SQL_KIND_task_finish ")"
+    "   ORDER BY e.ts_ns LIMIT 1),"
     "  (SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'end_ns'),"
     "  (SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'derived_end_ns')) - start_ns"
     " WHERE kind = " LS_SQL_BLOCK_ONCPU " AND task_id IS NOT NULL AND NOT " LS_GENERIC ";"
     "UPDATE blocking SET dur_ns = coalesce(("
-    "  SELECT min(e.ts_ns) FROM events e WHERE e.loop_id = blocking.loop_id"
-    "   AND e.kind = " LS_SQL_KIND_callback_end " AND e.ts_ns > blocking.start_ns),"
+    "  SELECT e.ts_ns FROM events e WHERE e.loop_id = blocking.loop_id"
+    "   AND e.kind = " LS_SQL_KIND_callback_end " AND e.ts_ns > blocking.start_ns"
+    "   ORDER BY e.ts_ns LIMIT 1),"
     "  (SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'end_ns'),"
     "  (SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'derived_end_ns')) - start_ns"
     " WHERE kind = " LS_SQL_BLOCK_ONCPU " AND task_id IS NULL AND NOT " LS_GENERIC ";"
@@ -272,35 +261,9 @@ static const char ls_post_sql[] =
     "  WHERE o.kind = " LS_SQL_BLOCK_OFFCPU " AND o.loop_id = blocking.loop_id"
     "  AND o.start_ns >= blocking.start_ns AND o.start_ns < blocking.start_ns + blocking.dur_ns), 0)"
     " WHERE kind = " LS_SQL_BLOCK_ONCPU " AND NOT " LS_GENERIC ";"
-    "DELETE FROM blocking_victims;"
-    "INSERT OR IGNORE INTO blocking_victims(blocking_id, task_id, ready_ns, ran_ns, delay_ns, cause)"
-    " WITH ep AS (SELECT id, loop_id, task_id AS btask, start_ns AS s, start_ns + dur_ns AS e,"
-    "   (SELECT min(p.ts_ns) FROM events p WHERE p.loop_id = blocking.loop_id"
-    "     AND p.kind = " LS_SQL_KIND_poll_exit
-    "     AND p.ts_ns >= blocking.start_ns + blocking.dur_ns) AS px FROM blocking),"
-    " w AS (SELECT ep.id AS bid, ep.s, ep.e, ep.btask, ev.task_id, ev.ts_ns AS wake_ns,"
-    "   ev.reason AS waker, ep.px,"
-    "   (SELECT min(q.ts_ns) FROM events q WHERE q.loop_id = ep.loop_id"
-    "     AND q.kind = " LS_SQL_KIND_poll_enter " AND q.ts_ns > ep.px) AS next_poll,"
-    "   (SELECT min(r.ts_ns) FROM events r WHERE r.task_id = ev.task_id"
-    "     AND r.kind = " LS_SQL_KIND_task_run " AND r.ts_ns >= ev.ts_ns) AS ran_ns,"
-    "   (SELECT CASE WHEN p.reason = " LS_SQL_SUSPEND_SLEEP " THEN p.arg0 END FROM events p"
-    "     WHERE p.task_id = ev.task_id AND p.kind = " LS_SQL_KIND_task_suspend
-    "     AND p.ts_ns <= ev.ts_ns ORDER BY p.ts_ns DESC, p.rowid DESC LIMIT 1) AS deadline"
-    "  FROM ep JOIN events ev ON ev.loop_id = ep.loop_id AND ev.kind = " LS_SQL_KIND_task_wake
-    "   AND ev.ts_ns BETWEEN ep.s - 1000000000 AND ep.e + 1000000000),"
-    " c AS (SELECT *, CASE WHEN wake_ns < e THEN " LS_SQL_CAUSE_READY
-    "   WHEN waker = " LS_SQL_WAKER_TIMER " AND deadline < e THEN " LS_SQL_CAUSE_TIMER
-    "   WHEN waker = " LS_SQL_WAKER_IO " AND wake_ns >= px"
-    "    AND (next_poll IS NULL OR wake_ns < next_poll) THEN " LS_SQL_CAUSE_FD
-    "   END AS cause FROM w)"
-    " SELECT bid, task_id,"
-    "  CASE cause WHEN " LS_SQL_CAUSE_READY " THEN wake_ns WHEN " LS_SQL_CAUSE_TIMER
-    "   THEN deadline ELSE s END AS ready,"
-    "  ran_ns, ran_ns - max(CASE cause WHEN " LS_SQL_CAUSE_READY " THEN wake_ns"
-    "   WHEN " LS_SQL_CAUSE_TIMER " THEN deadline ELSE s END, s),"
-    "  cause FROM c WHERE cause IS NOT NULL AND task_id IS NOT btask AND ran_ns >= e"
-    " ORDER BY ready;"
+    ;
+/* After the victims (victims.c): */
+static const char ls_post_after_sql[] =
     "UPDATE blocking SET delayed_tasks = (SELECT count(*) FROM blocking_victims v"
     "  WHERE v.blocking_id = blocking.id);"
     "UPDATE task_stats SET blocking = (SELECT count(*) FROM blocking b"
@@ -327,7 +290,9 @@ int ls_derive_finish(ls_derive *d, ls_replay *r, char *err, size_t errlen)
         ls_replay_each_iteration_bucket(r, ls_on_iter, d);
     if (d->rc != SQLITE_OK)
         return ls_fail(d->db, "cannot write the derived tables", err, errlen);
-    if (sqlite3_exec(d->db, ls_post_sql, NULL, NULL, NULL) != SQLITE_OK)
+    if (sqlite3_exec(d->db, ls_post_sql, NULL, NULL, NULL) != SQLITE_OK ||
+        ls_derive_victims(d->db) != SQLITE_OK ||
+        sqlite3_exec(d->db, ls_post_after_sql, NULL, NULL, NULL) != SQLITE_OK)
         return ls_fail(d->db, "cannot derive blocking and indexes", err, errlen);
     return 0;
 }
@@ -335,7 +300,7 @@ int ls_derive_finish(ls_derive *d, ls_replay *r, char *err, size_t errlen)
 int64_t ls_derive_last_time(sqlite3 *db)
 {
     static const char sql[] =
-        "SELECT max(coalesce((SELECT max(ts_ns) FROM events), -9223372036854775807),"
+        "SELECT max(coalesce(" LS_SQL_EVENTS_MAX_TS ", -9223372036854775807),"
         " coalesce((SELECT max(start_ns + max(dur_ns, 0)) FROM blocking), -9223372036854775807),"
         " coalesce((SELECT max(end_ns) FROM loop_windows), -9223372036854775807))";
     sqlite3_stmt *st = NULL;

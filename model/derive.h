@@ -51,4 +51,8 @@ int ls_derive_all(sqlite3 *db, int64_t end_ns, char *err, size_t errlen);
  * or INT64_MIN if none: where a cut-short recording stopped. */
 int64_t ls_derive_last_time(sqlite3 *db);
 
+/* blocking_victims, from blocking (durations final) and the events
+ * (victims.c).  SQLite's result code. */
+int ls_derive_victims(struct sqlite3 *db);
+
 #endif

@@ -436,6 +436,20 @@ void ls_replay_each_edge(ls_replay *r, void (*edge)(void *ctx, const ls_edge_sta
     }
 }
 
+struct ls_each_task { void (*fn)(const ls_task *t, void *ctx); void *ctx; };
+
+static void ls_each_task_fn(ls_task *t, void *arg)
+{
+    struct ls_each_task *a = arg;
+    a->fn(t, a->ctx);
+}
+
+void ls_replay_each_task(ls_replay *r, void (*fn)(const ls_task *t, void *ctx), void *ctx)
+{
+    struct ls_each_task a = { fn, ctx };
+    ls_tasks_each(r->tasks, ls_each_task_fn, &a);
+}
+
 void ls_replay_each_iteration_bucket(ls_replay *r,
                                      void (*bucket)(void *ctx, uint64_t loop, int64_t lo,
                                                     int64_t hi, uint64_t count, int64_t busy),

@@ -121,6 +121,11 @@ void ls_replay_end(ls_replay *r, int64_t end_ns);
  * on; NULL when the table is full. */
 ls_task *ls_replay_track(ls_replay *r, uint64_t id, uint64_t loop);
 
+/* Call fn on every task the replay holds (live ones, and finished ones
+ * kept for a verdict: t->done), in no particular order; for live views
+ * (`loopscope top`).  fn must not feed the replay. */
+void ls_replay_each_task(ls_replay *r, void (*fn)(const ls_task *t, void *ctx), void *ctx);
+
 /* The aggregates, for model/derive.c: visit every transition edge and
  * histogram bucket, and every loop's iteration histogram. */
 typedef struct ls_edge_stats {

@@ -46,6 +46,7 @@ static int ls_store_py_frames(recorder *r, int64_t id, int depth, const struct l
     for (uint32_t i = from; i < to && depth < LS_MAX_DEPTH; i++) {
         ls_sym f = { .module = "python" };
         ls_py_frame(r->py, &py->f[i], &f.function, &f.file, &f.line);
+        ls_live_on_frame(r, id, depth, &f);
         ls_store_frame(r->store, id, depth++, 0, &f);
     }
     return depth;
@@ -92,8 +93,10 @@ static int64_t ls_stack_id(recorder *r, uint32_t tid, const struct ls_block *b,
                 next_py = end;
                 /* ls_py_frame does not touch the symbol cache: f is valid */
             }
-            if (depth < LS_MAX_DEPTH)
+            if (depth < LS_MAX_DEPTH) {
+                ls_live_on_frame(r, id, depth, f);
                 ls_store_frame(r->store, id, depth++, pcs[i], f);
+            }
         }
     }
     depth = ls_store_py_frames(r, id, depth, py, next_py, npy);
@@ -154,6 +157,7 @@ void ls_on_block(recorder *r, const struct ls_msg_hdr *h)
         task = ls_generic_task(r, h->loop, py);
     int64_t stack = ls_stack_id(r, h->tid, b, py, (const uint8_t *)(py + 1));
     ls_store_blocking(r->store, h->loop, task, start, dur, (int)b->kind, b->syscall, stack);
+    ls_live_on_block(r, h, task, start, dur, stack, py);
     r->blocks++;
 }
 

@@ -8,11 +8,13 @@
  */
 #define _GNU_SOURCE
 #include "recorder.h"
+#include "flight.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
+#include <unistd.h>
 
 /* The loop's entry, made (with its loops row and CPU sampler) the first
  * time a message names it. */
@@ -32,11 +34,14 @@ struct ls_loop_info *ls_loop_seen(recorder *r, uint64_t loop, uint32_t pid, uint
         r->loops = a;
         r->loops_cap = cap;
     }
-    ls_sample_thread(r, tid);
-    if (r->generic && r->child && !r->nloops)
-        ls_child_runs(r);
+    if (!r->offline) {                /* a flight trace never touches the target */
+        ls_sample_thread(r, tid);
+        if (r->generic && r->child && !r->nloops)
+            ls_child_runs(r);
+    }
     ls_store_loop(r->store, loop, pid, tid, ts);
-    r->loops[r->nloops] = (struct ls_loop_info){ .id = loop, .last_ts = r->attach_ns };
+    r->loops[r->nloops] = (struct ls_loop_info){ .id = loop, .last_ts = r->attach_ns,
+                                                 .pid = pid, .tid = tid, .seen = ts };
     return &r->loops[r->nloops++];
 }
 
@@ -45,6 +50,8 @@ struct ls_loop_info *ls_loop_seen(recorder *r, uint64_t loop, uint32_t pid, uint
  * first use. */
 ls_syms *ls_get_syms(recorder *r)
 {
+    if (r->parent)                    /* a flight trace: the recorder's symbols */
+        return r->syms = ls_get_syms(r->parent);
     if (!r->syms)
         r->syms = ls_syms_new(r->pid);
     return r->syms;
@@ -131,6 +138,8 @@ static void ls_ingest_rec(recorder *r, struct ls_loop_info *li, const struct evl
         r->rejected++;
         return;
     }
+    if (r->rec_until && (int64_t)e->ts > r->rec_until)
+        return;                       /* a flight trace: after its window */
     li->last_ts = (int64_t)e->ts;
     int64_t reason = e->a32;
     ls_task *a = e->task ? ls_task_seen(r, loop, e->task) : NULL;
@@ -149,6 +158,7 @@ static void ls_ingest_rec(recorder *r, struct ls_loop_info *li, const struct evl
         const ls_sym *sym = syms ? ls_syms_lookup(syms, e->a1) : NULL;
         ls_store_task_create(r->store, e->task, loop, e->a0, (const char *)(e + 1), n,
                              sym ? sym->function : NULL, e->a1, (int64_t)e->ts, pre);
+        ls_live_on_task(r, loop, e->task, (const char *)(e + 1), n, pre);
         if (a)
             a->user = LS_ROW_CREATED;
         else if (!pre)
@@ -178,11 +188,12 @@ static void ls_ingest_rec(recorder *r, struct ls_loop_info *li, const struct evl
     /* The one replay (model/replay.h): task_stats rows as tasks finish
      * (model/derive.c), transitions and iteration statistics at the end.
      * Last, since it may release the task's entry. */
-    ls_replay_event(r->replay, &(ls_event){ .ts = (int64_t)e->ts, .loop = loop, .task = e->task,
-                                            .kind = e->kind, .reason = reason,
-                                            .arg0 = (int64_t)e->a0, .arg1 = (int64_t)e->a1,
-                                            /* rowids are 1, 2, ... in store order */
-                                            .rowid = (int64_t)ls_store_nevents(r->store) });
+    ls_event ev = { .ts = (int64_t)e->ts, .loop = loop, .task = e->task, .kind = e->kind,
+                    .reason = reason, .arg0 = (int64_t)e->a0, .arg1 = (int64_t)e->a1,
+                    /* rowids are 1, 2, ... in store order */
+                    .rowid = (int64_t)ls_store_nevents(r->store) };
+    ls_replay_event(r->replay, &ev);
+    ls_live_on_event(r, &ev);         /* `loopscope top` (live.h) */
 }
 
 /* Drain the ring buffer for at most `budget_ns`, so that a producer
@@ -194,8 +205,6 @@ int ls_consume(recorder *r, int64_t budget_ns)
     int n = ring_buffer__consume(r->rb);
     return n == -EAGAIN ? -1 : n;
 }
-
-static void ls_ingest_msg(recorder *r, const void *data, size_t size);
 
 /* Generic mode: a window of a loop thread's iterations (written by the BPF
  * side from kernel times, not by the target). */
@@ -213,6 +222,7 @@ static void ls_on_window(recorder *r, struct ls_loop_info *li, const struct ls_w
         return;                       /* nothing happened: no row */
     ls_store_window(r->store, li->id, (int64_t)w->start_ns, (int64_t)w->end_ns, w->iterations,
                     w->wait_ns, w->busy_ns, w->max_busy_ns);
+    ls_live_on_window(r, li->id, w);
 }
 
 /* At the end: the windows still being summed in BPF, then each loop's
@@ -229,10 +239,11 @@ static void ls_flush_window(recorder *r, uint32_t key, void *v)
 
 void ls_flush_windows(recorder *r)
 {
-    if (!r->generic || !r->skel)
+    if (!r->generic)
         return;
     _Static_assert(sizeof(struct ls_gloop) % 8 == 0, "gloops value: no tail padding");
-    if (bpf_map__value_size(r->skel->maps.gloops) == sizeof(struct ls_gloop))
+    if (r->skel && !r->offline &&
+        bpf_map__value_size(r->skel->maps.gloops) == sizeof(struct ls_gloop))
         ls_map_each(r, r->skel->maps.gloops, ls_flush_window);
     for (size_t i = 0; i < r->nloops; i++)
         for (int b = 0; b < LS_HIST_BUCKETS; b++)
@@ -247,31 +258,70 @@ void ls_flush_windows(recorder *r)
  * slept.  A repeated snapshot is harmless (known tasks are skipped).  pub
  * is the target's word: it must look like an aligned user address, and
  * the write goes through the kernel's checks on the target's own memory. */
-static void ls_request_snapshot(recorder *r, uint64_t pub)
+bool ls_read_pub(recorder *r, uint64_t pub, struct evl_loop_pub *cur)
 {
-    if (!pub || pub % 8 || pub >= (1ull << 47) - sizeof(struct evl_loop_pub)) {
-        r->snapshot_fail++;
-        return;
-    }
+    if (!pub || pub % 8 || pub >= (1ull << 47) - sizeof(struct evl_loop_pub))
+        return false;
+    struct iovec local = { cur, sizeof(*cur) };
+    struct iovec remote = { (void *)(uintptr_t)pub, sizeof(*cur) };
+    return process_vm_readv(r->pid, &local, 1, &remote, 1, 0) == (ssize_t)sizeof(*cur);
+}
+
+/* Returns the request written, 0 if none could be. */
+static uint32_t ls_request_snapshot(recorder *r, uint64_t pub)
+{
     struct evl_loop_pub cur;
-    struct iovec local = { &cur, sizeof(cur) };
-    struct iovec remote = { (void *)(uintptr_t)pub, sizeof(cur) };
-    if (process_vm_readv(r->pid, &local, 1, &remote, 1, 0) != (ssize_t)sizeof(cur)) {
+    if (!ls_read_pub(r, pub, &cur)) {
         r->snapshot_fail++;
-        return;
+        return 0;
     }
     uint32_t req = cur.snapshot_done + 1;
-    local = (struct iovec){ &req, sizeof(req) };
-    remote = (struct iovec){ (void *)(uintptr_t)(pub + offsetof(struct evl_loop_pub, snapshot_req)),
-                             sizeof(req) };
-    if (process_vm_writev(r->pid, &local, 1, &remote, 1, 0) != (ssize_t)sizeof(req))
+    struct iovec local = { &req, sizeof(req) };
+    struct iovec remote = { (void *)(uintptr_t)(pub + offsetof(struct evl_loop_pub, snapshot_req)),
+                            sizeof(req) };
+    if (process_vm_writev(r->pid, &local, 1, &remote, 1, 0) != (ssize_t)sizeof(req)) {
         r->snapshot_fail++;
+        return 0;
+    }
+    return req;                       /* 0 (a wrap) only means: do not wait for it */
+}
+
+/* Before detaching: a loop hands its records over at most every
+ * EVL_TRACE_FLUSH_NS (evl-probes.h), so up to that much of the end would
+ * be lost.  A snapshot request makes each loop hand its buffer over at its
+ * next iteration (a waiting loop with records wakes within that time);
+ * wait for it, a few flush periods at most (a loop with nothing buffered
+ * may sleep on: it has nothing to lose). */
+void ls_flush_loops(recorder *r)
+{
+    if (r->generic || r->target_gone || r->offline)
+        return;
+    size_t asked = 0;
+    for (size_t i = 0; i < r->nloops; i++) {
+        struct ls_loop_info *li = &r->loops[i];
+        li->flush_req = li->stopped ? 0 : ls_request_snapshot(r, li->pub);
+        asked += li->flush_req != 0;
+    }
+    int64_t deadline = ls_now() + 5 * (int64_t)EVL_TRACE_FLUSH_NS;
+    while (asked && ls_now() < deadline) {
+        usleep(1000);
+        asked = 0;
+        for (size_t i = 0; i < r->nloops; i++) {
+            struct ls_loop_info *li = &r->loops[i];
+            struct evl_loop_pub cur;
+            if (li->flush_req && ls_read_pub(r, li->pub, &cur) && cur.snapshot_done != li->flush_req)
+                asked++;
+        }
+    }
 }
 
 int ls_on_msg(void *ctx, void *data, size_t size)
 {
     recorder *r = ctx;
-    ls_ingest_msg(r, data, size);
+    if (r->flight)
+        ls_flight_on_msg(r, data, size);  /* into the ring (flight.c) */
+    else
+        ls_ingest_msg(r, data, size);
     /* libbpf has already consumed this message when it calls us (a
      * negative return does not give it back): the budget is checked only
      * once it is stored, and the rest stays queued. */
@@ -283,7 +333,17 @@ int ls_on_msg(void *ctx, void *data, size_t size)
     return 0;
 }
 
-static void ls_ingest_msg(recorder *r, const void *data, size_t size)
+void ls_loop_contact(recorder *r, struct ls_loop_info *li, uint64_t pub)
+{
+    li->pub = pub;
+    if (!li->snapshot_asked) {
+        li->snapshot_asked = true;
+        if (!r->offline)
+            ls_request_snapshot(r, pub);
+    }
+}
+
+void ls_ingest_msg(recorder *r, const void *data, size_t size)
 {
     const struct ls_msg_hdr *h = data;
     if (size < sizeof(*h) || h->len > size - sizeof(*h))
@@ -320,10 +380,7 @@ static void ls_ingest_msg(recorder *r, const void *data, size_t size)
     case LS_MSG_REC:
         if (r->generic)
             break;
-        if (!li->snapshot_asked) {
-            li->snapshot_asked = true;
-            ls_request_snapshot(r, h->arg);
-        }
+        ls_loop_contact(r, li, h->arg);
         for (size_t off = 0; off + sizeof(struct evl_rec) <= h->len;) {
             const struct evl_rec *e = (const struct evl_rec *)(const void *)(p + off);
             if (e->size < sizeof(*e) || e->size % 8 || e->size > h->len - off) {

@@ -60,7 +60,10 @@ void ls_write_meta(recorder *r, int argc, char **argv)
     ls_store_meta(r->store, "block_threshold_ns", "%lld",
                   (long long)(r->block_threshold_ms * 1e6));
     ls_store_meta(r->store, "start_ns", "%lld", (long long)r->start_ns);
-    time_t now = time(NULL);
+    if (r->max_size)
+        ls_store_meta(r->store, "max_size", "%llu", (unsigned long long)r->max_size);
+    /* A flight trace starts before it is written: the wall time of start_ns. */
+    time_t now = time(NULL) - (time_t)((ls_now() - r->start_ns) / 1000000000ll);
     char iso[64];
     strftime(iso, sizeof(iso), "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
     ls_store_meta(r->store, "start_utc", "%s", iso);
@@ -68,8 +71,8 @@ void ls_write_meta(recorder *r, int argc, char **argv)
 
 void ls_write_end_meta(recorder *r, const char *why)
 {
-    int64_t end = ls_now();
-    time_t now = time(NULL);
+    int64_t end = r->offline ? r->end_ns : ls_now();   /* a flight trace: its window's end */
+    time_t now = time(NULL) - (time_t)((ls_now() - end) / 1000000000ll);
     char iso[64];
     strftime(iso, sizeof(iso), "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
     ls_store_meta(r->store, "end_ns", "%lld", (long long)end);

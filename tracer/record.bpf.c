@@ -518,10 +518,15 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 {
     if (!detect_blocking)
         return 0;
+    /* Every switch of the machine comes here: leave at once if neither
+     * thread is the target's. */
+    bool in = next->tgid == target_tgid, out = prev->tgid == target_tgid;
+    if (!in && !out)
+        return 0;
     __u64 now = bpf_ktime_get_ns();
 
     /* A loop thread comes back: account its time away. */
-    if (next->tgid == target_tgid) {
+    if (in) {
         __u32 ntid = next->pid;
         struct block_msg *o = bpf_map_lookup_elem(&offcpu, &ntid);
         if (o && o->h.pad == LS_ASLEEP) {  /* back from a sleep of the call */
@@ -535,7 +540,7 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
         }
     }
 
-    if (prev->tgid != target_tgid)
+    if (!out)
         return 0;
     __u32 ptid = prev->pid;
     struct lview v;

@@ -6,11 +6,16 @@
  * configure rodata -> load -> attach (attach.c) -> poll the ring buffer
  * (ingest.c, blocks.c) until the target exits, a signal, or --duration ->
  * finish the database (meta.c, store.c); one cleanup path whose destroy
- * calls accept NULL.
+ * calls accept NULL.  The lifecycle is ls_recorder_open / _run / _close,
+ * shared with `loopscope top` (ls_live_run, live.h), which may keep no
+ * trace file (r->store NULL: every store writer is then a no-op, and
+ * there is no derivation) and watches through hooks (live.c).
  */
 #define _GNU_SOURCE
 #include "recorder.h"
 #include "tracer.h"
+#include "live.h"
+#include "flight.h"
 
 #include <bpf/libbpf.h>
 #include <errno.h>
@@ -21,14 +26,25 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
-static volatile sig_atomic_t ls_stop_signal;
+/* --max-size: recording stops when the file and its WAL reach this part
+ * of the cap less LS_MAX_SIZE_RESERVE: what is still in SQLite's page
+ * cache, the indexes and the derived tables written at the end fit in the
+ * rest (measured with busy targets: the end added up to 2.4 MiB to an
+ * 8 MiB trace, 0.6 MiB to a 128 MiB one; tracer/README.md). */
+#define LS_MAX_SIZE_STOP 0.90
+#define LS_MAX_SIZE_RESERVE (4ull << 20)
+#define LS_MAX_SIZE_MIN (8ull << 20)
+
+static volatile sig_atomic_t ls_stop_signal, ls_usr1;
 
 static void ls_on_signal(int sig) { ls_stop_signal = sig; }
+static void ls_on_usr1(int sig) { (void)sig; ls_usr1 = 1; }
 
 int64_t ls_now(void)
 {
@@ -46,6 +62,8 @@ static int ls_libbpf_print(enum libbpf_print_level level, const char *fmt, va_li
 
 uint64_t ls_stat(recorder *r, enum ls_stat k)
 {
+    if (r->offline)                   /* a flight trace: over its window */
+        return ls_flight_stat(r->parent, k, r->start_ns);
     int ncpu = libbpf_num_possible_cpus();
     if (ncpu <= 0 || !r->skel)
         return 0;
@@ -91,8 +109,86 @@ static void ls_usage(FILE *f)
           "                       (default: their own syscall tracepoints) or raw (one\n"
           "                       raw tracepoint on every syscall; see tracer/README.md)\n"
           "  -q, --quiet          no live status line\n"
+          "      --max-size SIZE  stop (as after --duration) once the trace file and its WAL\n"
+          "                       reach 90% of SIZE less 4 MiB, so that what is written at\n"
+          "                       the end (indexes, derived tables) fits: bytes with a K, M\n"
+          "                       or G suffix (powers of 1024), at least 8M; meta\n"
+          "                       stop_reason is \"max size reached\"\n"
           "\n"
-          "example: loopscope record -p $(pidof server) -d 10 -o server.db\n", f);
+          "Flight recorder (libevl or generic mode; see tracer/README.md):\n"
+          "      --flight-recorder WINDOW  keep the last WINDOW (e.g. 30s, 500ms, 2m) of\n"
+          "                       what the probes send in memory, and write a complete trace\n"
+          "                       each time a trigger fires, covering [trigger - WINDOW,\n"
+          "                       detection + TAIL]: FILE-1.db, FILE-2.db ... beside -o FILE\n"
+          "                       (an existing file is never replaced: the next free number)\n"
+          "      --trigger blocking>=DUR  a blocking episode of at least DUR (off-CPU: its\n"
+          "                       duration; on-CPU: its step's wall time so far); lowers\n"
+          "                       --block-threshold to DUR if it is above\n"
+          "      --trigger leak   a task leak verdict (libevl)\n"
+          "                       SIGUSR1 to the recorder always triggers; a trigger while\n"
+          "                       a trace is being captured (its tail) goes into that trace\n"
+          "      --tail DUR       how long after the trigger is seen (default 2s)\n"
+          "      --flight-memory SIZE  the recorder's own memory for the window: the copied\n"
+          "                       messages and the live-task map (default 256M, at least 8M);\n"
+          "                       the oldest messages go first when it is full.  RSS stays\n"
+          "                       under 2 x the ring buffer + SIZE + 160 MiB\n"
+          "\n"
+          "example: loopscope record -p $(pidof server) -d 10 -o server.db\n"
+          "         loopscope record -p $(pidof server) --flight-recorder 30s \\\n"
+          "                  --trigger blocking>=100ms -o /var/tmp/server.db\n", f);
+}
+
+/* SIZE: bytes, with an optional K, M, G or T suffix (powers of 1024) and
+ * an optional B or iB after it: 500M, 2G, 1.5GiB, 65536. */
+static int ls_parse_size(const char *s, uint64_t *out)
+{
+    char *end;
+    if (!*s || !(s[0] >= '0' && s[0] <= '9'))
+        return -1;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s)
+        return -1;
+    double mul = 1;
+    switch (*end) {
+    case 'k': case 'K': mul = 1024.0; end++; break;
+    case 'm': case 'M': mul = 1048576.0; end++; break;
+    case 'g': case 'G': mul = 1073741824.0; end++; break;
+    case 't': case 'T': mul = 1099511627776.0; end++; break;
+    }
+    if (mul > 1 && *end == 'i')
+        end++;
+    if (*end == 'B' || (*end == 'b' && mul > 1))
+        end++;
+    if (*end || !(v * mul >= 1) || v * mul > 9e18)
+        return -1;
+    *out = (uint64_t)(v * mul);
+    return 0;
+}
+
+/* DURATION: a number with a unit, ns, us, ms, s, m or h (seconds if none). */
+static int ls_parse_dur(const char *s, int64_t *out)
+{
+    char *end;
+    if (!*s || !((s[0] >= '0' && s[0] <= '9') || s[0] == '.'))
+        return -1;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s)
+        return -1;
+    static const struct { const char *unit; double ns; } units[] = {
+        { "", 1e9 }, { "ns", 1 }, { "us", 1e3 }, { "ms", 1e6 }, { "s", 1e9 }, { "m", 60e9 },
+        { "h", 3600e9 },
+    };
+    for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
+        if (!strcmp(end, units[i].unit)) {
+            double ns = v * units[i].ns;
+            if (!(ns >= 0) || ns > 9e18)
+                return -1;
+            *out = (int64_t)ns;
+            return 0;
+        }
+    return -1;
 }
 
 static int ls_parse(recorder *r, int argc, char **argv)
@@ -111,18 +207,24 @@ static int ls_parse(recorder *r, int argc, char **argv)
         { "mode", required_argument, NULL, 'M' },
         { "wait-calls", required_argument, NULL, 'W' },
         { "wait-hook", required_argument, NULL, 'H' },
+        { "max-size", required_argument, NULL, 1001 },
+        { "flight-recorder", required_argument, NULL, 1002 },
+        { "trigger", required_argument, NULL, 1003 },
+        { "tail", required_argument, NULL, 1004 },
+        { "flight-memory", required_argument, NULL, 1005 },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
     int c;
     char *end;
+    bool triggers = false, tail = false, memory = false;
     optind = 1;
     while ((c = getopt_long(argc, argv, "+p:o:d:t:fqh", opts, NULL)) != -1) {
         switch (c) {
         case 'p': {
             long v = strtol(optarg, &end, 10);
             if (*end || v <= 0 || v > INT_MAX)
-                return ls_error("invalid pid '%s'", optarg);
+                return 1 + ls_error("invalid pid '%s'", optarg);
             r->pid = (pid_t)v;
             break;
         }
@@ -132,7 +234,7 @@ static int ls_parse(recorder *r, int argc, char **argv)
         case 'd':
             r->duration = strtod(optarg, &end);
             if (*end || !(r->duration > 0))
-                return ls_error("invalid duration '%s' (seconds, > 0)", optarg);
+                return 1 + ls_error("invalid duration '%s' (seconds, > 0)", optarg);
             break;
         case 'f':
             r->force = true;
@@ -148,15 +250,16 @@ static int ls_parse(recorder *r, int argc, char **argv)
             /* Below a few full batches (64 KiB each) most batches would
              * not fit: refused rather than silently lossy. */
             if (*end || v < LS_MIN_RINGBUF_KB || v > (1 << 21) || (v & (v - 1)))
-                return ls_error("invalid --ringbuf-kb '%s' (a power of two, %d..2097152)", optarg,
-                                LS_MIN_RINGBUF_KB);
+                return 1 + ls_error("invalid --ringbuf-kb '%s' (a power of two, %d..2097152)",
+                                    optarg, LS_MIN_RINGBUF_KB);
             r->ringbuf_kb = (unsigned)v;
             break;
         }
         case 't':
+            r->threshold_given = true;
             r->block_threshold_ms = strtod(optarg, &end);
             if (*end || !(r->block_threshold_ms >= 0.1) || r->block_threshold_ms > 60000)
-                return ls_error("invalid --block-threshold '%s' (milliseconds, 0.1..60000)",
+                return 1 + ls_error("invalid --block-threshold '%s' (milliseconds, 0.1..60000)",
                                 optarg);
             break;
         case 'N':
@@ -173,17 +276,54 @@ static int ls_parse(recorder *r, int argc, char **argv)
             else if (!strcmp(optarg, "generic"))
                 r->mode = LS_MODE_GENERIC;
             else
-                return ls_error("invalid --mode '%s' (auto, libevl or generic)", optarg);
+                return 1 + ls_error("invalid --mode '%s' (auto, libevl or generic)", optarg);
             break;
         case 'W':
             if (strcmp(optarg, "epoll") && strcmp(optarg, "all"))
-                return ls_error("invalid --wait-calls '%s' (epoll or all)", optarg);
+                return 1 + ls_error("invalid --wait-calls '%s' (epoll or all)", optarg);
             r->wait_all = !strcmp(optarg, "all");
             break;
         case 'H':
             if (strcmp(optarg, "tracepoint") && strcmp(optarg, "raw"))
-                return ls_error("invalid --wait-hook '%s' (tracepoint or raw)", optarg);
+                return 1 + ls_error("invalid --wait-hook '%s' (tracepoint or raw)", optarg);
             r->wait_raw = !strcmp(optarg, "raw");
+            break;
+        case 1001:
+            if (ls_parse_size(optarg, &r->max_size) < 0 || r->max_size < LS_MAX_SIZE_MIN)
+                return 1 + ls_error("invalid --max-size '%s' (bytes with an optional K, M or G "
+                                    "suffix, at least 8M)", optarg);
+            break;
+        case 1002:
+            if (ls_parse_dur(optarg, &r->flight_window_ns) < 0 ||
+                r->flight_window_ns < 100000000ll || r->flight_window_ns > 3600000000000ll)
+                return 1 + ls_error("invalid --flight-recorder '%s' (a duration such as 30s, "
+                                    "500ms or 2m: 100ms..1h)", optarg);
+            break;
+        case 1003: {
+            const char *v = optarg;
+            if (!strcmp(v, "leak")) {
+                r->trig_leak = true;
+            } else if (!strncmp(v, "blocking>=", 10) && ls_parse_dur(v + 10, &r->trig_block_ns) == 0
+                       && r->trig_block_ns >= 100000 && r->trig_block_ns <= 60000000000ll) {
+                ;
+            } else {
+                return 1 + ls_error("invalid --trigger '%s' (blocking>=DURATION, e.g. "
+                                    "blocking>=100ms, 0.1ms..60s; or leak)", optarg);
+            }
+            triggers = true;
+            break;
+        }
+        case 1004:
+            if (ls_parse_dur(optarg, &r->flight_tail_ns) < 0 || r->flight_tail_ns > 600000000000ll)
+                return 1 + ls_error("invalid --tail '%s' (a duration such as 2s: 0..10m)", optarg);
+            tail = true;
+            break;
+        case 1005:
+            if (ls_parse_size(optarg, &r->flight_memory) < 0 ||
+                r->flight_memory < LS_FLIGHT_MIN_MEMORY || r->flight_memory > (1ull << 40))
+                return 1 + ls_error("invalid --flight-memory '%s' (bytes with an optional K, M or "
+                                    "G suffix, 8M..1T)", optarg);
+            memory = true;
             break;
         case 'h':
             ls_usage(stdout);
@@ -196,7 +336,34 @@ static int ls_parse(recorder *r, int argc, char **argv)
     if (optind < argc)
         r->cmd = argv + optind;
     if (!r->pid == !r->cmd)
-        return ls_error("give either -p PID or -- CMD (see 'loopscope record --help')");
+        return 1 + ls_error("give either -p PID or -- CMD (see 'loopscope record --help')");
+    if (!r->flight_window_ns && (triggers || tail || memory))
+        return 1 + ls_error("--%s needs --flight-recorder WINDOW",
+                            triggers ? "trigger" : tail ? "tail" : "flight-memory");
+    if (r->flight_window_ns) {
+        if (r->max_size)
+            return 1 + ls_error("--max-size does not apply to --flight-recorder (each of its "
+                                "traces is bounded by --flight-memory)");
+        if (r->force)
+            return 1 + ls_error("--force does not apply to --flight-recorder (its traces never "
+                                "replace a file)");
+        if (r->trig_block_ns && r->no_blocking)
+            return 1 + ls_error("--trigger blocking needs blocking detection (no --no-blocking)");
+        if (!tail)
+            r->flight_tail_ns = 2000000000ll;
+        if (!memory)
+            r->flight_memory = 256ull << 20;
+        /* Episodes shorter than --block-threshold are never sent: a
+         * blocking trigger below it would never fire. */
+        double x = r->trig_block_ns / 1e6;
+        if (r->trig_block_ns && r->block_threshold_ms > x) {
+            if (r->threshold_given)
+                return 1 + ls_error("--block-threshold %g ms is above the blocking trigger's "
+                                    "%g ms: shorter episodes would never be seen", 
+                                    r->block_threshold_ms, x);
+            r->block_threshold_ms = x;
+        }
+    }
     return 0;
 }
 
@@ -218,47 +385,67 @@ static void ls_status(recorder *r, int64_t now, uint64_t *last_ev, int64_t *last
     *last_t = now;
 }
 
-int cmd_record(int argc, char **argv)
+/* The replay's callbacks when `top` watches (live.h): the derivation's,
+ * if there is a trace file, then top's task_done. */
+static void ls_fwd_span(void *ctx, const ls_span *s)
 {
-    recorder rr = { .out = "trace.db", .ringbuf_kb = 65536, .block_threshold_ms = 10,
-                    .pidfd = -1, .go_pipe = -1 };
-    recorder *r = &rr;
+    recorder *r = ctx;
+    if (r->derive_ops.on_span)
+        r->derive_ops.on_span(r->derive_ops.ctx, s);
+}
+
+static void ls_fwd_done(void *ctx, const ls_task *t, bool finished)
+{
+    recorder *r = ctx;
+    if (r->derive_ops.on_task_done)
+        r->derive_ops.on_task_done(r->derive_ops.ctx, t, finished);
+    if (r->live->task_done)
+        r->live->task_done(r->live->ctx, t, finished);
+}
+
+static void ls_fwd_mark(void *ctx, const ls_event *e)
+{
+    recorder *r = ctx;
+    if (r->derive_ops.on_mark)
+        r->derive_ops.on_mark(r->derive_ops.ctx, e);
+}
+
+/* Everything up to the main loop: the target, the BPF programs loaded and
+ * attached, the trace (when r->out), the replay, the signals.  On error
+ * returns non-zero after one error line; ls_recorder_close cleans up. */
+static int ls_recorder_open(recorder *r, int argc, char **argv)
+{
     char errbuf[512];
-    const char *why = "target exited";
-    int err = ls_parse(r, argc, argv);
-    if (err)
-        return err;
+    int err;
     libbpf_set_print(ls_libbpf_print);
     if ((err = ls_check_privileges()))
         return err;
     /* A bad output is refused before the target is touched; the file
      * itself is made only once every probe is attached, so a failed
      * attach leaves nothing behind. */
-    if (ls_store_check(r->out, r->force, errbuf, sizeof(errbuf)) < 0)
+    if (r->flight_window_ns) {
+        if ((err = ls_flight_open(r)))
+            return err;
+    } else if (r->out && ls_store_check(r->out, r->force, errbuf, sizeof(errbuf)) < 0) {
         return ls_error("%s", errbuf);
+    }
 
     if (r->cmd) {
         if ((err = ls_spawn(r)))
-            goto cleanup;
+            return err;
     } else {
-        if (kill(r->pid, 0) < 0 && errno == ESRCH) {
-            err = ls_error("no process with pid %d", r->pid);
-            goto cleanup;
-        }
+        if (kill(r->pid, 0) < 0 && errno == ESRCH)
+            return ls_error("no process with pid %d", r->pid);
         if ((err = ls_check_target_access(r->pid)) || (err = ls_find_probes(r)))
-            goto cleanup;
+            return err;
     }
     r->pidfd = (int)syscall(SYS_pidfd_open, r->pid, 0);
-    if (r->pidfd < 0) {
-        err = ls_error("cannot watch pid %d: %s", r->pid, strerror(errno));
-        goto cleanup;
-    }
+    if (r->pidfd < 0)
+        return ls_error("cannot watch pid %d: %s", r->pid, strerror(errno));
 
     r->skel = record_bpf__open();
-    if (!r->skel) {
-        err = ls_error("cannot open the BPF object: %s", strerror(errno));
-        goto cleanup;
-    }
+    if (!r->skel)
+        return ls_error("cannot open the BPF object: %s", strerror(errno));
     r->skel->rodata->target_tgid = (uint32_t)r->pid;
     r->skel->rodata->block_threshold_ns = (uint64_t)(r->block_threshold_ms * 1e6);
     r->skel->rodata->detect_blocking = !r->no_blocking;
@@ -280,76 +467,132 @@ int cmd_record(int argc, char **argv)
     int ncpu = libbpf_num_possible_cpus();
     bpf_map__set_max_entries(r->skel->maps.block_scratch, ncpu > 0 ? (uint32_t)ncpu : 1);
     bpf_map__set_max_entries(r->skel->maps.scratch, ncpu > 0 ? (uint32_t)ncpu : 1);
-    if ((err = record_bpf__load(r->skel))) {
-        err = ls_error("cannot load the BPF programs: %s%s", strerror(-err),
-                       err == -EPERM || err == -EACCES ? " (needs CAP_SYS_ADMIN)" : "");
-        goto cleanup;
-    }
-    r->attach_ns = ls_now();
-    if ((err = ls_attach_all(r)))
-        goto cleanup;
-    r->store = ls_store_create(r->out, r->force, errbuf, sizeof(errbuf));
-    if (!r->store) {
-        err = ls_error("%s", errbuf);
-        goto cleanup;
-    }
-    r->rb = ring_buffer__new(bpf_map__fd(r->skel->maps.events), ls_on_msg, r, NULL);
-    if (!r->rb) {
-        err = ls_error("cannot create the ring buffer reader: %s", strerror(errno));
-        goto cleanup;
-    }
-    r->start_ns = ls_now();
-    ls_write_meta(r, argc, argv);
-    /* After the meta: the derivation reads the blocking threshold there. */
-    r->derive = ls_derive_new(ls_store_db(r->store), errbuf, sizeof(errbuf));
-    ls_replay_ops ops = r->derive ? ls_derive_ops(r->derive) : (ls_replay_ops){ 0 };
-    r->replay = r->derive ? ls_replay_new(&ops, LS_TASKS_MAX) : NULL;
-    if (!r->replay) {
-        err = ls_error("%s", r->derive ? "out of memory" : errbuf);
-        goto cleanup;
-    }
-    if (r->generic && !r->child)
-        ls_find_waiting_threads(r);
-    if (r->child) {
-        if (write(r->go_pipe, "g", 1) != 1) {
-            err = ls_error("cannot start '%s': %s", r->cmd[0], strerror(errno));
-            goto cleanup;
-        }
-        close(r->go_pipe);
-        r->go_pipe = -1;
-    }
-
+    if ((err = record_bpf__load(r->skel)))
+        return ls_error("cannot load the BPF programs: %s%s", strerror(-err),
+                        err == -EPERM || err == -EACCES ? " (needs CAP_SYS_ADMIN)" : "");
+    /* The handlers before the first probe: a signal that comes once the
+     * target's semaphores are up must stop the recording, not kill it. */
     struct sigaction sa = { .sa_handler = ls_on_signal };
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL);
-    bool tty = !r->quiet && isatty(2);
-    if (!r->quiet)
+    if (r->flight) {
+        struct sigaction su = { .sa_handler = ls_on_usr1 };
+        sigemptyset(&su.sa_mask);
+        sigaction(SIGUSR1, &su, NULL);
+    }
+    r->attach_ns = ls_now();
+    if ((err = ls_attach_all(r)))
+        return err;
+    if (r->out && !r->flight) {
+        r->store = ls_store_create(r->out, r->force, errbuf, sizeof(errbuf));
+        if (!r->store)
+            return ls_error("%s", errbuf);
+    }
+    r->rb = ring_buffer__new(bpf_map__fd(r->skel->maps.events), ls_on_msg, r, NULL);
+    if (!r->rb)
+        return ls_error("cannot create the ring buffer reader: %s", strerror(errno));
+    r->start_ns = ls_now();
+    if (r->store) {
+        ls_write_meta(r, argc, argv);
+        /* After the meta: the derivation reads the blocking threshold there. */
+        r->derive = ls_derive_new(ls_store_db(r->store), errbuf, sizeof(errbuf));
+        if (!r->derive)
+            return ls_error("%s", errbuf);
+        r->derive_ops = ls_derive_ops(r->derive);
+    }
+    /* Without a trace (top) the replay still keeps the live tasks. */
+    ls_replay_ops ops = r->derive_ops;
+    if (r->live)
+        ops = (ls_replay_ops){ .on_span = ls_fwd_span, .on_task_done = ls_fwd_done,
+                               .on_mark = ls_fwd_mark, .ctx = r,
+                               .spans_only = r->derive_ops.spans_only };
+    r->replay = ls_replay_new(&ops, LS_TASKS_MAX);
+    if (!r->replay)
+        return ls_error("out of memory");
+    if (r->generic && !r->child)
+        ls_find_waiting_threads(r);
+    if (r->child) {
+        if (write(r->go_pipe, "g", 1) != 1)
+            return ls_error("cannot start '%s': %s", r->cmd[0], strerror(errno));
+        close(r->go_pipe);
+        r->go_pipe = -1;
+    }
+
+    if (r->flight) {
+        if (!r->quiet) {
+            char x[32] = "";
+            if (r->trig_block_ns)
+                snprintf(x, sizeof(x), "blocking>=%g ms, ", r->trig_block_ns / 1e6);
+            fprintf(stderr, "flight recorder on pid %d (%s) in the %s: the last %g s in memory "
+                            "(at most %llu MiB); triggers: %s%sSIGUSR1; traces '%s-N%s'%s\n",
+                    r->pid, r->binary, r->generic ? "generic loop mode" : "libevl mode",
+                    r->flight_window_ns / 1e9, (unsigned long long)(r->flight_memory >> 20), x,
+                    r->trig_leak ? "leak, " : "", ls_flight_stem(r), ls_flight_ext(r),
+                    isatty(2) ? "; Ctrl-C to stop" : "");
+        }
+    } else if (!r->quiet)
         fprintf(stderr, "recording pid %d (%s) in the %s into '%s'%s\n", r->pid, r->binary,
                 r->generic ? "generic loop mode" : "libevl mode", r->out,
-                tty ? "; Ctrl-C to stop" : "");
+                isatty(2) ? "; Ctrl-C to stop" : "");
+    return 0;
+}
+
+static ls_live_status ls_live_status_now(recorder *r, int64_t now)
+{
+    return (ls_live_status){
+        .pid = r->pid, .binary = r->binary, .generic = r->generic, .start_ns = r->start_ns,
+        .now = now, .nloops = r->nloops, .tasks_created = r->tasks_created,
+        .tasks_finished = r->tasks_finished, .records = r->records, .blocks = r->blocks,
+        .dropped = ls_stat(r, LS_STAT_DROPPED_MSGS), .rejected = r->rejected + r->rejected_msgs,
+        .untracked = r->untracked, .replay = r->replay,
+    };
+}
+
+static void ls_live_tick(recorder *r, int64_t now, const char **why, bool *stop)
+{
+    ls_live_status st = ls_live_status_now(r, now);
+    if (r->live->tick && r->live->tick(r->live->ctx, &st)) {
+        *why = "stopped by the user";
+        *stop = true;
+    }
+}
+
+/* The main loop: drain the ring buffer until the target exits, a signal,
+ * the duration, or a live hook stops it.  Sets *why; returns non-zero
+ * after one error line. */
+static int ls_recorder_run(recorder *r, const char **why)
+{
+    char fail[600] = "";
+    bool tty = !r->quiet && isatty(2), stop = false;
     int64_t deadline = r->duration > 0 ? r->start_ns + (int64_t)(r->duration * 1e9) : 0;
-    int64_t last_status = r->start_ns;
+    int64_t last_status = r->start_ns, last_tick = 0;
     uint64_t last_ev = 0;
     struct pollfd pfd = { r->pidfd, POLLIN, 0 };
-    for (;;) {
+    *why = "target exited";
+    while (!stop) {
         if (ls_stop_signal) {
-            why = ls_stop_signal == SIGINT ? "interrupted (SIGINT)" : "terminated by signal";
+            *why = ls_stop_signal == SIGINT ? "interrupted (SIGINT)" : "terminated by signal";
             break;
         }
         int64_t now = ls_now();
         if (deadline && now >= deadline) {
-            why = "duration reached";
+            *why = "duration reached";
             break;
         }
         /* Batches arrive without wakeups (BPF_RB_NO_WAKEUP): poll the
          * target's pidfd with a short timeout and drain each time. */
         if (poll(&pfd, 1, 20) < 0 && errno != EINTR) {
-            err = ls_error("poll: %s", strerror(errno));
+            snprintf(fail, sizeof(fail), "poll: %s", strerror(errno));
             break;
         }
         ls_consume(r, 200000000);
+        if (r->flight) {
+            bool usr1 = ls_usr1;
+            ls_usr1 = 0;
+            ls_flight_tick(r, ls_now(), usr1, why);
+        }
         if (pfd.revents & POLLIN) {
             r->target_gone = true;    /* drain what it sent before dying */
             while (ls_consume(r, 200000000) < 0)
@@ -358,52 +601,111 @@ int cmd_record(int argc, char **argv)
         }
         now = ls_now();
         if (ls_store_tick(r->store, now) < 0) {
-            err = ls_error("writing '%s' failed: %s", r->out, ls_store_error(r->store));
+            snprintf(fail, sizeof(fail), "writing '%s' failed: %s", r->out,
+                     ls_store_error(r->store));
             break;
         }
-        if (tty && now - last_status >= 1000000000ll)
-            ls_status(r, now, &last_ev, &last_status);
+        /* --max-size: the file and its WAL, against LS_MAX_SIZE_STOP of the
+         * cap (the end adds indexes and derived tables: README). */
+        if (r->max_size && r->store &&
+            (double)ls_store_size(r->store) + (double)LS_MAX_SIZE_RESERVE >=
+                LS_MAX_SIZE_STOP * (double)r->max_size) {
+            *why = "max size reached";
+            break;
+        }
+        if (tty && now - last_status >= 1000000000ll) {
+            if (r->flight) {
+                char st[160];
+                ls_flight_status(r, st, sizeof(st));
+                fprintf(stderr, "\r%s   ", st);
+                last_status = now;
+            } else {
+                ls_status(r, now, &last_ev, &last_status);
+            }
+        }
+        if (r->live && now - last_tick >= LS_LIVE_TICK_NS) {
+            last_tick = now;
+            ls_live_tick(r, now, why, &stop);
+        }
     }
     if (tty)
         fputc('\n', stderr);
+    if (r->live && r->live->stopped) {
+        ls_live_status st = ls_live_status_now(r, ls_now());
+        r->live->stopped(r->live->ctx, &st, *why);
+    }
+    return fail[0] ? ls_error("%s", fail) : 0;
+}
 
-    /* Detach first (the target keeps running, semaphores drop to 0), then
-     * take what is still in the ring buffer. */
-    r->detach_ns = ls_now();
-    for (int i = 0; i < r->nlinks; i++)
-        bpf_link__destroy(r->links[i]);
-    r->nlinks = 0;
-    for (int i = 0; i < r->nsampled; i++)
-        bpf_link__destroy(r->samplers[i]);
-    r->nsampled = 0;
-    while (ls_consume(r, 200000000) < 0)
-        ;                             /* nothing new arrives once detached */
+/* The end of a trace, the recorder's or a flight trace (flight.c, r->offline,
+ * whose end_ns is its window's end): the episodes and windows still open
+ * in BPF, the end meta, open spans ended at their loop's stop or the end,
+ * the derived tables, indexes; r->store is NULL afterwards unless finishing
+ * failed.  Without a trace (top) only the replay's end. */
+int ls_output_finish(recorder *r, const char *why)
+{
+    char errbuf[512];
+    int err = 0;
     ls_flush_open_episodes(r);
     ls_flush_windows(r);
     ls_store_syscalls(r);
-    ls_write_end_meta(r, why);
-    r->end_ns = ls_now();
-    /* Open spans end at their loop's stop, or now; then the derived tables. */
+    if (!r->offline)
+        r->end_ns = ls_now();
+    if (r->store)
+        ls_write_end_meta(r, why);
     for (size_t l = 0; l < r->nloops; l++)
         if (r->loops[l].stopped)
             ls_replay_loop_stop(r->replay, r->loops[l].id, r->loops[l].stopped);
     ls_replay_end(r->replay, r->end_ns);
+    if (!r->store)
+        return 0;
     ls_store_flush(r->store);
     if (ls_derive_finish(r->derive, r->replay, errbuf, sizeof(errbuf)) < 0)
         err = ls_error("cannot derive the trace's tables (the viewer derives them on first "
                        "read): %s", errbuf);
     ls_derive_free(r->derive);
     r->derive = NULL;
-    uint64_t dropped = ls_stat(r, LS_STAT_DROPPED_MSGS), rejected = r->rejected + r->rejected_msgs;
-    uint64_t nev = ls_store_nevents(r->store);
-    double secs = (ls_now() - r->start_ns) / 1e9;
-    ls_store *st = r->store;
-    r->store = NULL;
-    if (ls_store_finish(st, errbuf, sizeof(errbuf)) < 0) {
+    if (ls_store_finish(r->store, errbuf, sizeof(errbuf)) < 0)
         err = ls_error("%s", errbuf);
+    r->store = NULL;                  /* ls_store_finish freed it, even on error */
+    return err;
+}
+
+/* Detach (the target keeps running, its semaphores drop to 0), take what
+ * is still in the ring buffer, finish the trace; with finish false (open
+ * failed) only the cleanup.  Returns err, or the first error here. */
+static int ls_recorder_close(recorder *r, int err, bool finish, const char *why)
+{
+    char errbuf[512];
+    if (!finish)
+        goto cleanup;
+    ls_flush_loops(r);
+    r->detach_ns = ls_now();
+    /* The samplers first: once the batch probe is gone the loop stops
+     * stamping its steps (evl_loop_pub.since), and a sample would take
+     * the last step for one still running. */
+    for (int i = 0; i < r->nsampled; i++)
+        bpf_link__destroy(r->samplers[i]);
+    r->nsampled = 0;
+    for (int i = 0; i < r->nlinks; i++)
+        bpf_link__destroy(r->links[i]);
+    r->nlinks = 0;
+    while (ls_consume(r, 200000000) < 0)
+        ;                             /* nothing new arrives once detached */
+    if (r->flight) {                  /* no trace of its own: the one being captured */
+        ls_flight_close(r, why);
         goto cleanup;
     }
-    if (!r->quiet || dropped || rejected) {
+    uint64_t nev = ls_store_nevents(r->store);
+    bool stored = r->store != NULL;
+    int ferr = ls_output_finish(r, why);
+    if (ferr && !err)
+        err = ferr;
+    if (!stored || ferr)              /* no trace, or it could not be finished */
+        goto cleanup;
+    uint64_t dropped = ls_stat(r, LS_STAT_DROPPED_MSGS), rejected = r->rejected + r->rejected_msgs;
+    double secs = (ls_now() - r->start_ns) / 1e9;
+    if (!r->live && (!r->quiet || dropped || rejected)) {
         if (r->generic)
             fprintf(stderr, "recorded %llu blocking episode%s, %llu loop thread%s from pid %d in "
                             "%.1f s into '%s' (%s)", (unsigned long long)r->blocks,
@@ -439,6 +741,8 @@ cleanup:
     ls_syms_free(r->syms);
     ls_py_free(r->py);
     ls_replay_free(r->replay);
+    ls_live_free(r);
+    ls_flight_free(r);
     free(r->loops);
     if (r->go_pipe >= 0)
         close(r->go_pipe);            /* the child exits without running */
@@ -451,4 +755,37 @@ cleanup:
     if (r->pidfd >= 0)
         close(r->pidfd);
     return err;
+}
+
+int cmd_record(int argc, char **argv)
+{
+    recorder rr = { .out = "trace.db", .ringbuf_kb = 65536, .block_threshold_ms = 10,
+                    .pidfd = -1, .go_pipe = -1 };
+    recorder *r = &rr;
+    const char *why = "";
+    r->argc = argc;
+    r->argv = argv;
+    int err = ls_parse(r, argc, argv);
+    if (err)
+        return err;
+    if ((err = ls_recorder_open(r, argc, argv)))
+        return ls_recorder_close(r, err, false, why);
+    err = ls_recorder_run(r, &why);
+    return ls_recorder_close(r, err, true, why);
+}
+
+int ls_live_run(const ls_live_opts *o, const ls_live_hooks *h)
+{
+    recorder rr = { .pid = o->pid, .out = o->out, .force = o->force, .duration = o->duration,
+                    .ringbuf_kb = 65536, .quiet = true, .live = h, .pidfd = -1, .go_pipe = -1,
+                    .block_threshold_ms = o->block_threshold_ms > 0 ? o->block_threshold_ms : 10,
+                    .mode = o->mode == 1 ? LS_MODE_LIBEVL : o->mode == 2 ? LS_MODE_GENERIC
+                                                                       : LS_MODE_AUTO };
+    recorder *r = &rr;
+    const char *why = "";
+    int err = ls_recorder_open(r, o->argc, o->argv);
+    if (err)
+        return ls_recorder_close(r, err, false, why);
+    err = ls_recorder_run(r, &why);
+    return ls_recorder_close(r, err, true, why);
 }

@@ -1,6 +1,6 @@
 /*
- * recorder.h -- private to `loopscope record` (record.c, target.c,
- * attach.c, ingest.c, blocks.c, meta.c): the recorder's state and the
+ * recorder.h -- private to `loopscope record` and `top` (record.c, target.c,
+ * attach.c, ingest.c, blocks.c, meta.c, live.c): the recorder's state and the
  * functions these files share.  Which file does what: tracer/README.md.
  */
 #ifndef LOOPSCOPE_RECORDER_H
@@ -14,6 +14,7 @@
 #include "symbols.h"
 #include "derive.h"
 #include "replay.h"
+#include "live.h"
 
 #include <bpf/libbpf.h>
 #include <limits.h>
@@ -34,6 +35,8 @@
                     "to name them"
 #define LS_EPOLL_CALLS 3          /* generic mode: epoll_wait, epoll_pwait, epoll_pwait2 */
 
+struct ls_flight;
+
 typedef struct recorder {
     /* options */
     pid_t pid;
@@ -50,7 +53,25 @@ typedef struct recorder {
     bool no_blocking;
     bool syscalls;
     char **cmd;               /* -- CMD ARGS */
+    bool threshold_given;     /* -t was given (a blocking trigger lowers it otherwise) */
+    uint64_t max_size;        /* --max-size: bytes, 0 = no cap */
+    /* --flight-recorder (flight.c): keep the last flight_window_ns in memory,
+     * write a trace per trigger; 0 = off */
+    int64_t flight_window_ns, flight_tail_ns;
+    uint64_t flight_memory;   /* --flight-memory: bytes */
+    int64_t trig_block_ns;    /* --trigger blocking>=X: X, 0 = none */
+    bool trig_leak;           /* --trigger leak */
+    int argc;                 /* the command line, for meta recorder_cmdline */
+    char **argv;
     /* state */
+    struct ls_flight *flight; /* the flight recorder's ring and tasks, NULL if off */
+    /* A flight trace being written (flight.c) is a recorder of its own with
+     * the same options, fed from the ring: offline (it never touches the
+     * target: no snapshot request, no sampler, no BPF map), its attach
+     * state (symbols) borrowed from parent. */
+    bool offline;
+    struct recorder *parent;
+    int64_t rec_until;        /* offline: records after it are left out (0: none) */
     char binary[PATH_MAX];    /* the ELF file holding the evl probes, or
                                * in generic mode the target's executable */
     bool generic;             /* recording in the generic loop mode */
@@ -72,6 +93,15 @@ typedef struct recorder {
         int64_t last_ts;      /* its newest accepted record: records of a
                                * loop never go back in time */
         bool snapshot_asked;  /* a snapshot was requested (or not needed) */
+        uint64_t pub;         /* its evl_loop_pub address, as its batches say */
+        uint32_t pid, tid;    /* as its first message said */
+        int64_t seen;         /* that message's time */
+        /* flight recorder: an on-CPU episode shorter than the blocking
+         * trigger so far, watched while its step (pub.steps) runs */
+        uint32_t oncpu_steps;
+        int64_t oncpu_start;  /* 0: none watched */
+        uint64_t oncpu_task;
+        uint32_t flush_req;   /* ls_flush_loops: the snapshot it asked for */
         uint64_t hist[LS_HIST_BUCKETS];     /* generic: iteration latency */
         uint64_t hist_ns[LS_HIST_BUCKETS];  /* and the busy time in each bucket */
     } *loops;
@@ -91,6 +121,11 @@ typedef struct recorder {
     unsigned since_check;
     ls_replay *replay;        /* the one replay of task states (model/replay.h) */
     ls_derive *derive;        /* writes what it derives (model/derive.h) */
+    ls_replay_ops derive_ops; /* the derivation's replay callbacks (forwarded) */
+    /* `loopscope top` (live.h): its hooks, NULL for record; the innermost
+     * application frame of recent stacks, by stack id (live.c). */
+    const ls_live_hooks *live;
+    struct ls_live_site *live_sites;
     /* What the recorder itself counted (meta): */
     uint64_t records;         /* records accepted */
     uint64_t rejected;        /* records refused as malformed (bad size,
@@ -119,6 +154,10 @@ int ls_attach_all(recorder *r);
 
 /* ingest.c: messages from the ring buffer: loops, records, tasks, windows */
 int ls_on_msg(void *ctx, void *data, size_t size);
+void ls_ingest_msg(recorder *r, const void *data, size_t size);
+/* A batch's loop heard from: asks for the snapshot the first time. */
+void ls_loop_contact(recorder *r, struct ls_loop_info *li, uint64_t pub);
+bool ls_read_pub(recorder *r, uint64_t pub, struct evl_loop_pub *cur);
 int ls_consume(recorder *r, int64_t budget_ns);
 struct ls_loop_info *ls_loop_seen(recorder *r, uint64_t loop, uint32_t pid, uint32_t tid,
                                   int64_t ts);
@@ -132,6 +171,7 @@ enum ls_task_row {
 ls_task *ls_task_seen(recorder *r, uint64_t loop, uint64_t id);
 void ls_task_row(recorder *r, ls_task *a, uint64_t loop, uint64_t id);
 void ls_flush_windows(recorder *r);
+void ls_flush_loops(recorder *r);
 
 /* blocks.c: blocking episodes, their stacks, the on-CPU samplers */
 void ls_sample_thread(recorder *r, uint32_t tid);
@@ -140,6 +180,20 @@ void ls_map_each(recorder *r, struct bpf_map *map,
                  void (*fn)(recorder *r, uint32_t key, void *value));
 void ls_flush_open_episodes(recorder *r);
 void ls_store_syscalls(recorder *r);
+
+/* live.c: the hooks of live.h, each a no-op for `record` (r->live NULL) */
+void ls_live_on_task(recorder *r, uint64_t loop, uint64_t task, const char *name, size_t len,
+                     bool preexisting);
+void ls_live_on_event(recorder *r, const ls_event *e);
+void ls_live_on_frame(recorder *r, int64_t stack_id, int depth, const ls_sym *f);
+void ls_live_on_block(recorder *r, const struct ls_msg_hdr *h, uint64_t task, int64_t start,
+                      int64_t dur, int64_t stack_id, const struct ls_pystack *py);
+void ls_live_on_window(recorder *r, uint64_t loop, const struct ls_window *w);
+void ls_live_free(recorder *r);
+
+/* record.c: finish a trace (end meta, the replay's end, the derived
+ * tables, indexes) and close it; 0 or non-zero after one error line. */
+int ls_output_finish(recorder *r, const char *why);
 
 /* meta.c: what the trace says about its recording */
 void ls_write_meta(recorder *r, int argc, char **argv);

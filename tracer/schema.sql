@@ -2,7 +2,7 @@
 -- One file per recording; tracer/SCHEMA.md documents every table.
 -- Times are CLOCK_MONOTONIC nanoseconds (the clock of bpf_ktime_get_ns).
 -- Indexes are created after capture (see INDEXES below), not here.
-PRAGMA user_version = 2;
+PRAGMA user_version = 3;
 PRAGMA application_id = 1280266064;  -- 'LSTP'
 
 CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT) WITHOUT ROWID;
@@ -33,15 +33,31 @@ CREATE TABLE tasks(
 -- task_stats, iteration_hist and the other derived tables: model/derived.sql
 -- (created with this schema, filled by the one replay of task states).
 
-CREATE TABLE events(
-  ts_ns INTEGER NOT NULL,
-  loop_id INTEGER NOT NULL,
-  task_id INTEGER,              -- NULL for loop-level events
-  kind INTEGER NOT NULL,        -- event_kinds.id (= libevl probe id)
-  reason INTEGER,               -- suspend reason / waker kind / state / leak kind / nevents
-  arg0 INTEGER,                 -- object, waker task, error, requester, timeout, fn
-  arg1 INTEGER                  -- suspend timeout
+-- Events: the virtual table `events` (columns ts_ns, loop_id, task_id, kind,
+-- reason, arg0, arg1; rowid = 1, 2, ... in store order) over chunks of up
+-- to 1024 events (model/evchunk.h has the encoding).  Readers other than
+-- loopscope load the module from loopscope_events.so (tracer/SCHEMA.md).
+CREATE TABLE event_chunks(
+  id INTEGER PRIMARY KEY,       -- rowid of its first event
+  n INTEGER NOT NULL,           -- events in it
+  min_ts INTEGER NOT NULL,      -- its earliest and latest ts_ns
+  max_ts INTEGER NOT NULL,
+  run_max INTEGER NOT NULL      -- the latest ts_ns of this chunk and all before it
 );
+CREATE INDEX event_chunks_run ON event_chunks(run_max);
+CREATE TABLE event_chunk_data(
+  id INTEGER PRIMARY KEY,       -- event_chunks.id
+  data BLOB NOT NULL            -- the events, encoded
+);
+CREATE TABLE event_chunk_tasks(
+  task_id INTEGER NOT NULL,     -- a task with events in the chunk
+  chunk_id INTEGER NOT NULL,    -- event_chunks.id
+  min_ts INTEGER NOT NULL,      -- the earliest and latest ts_ns of its events there
+  max_ts INTEGER NOT NULL,
+  PRIMARY KEY(task_id, chunk_id)
+) WITHOUT ROWID;
+CREATE INDEX event_chunk_tasks_ts ON event_chunk_tasks(task_id, min_ts);
+CREATE VIRTUAL TABLE events USING loopscope_events;
 
 -- Blocking episodes on loop threads and their stacks.
 CREATE TABLE blocking(
@@ -136,7 +152,6 @@ CREATE VIEW timer_lateness AS
     AND w.reason = (SELECT id FROM waker_kinds WHERE name = 'timer')
     AND s.reason = (SELECT id FROM suspend_reasons WHERE name = 'sleep');
 
--- INDEXES (made by model/derive.c when the trace is derived):
--- CREATE INDEX events_task_ts ON events(task_id, ts_ns);
--- CREATE INDEX events_ts ON events(ts_ns);
--- CREATE INDEX events_await ON events(task_id, arg0) WHERE kind = <task_suspend> AND reason = <task>;
+-- INDEXES (made by model/derive.c when the trace is derived): on the
+-- derived tables only (model/derived.sql); events needs none (the chunks
+-- are found by rowid, time and event_chunk_tasks).

@@ -3,12 +3,14 @@
  *
  * Capture speed comes from: one long transaction committed every
  * LS_COMMIT_NS (so a killed recorder still leaves a consistent database up
- * to the last commit: WAL), prepared statements, events inserted
- * LS_ROWS_PER_INSERT rows per statement, and indexes built only at the end.
+ * to the last commit: WAL), prepared statements, events written in chunks
+ * of 1024 (model/evchunk.h: one row per chunk, not per event), and
+ * indexes built only at the end.
  */
 #define _GNU_SOURCE
 #include "store.h"
 #include "evl-probes.h"
+#include "evchunk.h"
 #include "ls_schema.h"
 #include "meta.h"
 #include "symbols.h"
@@ -27,22 +29,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define LS_ROWS_PER_INSERT 128
-#define LS_EVENT_COLS 7
 #define LS_COMMIT_NS 250000000ll
 
 struct ls_store {
     sqlite3 *db;
     char *path;               /* final name */
     char *tmp;                /* written here when replacing (--force) */
-    sqlite3_stmt *ins_many;   /* LS_ROWS_PER_INSERT event rows */
-    sqlite3_stmt *ins_one;
+    ls_chunkw *events;        /* the event chunks being written */
     sqlite3_stmt *ins_task, *fin_task, *ins_loop, *stop_loop, *ins_meta;
     sqlite3_stmt *ins_stack, *ins_frame, *ins_block, *leak_task, *ins_unknown;
     sqlite3_stmt *ins_named, *ins_window, *ins_hist;
-    int64_t rows[LS_ROWS_PER_INSERT][LS_EVENT_COLS];
-    int nrows;                /* buffered in rows[] */
-    uint64_t nevents;
     int64_t last_commit;
     char err[256];
 };
@@ -121,19 +117,6 @@ static int ls_fill_names(ls_store *s)
     return 0;
 }
 
-static char *ls_events_insert_sql(int nrows)
-{
-    size_t cap = 64 + (size_t)nrows * 24;
-    char *sql = malloc(cap);
-    if (!sql)
-        return NULL;
-    size_t n = (size_t)snprintf(sql, cap,
-        "INSERT INTO events(ts_ns,loop_id,task_id,kind,reason,arg0,arg1) VALUES");
-    for (int i = 0; i < nrows; i++)
-        n += (size_t)snprintf(sql + n, cap - n, "%s(?,?,?,?,?,?,?)", i ? "," : "");
-    return sql;
-}
-
 int ls_store_check(const char *path, bool force, char *err, size_t errlen)
 {
     struct stat st;
@@ -174,20 +157,26 @@ ls_store *ls_store_create(const char *path, bool force, char *err, size_t errlen
         goto fail;
     }
     close(fd);
+    /* The file is new: a -wal or -shm beside it is left from an earlier
+     * file of that name (a killed writer) and would be taken for its own. */
+    char side[PATH_MAX + 8];
+    snprintf(side, sizeof(side), "%s-wal", target);
+    unlink(side);
+    snprintf(side, sizeof(side), "%s-shm", target);
+    unlink(side);
     if (sqlite3_open_v2(target, &s->db, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK) {
         snprintf(err, errlen, "cannot open trace '%s': %s", target, sqlite3_errmsg(s->db));
         goto fail_unlink;
     }
+    ls_events_register(s->db);
     if (ls_exec(s, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;") < 0 ||
         ls_exec(s, ls_schema_sql) < 0 || ls_exec(s, ls_derived_sql) < 0 || ls_exec(s, "BEGIN") < 0 ||
         ls_fill_names(s) < 0)
         goto fail_db;
-    char *many = ls_events_insert_sql(LS_ROWS_PER_INSERT);
-    s->ins_many = many ? ls_store_prepare(s, many) : NULL;
-    free(many);
-    s->ins_one = ls_store_prepare(s,
-        "INSERT INTO events(ts_ns,loop_id,task_id,kind,reason,arg0,arg1) "
-        "VALUES(?,?,?,?,?,?,?)");
+    char werr[256];
+    s->events = ls_chunkw_new(s->db, "main", werr, sizeof(werr));
+    if (!s->events)
+        snprintf(s->err, sizeof(s->err), "%s", werr);
     /* A snapshot record (preexisting) never overwrites a task whose
      * creation is known; it does fill in a placeholder row (created_ns
      * NULL) made for a task seen before its snapshot. */
@@ -224,7 +213,7 @@ ls_store *ls_store_create(const char *path, bool force, char *err, size_t errlen
         "INSERT INTO blocking(loop_id,task_id,start_ns,dur_ns,kind,syscall,"
         "stack_id) VALUES(?,?,?,?,?,?,?)");
     s->leak_task = ls_store_prepare(s, "UPDATE tasks SET leak = ? WHERE id = ?");
-    if (!s->ins_many || !s->ins_one || !s->ins_task || !s->fin_task || !s->ins_loop ||
+    if (!s->events || !s->ins_task || !s->fin_task || !s->ins_loop ||
         !s->stop_loop || !s->ins_meta || !s->ins_stack || !s->ins_frame || !s->ins_block ||
         !s->leak_task || !s->ins_unknown || !s->ins_named || !s->ins_window ||
         !s->ins_hist)
@@ -297,6 +286,8 @@ static void ls_bind_text_or_null(sqlite3_stmt *st, int i, const char *v)
 
 void ls_store_meta(ls_store *s, const char *key, const char *fmt, ...)
 {
+    if (!s)
+        return;
     char *v = NULL;
     va_list ap;
     va_start(ap, fmt);
@@ -309,50 +300,28 @@ void ls_store_meta(ls_store *s, const char *key, const char *fmt, ...)
     free(v);
 }
 
-static void ls_bind_row(sqlite3_stmt *st, int base, const int64_t *r)
+/* The chunk writer failed: its error, once. */
+static void ls_events_failed(ls_store *s, int rc)
 {
-    for (int c = 0; c < LS_EVENT_COLS; c++) {
-        /* task_id 0 means "no task": NULL */
-        if (c == 2 && r[c] == 0)
-            sqlite3_bind_null(st, base + c + 1);
-        else
-            sqlite3_bind_int64(st, base + c + 1, r[c]);
-    }
-}
-
-static void ls_flush_rows(ls_store *s)
-{
-    if (s->nrows == LS_ROWS_PER_INSERT) {
-        for (int i = 0; i < s->nrows; i++)
-            ls_bind_row(s->ins_many, i * LS_EVENT_COLS, s->rows[i]);
-        ls_step(s, s->ins_many);
-    } else {
-        for (int i = 0; i < s->nrows; i++) {
-            ls_bind_row(s->ins_one, 0, s->rows[i]);
-            ls_step(s, s->ins_one);
-        }
-    }
-    s->nrows = 0;
+    if (rc != SQLITE_OK && !s->err[0])
+        snprintf(s->err, sizeof(s->err), "%s", sqlite3_errmsg(s->db));
 }
 
 void ls_store_event(ls_store *s, int64_t ts, uint64_t loop, uint64_t task, int kind,
                     int64_t reason, int64_t arg0, int64_t arg1)
 {
-    int64_t *r = s->rows[s->nrows++];
-    r[0] = ts;
-    r[1] = (int64_t)loop;
-    r[2] = (int64_t)task;
-    r[3] = kind;
-    r[4] = reason;
-    r[5] = arg0;
-    r[6] = arg1;
-    s->nevents++;
-    if (s->nrows == LS_ROWS_PER_INSERT)
-        ls_flush_rows(s);
+    if (!s)
+        return;
+    /* task_id 0 means "no task": NULL */
+    ls_ev e = { .v = { ts, (int64_t)loop, (int64_t)task, kind, reason, arg0, arg1 },
+                .null = task ? 0 : 1u << LS_EV_TASK };
+    ls_events_failed(s, ls_chunkw_add(s->events, &e));
 }
 
 void ls_store_loop(ls_store *s, uint64_t loop, uint32_t pid, uint32_t tid, int64_t started)
 {
+    if (!s)
+        return;
     sqlite3_bind_int64(s->ins_loop, 1, (int64_t)loop);
     sqlite3_bind_int64(s->ins_loop, 2, pid);
     sqlite3_bind_int64(s->ins_loop, 3, tid);
@@ -362,6 +331,8 @@ void ls_store_loop(ls_store *s, uint64_t loop, uint32_t pid, uint32_t tid, int64
 
 void ls_store_loop_stop(ls_store *s, uint64_t loop, int64_t stopped)
 {
+    if (!s)
+        return;
     sqlite3_bind_int64(s->stop_loop, 1, stopped);
     sqlite3_bind_int64(s->stop_loop, 2, (int64_t)loop);
     ls_step(s, s->stop_loop);
@@ -371,6 +342,8 @@ void ls_store_task_create(ls_store *s, uint64_t task, uint64_t loop, uint64_t pa
                           const char *name, size_t name_len, const char *function,
                           uint64_t fn_addr, int64_t created, bool preexisting)
 {
+    if (!s)
+        return;
     sqlite3_stmt *st = s->ins_task;
     sqlite3_bind_int64(st, 1, (int64_t)task);
     sqlite3_bind_int64(st, 2, (int64_t)loop);
@@ -388,6 +361,8 @@ void ls_store_task_create(ls_store *s, uint64_t task, uint64_t loop, uint64_t pa
 
 void ls_store_task_unknown(ls_store *s, uint64_t task, uint64_t loop)
 {
+    if (!s)
+        return;
     sqlite3_bind_int64(s->ins_unknown, 1, (int64_t)task);
     sqlite3_bind_int64(s->ins_unknown, 2, (int64_t)loop);
     ls_step(s, s->ins_unknown);
@@ -396,6 +371,8 @@ void ls_store_task_unknown(ls_store *s, uint64_t task, uint64_t loop)
 void ls_store_task_named(ls_store *s, uint64_t task, uint64_t loop, const char *name,
                          size_t name_len)
 {
+    if (!s)
+        return;
     sqlite3_bind_int64(s->ins_named, 1, (int64_t)task);
     sqlite3_bind_int64(s->ins_named, 2, (int64_t)loop);
     ls_bind_text(s->ins_named, 3, name, name_len);
@@ -413,6 +390,8 @@ static void ls_step_ints(ls_store *s, sqlite3_stmt *st, const int64_t *v, int n)
 void ls_store_window(ls_store *s, uint64_t loop, int64_t start, int64_t end, uint64_t iterations,
                      uint64_t wait_ns, uint64_t busy_ns, uint64_t max_busy_ns)
 {
+    if (!s)
+        return;
     int64_t v[] = { (int64_t)loop, start, end, (int64_t)iterations, (int64_t)wait_ns,
                     (int64_t)busy_ns, (int64_t)max_busy_ns };
     ls_step_ints(s, s->ins_window, v, 7);
@@ -421,12 +400,16 @@ void ls_store_window(ls_store *s, uint64_t loop, int64_t start, int64_t end, uin
 void ls_store_hist(ls_store *s, uint64_t loop, int64_t lo, int64_t hi, uint64_t count,
                    uint64_t busy_ns)
 {
+    if (!s)
+        return;
     int64_t v[] = { (int64_t)loop, lo, hi, (int64_t)count, (int64_t)busy_ns };
     ls_step_ints(s, s->ins_hist, v, 5);
 }
 
 void ls_store_task_leak(ls_store *s, uint64_t task, int kind)
 {
+    if (!s)
+        return;
     sqlite3_bind_int(s->leak_task, 1, kind);
     sqlite3_bind_int64(s->leak_task, 2, (int64_t)task);
     ls_step(s, s->leak_task);
@@ -435,6 +418,8 @@ void ls_store_task_leak(ls_store *s, uint64_t task, int kind)
 void ls_store_task_finish(ls_store *s, uint64_t task, uint64_t loop, int64_t ended, int state,
                           int64_t error)
 {
+    if (!s)
+        return;
     sqlite3_stmt *st = s->fin_task;
     sqlite3_bind_int64(st, 1, (int64_t)task);
     sqlite3_bind_int64(st, 2, (int64_t)loop);
@@ -446,6 +431,8 @@ void ls_store_task_finish(ls_store *s, uint64_t task, uint64_t loop, int64_t end
 
 void ls_store_stack(ls_store *s, int64_t id, int depth)
 {
+    if (!s)
+        return;
     sqlite3_bind_int64(s->ins_stack, 1, id);
     sqlite3_bind_int(s->ins_stack, 2, depth);
     ls_step(s, s->ins_stack);
@@ -454,6 +441,8 @@ void ls_store_stack(ls_store *s, int64_t id, int depth)
 void ls_store_frame(ls_store *s, int64_t stack_id, int depth, uint64_t pc,
                     const struct ls_sym *sym)
 {
+    if (!s)
+        return;
     sqlite3_stmt *st = s->ins_frame;
     sqlite3_bind_int64(st, 1, stack_id);
     sqlite3_bind_int(st, 2, depth);
@@ -471,6 +460,8 @@ void ls_store_frame(ls_store *s, int64_t stack_id, int depth, uint64_t pc,
 void ls_store_blocking(ls_store *s, uint64_t loop, uint64_t task, int64_t start, int64_t dur,
                        int kind, int64_t syscall, int64_t stack_id)
 {
+    if (!s)
+        return;
     sqlite3_stmt *st = s->ins_block;
     sqlite3_bind_int64(st, 1, (int64_t)loop);
     if (task)
@@ -494,6 +485,8 @@ void ls_store_blocking(ls_store *s, uint64_t loop, uint64_t task, int64_t start,
 void ls_store_syscall_stat(ls_store *s, uint64_t loop, uint32_t tid, uint32_t nr, uint64_t count,
                            uint64_t total_ns, uint64_t max_ns)
 {
+    if (!s)
+        return;
     sqlite3_stmt *st = NULL;
     if (sqlite3_prepare_v2(s->db, "INSERT OR REPLACE INTO syscall_stats(loop_id,tid,nr,count,"
                                   "total_ns,max_ns) VALUES(?,?,?,?,?,?)", -1, &st, NULL) != SQLITE_OK)
@@ -513,21 +506,45 @@ void ls_store_syscall_stat(ls_store *s, uint64_t loop, uint32_t tid, uint32_t nr
 
 int ls_store_tick(ls_store *s, int64_t now)
 {
+    if (!s)
+        return 0;
     if (now - s->last_commit < LS_COMMIT_NS)
         return 0;
     s->last_commit = now;
-    ls_flush_rows(s);
+    ls_events_failed(s, ls_chunkw_flush(s->events));
     return ls_exec(s, "COMMIT; BEGIN");
 }
 
-uint64_t ls_store_nevents(const ls_store *s) { return s->nevents; }
-sqlite3 *ls_store_db(ls_store *s) { return s->db; }
-void ls_store_flush(ls_store *s) { ls_flush_rows(s); }
+uint64_t ls_store_nevents(const ls_store *s) { return s ? (uint64_t)ls_chunkw_count(s->events) : 0; }
+sqlite3 *ls_store_db(ls_store *s) { return s ? s->db : NULL; }
+void ls_store_flush(ls_store *s)
+{
+    if (s)
+        ls_events_failed(s, ls_chunkw_flush(s->events));
+}
 const char *ls_store_error(const ls_store *s) { return s->err; }
+
+uint64_t ls_store_size(const ls_store *s)
+{
+    if (!s)
+        return 0;
+    const char *target = s->tmp ? s->tmp : s->path;
+    char wal[PATH_MAX + 8];
+    struct stat st;
+    uint64_t n = 0;
+    if (stat(target, &st) == 0)
+        n += (uint64_t)st.st_size;
+    snprintf(wal, sizeof(wal), "%s-wal", target);
+    if (stat(wal, &st) == 0)
+        n += (uint64_t)st.st_size;
+    return n;
+}
 
 static void ls_finalize_all(ls_store *s)
 {
-    sqlite3_stmt *sts[] = { s->ins_many, s->ins_one, s->ins_task, s->fin_task,
+    ls_chunkw_free(s->events);
+    s->events = NULL;
+    sqlite3_stmt *sts[] = { s->ins_task, s->fin_task,
                             s->ins_loop, s->stop_loop, s->ins_meta, s->ins_stack,
                             s->ins_frame, s->ins_block, s->leak_task,
                             s->ins_unknown, s->ins_named, s->ins_window, s->ins_hist };
@@ -556,7 +573,7 @@ void ls_store_abort(ls_store *s)
 int ls_store_finish(ls_store *s, char *err, size_t errlen)
 {
     int rc = 0;
-    ls_flush_rows(s);
+    ls_store_flush(s);
     if (ls_exec(s, "COMMIT") < 0)     /* derived tables: model/derive.c, done by the caller */
         rc = -1;
     ls_finalize_all(s);

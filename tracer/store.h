@@ -14,6 +14,9 @@ struct ls_sym;
 
 typedef struct ls_store ls_store;
 
+/* Every writer below accepts a NULL store and does nothing: a recorder
+ * that keeps no trace (`loopscope top` without -o) runs the same paths. */
+
 /* Create the trace at path.  Refuses an existing file unless force; with
  * force, the old file is replaced only when the new trace is finished
  * (written beside it, renamed over it), so it is never corrupted.  On error
@@ -79,5 +82,7 @@ struct sqlite3 *ls_store_db(ls_store *s);
 /* Write the rows still batched in memory. */
 void ls_store_flush(ls_store *s);
 const char *ls_store_error(const ls_store *s);
+/* Bytes on disk now: the database file and its WAL (--max-size). */
+uint64_t ls_store_size(const ls_store *s);
 
 #endif

@@ -9,6 +9,7 @@
  */
 #define _GNU_SOURCE
 #include "commands.h"
+#include "evchunk.h"
 #include "export.h"
 #include "trace.h"
 
@@ -105,7 +106,7 @@ static bool time_range(ls_trace *t, int64_t *start, int64_t *end)
 {
     *start = ls_meta_ts(t, "start_ns", -1);
     *end = ls_meta_ts(t, "end_ns", -1);
-    sqlite3_stmt *st = ls_prepare(t, "SELECT min(ts_ns), max(ts_ns) FROM events");
+    sqlite3_stmt *st = ls_prepare(t, "SELECT " LS_SQL_EVENTS_MIN_TS ", " LS_SQL_EVENTS_MAX_TS);
     if (!st)
         return false;
     if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL) {

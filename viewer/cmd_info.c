@@ -2,6 +2,7 @@
  * cmd_info.c -- `loopscope info TRACE`: what was recorded.
  */
 #include "commands.h"
+#include "evchunk.h"
 #include "loopstat.h"
 #include "output.h"
 #include "trace.h"
@@ -275,19 +276,19 @@ int cmd_info(int argc, char **argv)
             npend = ls_query_int(t, "SELECT count(*) FROM tasks WHERE final_state IS NULL"),
             npre = ls_query_int(t, "SELECT count(*) FROM tasks WHERE preexisting"),
             nleak = ls_query_int(t, "SELECT count(*) FROM tasks WHERE leak IS NOT NULL"),
-            nev = ls_query_int(t, "SELECT max(rowid) FROM events"),
+            nev = ls_query_int(t, "SELECT " LS_SQL_EVENTS_COUNT),
             nblk = ls_query_int(t, "SELECT count(*) FROM blocking"),
             blkns = ls_query_int(t, "SELECT CAST(total(dur_ns) AS INTEGER) FROM blocking"),
             maxblk = ls_query_int(t, "SELECT coalesce(max(dur_ns), 0) FROM blocking");
     bool generic = ls_is_generic(t);
     char *runtime = ls_meta(t, "runtime"), *waits = ls_meta(t, "wait_calls"),
-         *jit = ls_meta(t, "jit_symbols");
+         *jit = ls_meta(t, "jit_symbols"), *trig = ls_meta(t, "trigger");
     int64_t window = ls_meta_int(t, "window_ns", -1);
     ls_loopstat *ls = NULL;
     size_t nls = 0;
     if (!ls_loopstats_read(t, &ls, &nls)) {
         free(tool); free(cmd); free(start); free(why); free(host); free(kernel); free(mode);
-        free(blk); free(sys); free(runtime); free(waits); free(jit);
+        free(blk); free(sys); free(runtime); free(waits); free(jit); free(trig);
         ls_trace_close(t);
         return 1;
     }
@@ -310,6 +311,9 @@ int cmd_info(int argc, char **argv)
         ls_json_key(&j, "start_utc"); ls_json_str(&j, start);
         ls_json_key(&j, "duration_ns"); ls_json_int(&j, dur);
         ls_json_key(&j, "stop_reason"); ls_json_str(&j, why);
+        if (trig) {
+            ls_json_key(&j, "trigger"); ls_json_str(&j, trig);
+        }
         ls_json_key(&j, "host"); ls_json_str(&j, host);
         ls_json_key(&j, "kernel"); ls_json_str(&j, kernel);
         ls_json_key(&j, "mode"); ls_json_str(&j, mode);
@@ -374,6 +378,10 @@ int cmd_info(int argc, char **argv)
         printf("recorded:  %s, %s (%s)\n", start ? ls_term(start) : "?", ls_fmt_dur(d1, sizeof(d1), dur),
                why ? ls_term(why) : "?");
         printf("host:      %s, %s\n", host ? ls_term(host) : "?", kernel ? ls_term(kernel) : "?");
+        if (trig)                     /* a flight recorder's trace (tracer/README.md) */
+            printf("trigger:   %s (flight recorder: %s before it, %s after)\n", ls_term(trig),
+                   ls_fmt_dur(d1, sizeof(d1), ls_meta_int(t, "flight_window_ns", 0)),
+                   ls_fmt_dur(d2, sizeof(d2), ls_meta_int(t, "flight_tail_ns", 0)));
         if (t->cut_short)
             printf("cut short: at +%.1f s (the recorder was killed or could not write): counts "
                    "after that are unknown\n", t->cut_at_ns / 1e9);
@@ -419,7 +427,7 @@ int cmd_info(int argc, char **argv)
             print_loop_threads(ls, nls, why);
     }
     ls_loopstats_free(ls, nls);
-    free(runtime); free(waits); free(jit);
+    free(runtime); free(waits); free(jit); free(trig);
     free(tool); free(cmd); free(start); free(why); free(host); free(kernel); free(mode);
     free(blk); free(sys);
     ls_trace_close(t);

@@ -18,6 +18,7 @@
  */
 #define _GNU_SOURCE
 #include "trace.h"
+#include "evchunk.h"
 #include "output.h"
 #include "derive.h"
 #include "meta.h"
@@ -60,7 +61,8 @@ static int ls_derive_file(const char *path, char *err, size_t errlen)
 {
     sqlite3 *db = NULL;
     int rc = -1;
-    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
+    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK ||
+        ls_events_register(db) != SQLITE_OK) {
         snprintf(err, errlen, "%s", sqlite3_errmsg(db));
         goto out;
     }

@@ -13,6 +13,7 @@
  */
 #define _GNU_SOURCE
 #include "graph.h"
+#include "evchunk.h"
 #include "output.h"
 #include "ls_codes.h"
 #include "replay.h"
@@ -255,7 +256,7 @@ static bool find_cycles(ls_trace *t, struct gtask *tk, int n, struct pair **cyc,
     /* Few candidate events: through the index events(task_id, ts_ns), then
      * sorted; many: one sequential scan (a random read of the table costs
      * some 30 rows of a scan), the '+' keeping SQLite off that index. */
-    bool few = cand_events(t) * 30 < ls_query_int(t, "SELECT max(rowid) FROM events");
+    bool few = cand_events(t) * 30 < ls_query_int(t, "SELECT " LS_SQL_EVENTS_COUNT);
     sqlite3_stmt *st = ls_prepare(t, few
         ? "SELECT task_id, kind, reason, arg0 FROM events"
           " WHERE task_id IN (SELECT id FROM g_cand) AND kind IN (" LS_SQL_KIND_task_run ", "

@@ -17,6 +17,7 @@ static const struct command {
     const char *summary;
 } commands[] = {
     { "record", cmd_record, "attach to a libevl process (or start one) and record a trace" },
+    { "top", cmd_top, "live view of a running program: loop lag, tasks, blocking as it occurs" },
     { "info", cmd_info, "what a trace holds: target, duration, tasks, events, drops" },
     { "tasks", cmd_tasks, "one row per task: state, busy/scheduled/idle time, steps, wakes" },
     { "timeline", cmd_timeline, "swimlanes per task (running, ready, suspended, blocking); --svg" },

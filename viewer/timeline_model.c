@@ -21,6 +21,7 @@
  */
 #define _GNU_SOURCE
 #include "timeline.h"
+#include "evchunk.h"
 #include "codes.h"
 #include "ls_codes.h"
 #include "replay.h"
@@ -381,10 +382,9 @@ bool tl_load_blocking(tl *x)
 /* The trace's first and last event times (absolute); false if none. */
 bool tl_event_bounds(tl *x, int64_t *first, int64_t *last)
 {
-    /* Two statements: SQLite answers a lone min() or max() with one index
-     * seek, but both in one SELECT with a scan. */
-    sqlite3_stmt *a = ls_prepare(x->t, "SELECT min(ts_ns) FROM events");
-    sqlite3_stmt *b = ls_prepare(x->t, "SELECT max(ts_ns) FROM events");
+    /* From the chunks' bounds (model/evchunk.h), not a scan of events. */
+    sqlite3_stmt *a = ls_prepare(x->t, "SELECT " LS_SQL_EVENTS_MIN_TS);
+    sqlite3_stmt *b = ls_prepare(x->t, "SELECT " LS_SQL_EVENTS_MAX_TS);
     bool ok = a && b && sqlite3_step(a) == SQLITE_ROW && sqlite3_column_type(a, 0) != SQLITE_NULL &&
               sqlite3_step(b) == SQLITE_ROW;
     if (ok) {

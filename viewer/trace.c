@@ -3,6 +3,7 @@
  */
 #define _GNU_SOURCE
 #include "trace.h"
+#include "evchunk.h"
 #include "meta.h"
 #include "output.h"
 
@@ -84,7 +85,7 @@ ls_trace *ls_trace_open(const char *path)
         return NULL;
     t->path = path;
     int rc = sqlite3_open_v2(path, &t->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL);
-    if (rc != SQLITE_OK)
+    if (rc != SQLITE_OK || (rc = ls_events_register(t->db)) != SQLITE_OK)
         goto sqlerr;
     int64_t app = ls_pragma_int(t->db, "PRAGMA application_id", &rc);
     if (rc != SQLITE_OK)
@@ -97,17 +98,20 @@ ls_trace *ls_trace_open(const char *path)
                  "user_version %lld)", path, (long long)app, (long long)ver);
         goto fail;
     }
-    if (ver < 1 || ver > LS_SCHEMA_VERSION) {
+    /* Schema 3 stores events in chunks (model/evchunk.h); an older trace
+     * would need its events table copied into them: record it again. */
+    if (ver < LS_SCHEMA_VERSION || ver > LS_SCHEMA_VERSION) {
         ls_error("cannot open trace '%s': schema version %lld is %s than this loopscope's (%d)%s",
                  path, (long long)ver, ver > LS_SCHEMA_VERSION ? "newer" : "older",
-                 LS_SCHEMA_VERSION, ver > LS_SCHEMA_VERSION ? "; upgrade loopscope" : "");
+                 LS_SCHEMA_VERSION, ver > LS_SCHEMA_VERSION ? "; upgrade loopscope"
+                 : "; this loopscope reads only the traces it records: record it again");
         goto fail;
     }
     /* Touch every table a command may read: a truncated file fails here,
      * with one clear line, rather than halfway through an output. */
     static const char *const probes =
         "SELECT (SELECT count(*) FROM meta), (SELECT count(*) FROM loops),"
-        " (SELECT max(id) FROM tasks), (SELECT max(rowid) FROM events),"
+        " (SELECT max(id) FROM tasks), (SELECT count(*) FROM (SELECT 1 FROM events LIMIT 1)),"
         " (SELECT count(*) FROM blocking), (SELECT count(*) FROM frames),"
         " (SELECT count(*) FROM task_stats)";
     sqlite3_stmt *st = NULL;
@@ -124,7 +128,7 @@ ls_trace *ls_trace_open(const char *path)
         sqlite3_close(t->db);
         t->db = NULL;
         rc = sqlite3_open_v2(use, &t->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL);
-        if (rc != SQLITE_OK)
+        if (rc != SQLITE_OK || (rc = ls_events_register(t->db)) != SQLITE_OK)
             goto sqlerr;
     }
     ls_trace_say_state(t);

@@ -99,15 +99,21 @@ enum evl_leak_kind { EVL_LEAK_LIST(EVL__ENUM_LEAK) };
 
 /* ------------------------------------------------------------- batching
  *
- * A uprobe hit costs 0.3-1 us.  While a tracer has raised the `batch`
+ * A uprobe hit costs 0.3-1.5 us.  While a tracer has raised the `batch`
  * probe's semaphore, the loop also appends each lifecycle event (all probes
  * but loop_start, loop_stop and batch) as a record to a per-loop buffer and
- * fires `batch(loop, addr, len, pub, nrec)` before a poll that may sleep
- * (timeout not 0) and whenever the buffer is full: addr/len is the buffer,
- * nrec the
- * number of records in it, pub the address of the loop's evl_loop_pub (so
- * a tracer that attached mid-run learns it).  Records of one loop are in
- * program order, so order within a loop is exact.
+ * fires `batch(loop, addr, len, pub, nrec)` at a poll once the oldest
+ * record has waited EVL_TRACE_FLUSH_NS, and whenever the buffer is full:
+ * addr/len is the buffer, nrec the number of records in it, pub the
+ * address of the loop's evl_loop_pub (so a tracer that attached mid-run
+ * learns it).  While records wait, a poll sleeps no longer than it takes
+ * the oldest to reach that age, so a tracer gets every record within
+ * about EVL_TRACE_FLUSH_NS.  (One hit per sleeping poll, as before, cost
+ * a keep-alive HTTP server 7 % of its CPU: a busy server sleeps after
+ * every few requests.)  A snapshot request (below) also hands the buffer
+ * over at once: a tracer asks for one before it detaches so that it loses
+ * nothing.  Records of one loop are in program order, so order within a
+ * loop is exact.
  *
  * When a tracer attaches to a running loop, the loop first emits a
  * task_create record for every task already pending, with
@@ -123,6 +129,7 @@ enum evl_leak_kind { EVL_LEAK_LIST(EVL__ENUM_LEAK) };
 #endif
 
 #define EVL_BATCH_BYTES 65536   /* buffer size; batch len never exceeds it */
+#define EVL_TRACE_FLUSH_NS 10000000ull /* the longest a record waits in it, about */
 #define EVL_NAME_MAX 48         /* task names, NUL included */
 #define EVL_REC_PREEXISTING 0x80000000u /* task_create a32 flag */
 

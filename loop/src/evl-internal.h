@@ -255,6 +255,7 @@ struct evl_loop {
     struct evl_loop_pub pub;  /* running task / phase, for tracers */
     uint32_t trace_len;       /* bytes used in trace_buf */
     uint32_t trace_nrec;      /* records in trace_buf */
+    uint64_t trace_first;     /* ts of its oldest record (trace_len > 0) */
     uint8_t trace_on;         /* batching was on last iteration */
     uint64_t now;             /* cached time, read once per iteration */
     evl__heap timers;
@@ -296,9 +297,10 @@ struct evl_loop {
     uint8_t closing;          /* 1: evl_loop_free running; 2: freed, the
                                * struct lives on for tasks still referenced */
     /* batch records for the tracer (evl-probes.h), EVL_BATCH_BYTES (64 KiB);
-     * handed over by the batch probe (evl__trace_flush, trace.h) before a
-     * poll that may sleep (timeout not 0), when the next record would not
-     * fit, at a snapshot (task.c), when evl_run returns and in evl_loop_free */
+     * handed over by the batch probe (evl__trace_flush, trace.h) at a poll
+     * once the oldest is EVL_TRACE_FLUSH_NS old (a sleeping poll is cut
+     * short to wake by then), when the next record would not fit, at a
+     * snapshot (task.c), when evl_run returns and in evl_loop_free */
     _Alignas(8) uint8_t trace_buf[EVL_BATCH_BYTES];
 };
 

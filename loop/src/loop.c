@@ -245,8 +245,7 @@ static void evl__iteration(evl_loop *loop)
         evl__drain_posted(loop);
     } else {
         loop->pub.phase = EVL_PHASE_POLL;
-        evl__tr_poll_enter(loop, timeout);
-        n = evl__poll(loop, timeout);
+        n = evl__poll(loop, evl__tr_poll_enter(loop, timeout));
         loop->pub.phase = EVL_PHASE_OTHER;
         evl__tr_poll_exit(loop, n);
     }

@@ -87,15 +87,23 @@ EVL__COLD void evl__tr_task_leak_slow(evl_loop *loop, uint64_t task, int kind)
     EVL__REC(loop, task_leak, task, (uint32_t)kind, 0, 0);
 }
 
-EVL__COLD void evl__tr_poll_enter_slow(evl_loop *loop, int64_t timeout)
+EVL__COLD int64_t evl__tr_poll_enter_slow(evl_loop *loop, int64_t timeout)
 {
     EVL_PROBE(poll_enter, loop->id, timeout);
-    EVL__REC(loop, poll_enter, 0, 0, (uint64_t)timeout, 0);
-    /* Hand the records over before the thread may sleep; a busy loop
-     * (timeout 0) flushes when the buffer is full: a uprobe hit costs
-     * microseconds, the fewer the better. */
-    if (timeout != 0)
+    if (!EVL_BATCHING())
+        return timeout;
+    uint64_t now = evl__trace_rec(loop, EVL_PROBE_ID_poll_enter, sizeof(struct evl_rec), 0, 0,
+                                  (uint64_t)timeout, 0)->ts;
+    /* The records go to the tracer once the oldest has waited
+     * EVL_TRACE_FLUSH_NS; until then a poll sleeps no longer than that
+     * (the record keeps the timeout the loop asked for). */
+    uint64_t age = now - loop->trace_first;
+    if (age >= EVL_TRACE_FLUSH_NS) {
         evl__trace_flush(loop);
+        return timeout;
+    }
+    int64_t left = (int64_t)(EVL_TRACE_FLUSH_NS - age);
+    return timeout < 0 || timeout > left ? left : timeout;
 }
 
 EVL__COLD void evl__tr_poll_exit_slow(evl_loop *loop, int n)

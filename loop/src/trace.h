@@ -12,6 +12,7 @@
 
 #define EVL_BATCHING() EVL_PROBE_ENABLED(batch)
 
+
 /* Hand the buffer to the tracer (no-op when empty or nobody listens). */
 static inline void evl__trace_flush(evl_loop *loop)
 {
@@ -31,6 +32,8 @@ static inline struct evl_rec *evl__trace_rec_at(evl_loop *loop, uint16_t kind, u
 {
     if (EVL__UNLIKELY(loop->trace_len + size > EVL_BATCH_BYTES))
         evl__trace_flush(loop);
+    if (!loop->trace_len)
+        loop->trace_first = ts;
     struct evl_rec *r = (struct evl_rec *)(void *)(loop->trace_buf + loop->trace_len);
     r->ts = ts;
     r->task = task;
@@ -78,7 +81,7 @@ void evl__tr_task_wake_slow(evl_loop *loop, uint64_t task, int kind, uint64_t wa
 void evl__tr_task_finish_slow(evl_loop *loop, uint64_t task, int state, intptr_t err);
 void evl__tr_task_cancel_slow(evl_loop *loop, uint64_t task, uint64_t requester);
 void evl__tr_task_leak_slow(evl_loop *loop, uint64_t task, int kind);
-void evl__tr_poll_enter_slow(evl_loop *loop, int64_t timeout);
+int64_t evl__tr_poll_enter_slow(evl_loop *loop, int64_t timeout);
 void evl__tr_poll_exit_slow(evl_loop *loop, int n);
 void evl__tr_callback_begin_slow(evl_loop *loop, uintptr_t fn);
 void evl__tr_callback_end_slow(evl_loop *loop, uintptr_t fn);
@@ -162,10 +165,13 @@ static inline void evl__tr_task_leak(evl_loop *loop, uint64_t task, int kind)
         evl__tr_task_leak_slow(loop, task, kind);
 }
 
-static inline void evl__tr_poll_enter(evl_loop *loop, int64_t timeout)
+/* Returns the timeout to poll with: the loop's own, or while records wait
+ * in the batch buffer, cut short so that they are handed over in time. */
+static inline int64_t evl__tr_poll_enter(evl_loop *loop, int64_t timeout)
 {
     if (EVL__TRACING(poll_enter))
-        evl__tr_poll_enter_slow(loop, timeout);
+        return evl__tr_poll_enter_slow(loop, timeout);
+    return timeout;
 }
 
 static inline void evl__tr_poll_exit(evl_loop *loop, int n)

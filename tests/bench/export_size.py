@@ -34,7 +34,8 @@ def main():
     with tempfile.TemporaryDirectory(prefix="lsexport-") as tmp:
         db = os.path.join(tmp, "t.db")
         shutil.copy(a.trace, db)
-        nev = subprocess.run(["sqlite3", db, "SELECT count(*) FROM events"], check=True,
+        nev = subprocess.run(["sqlite3", db, "SELECT coalesce(max(id + n - 1), 0) FROM event_chunks"],
+                             check=True,
                              capture_output=True, text=True).stdout.strip()
         print(f"trace: {a.trace}, {int(nev):,} events, {os.path.getsize(db) / 2**20:.0f} MiB")
         rows = []

@@ -18,7 +18,9 @@ the run is recorded from its first request).
 
 Prints one line per run, then per mode: median throughput and p99 latency,
 their ratios to the untraced median, the events recorded per second and per
-request, and two costs per recorded event:
+request, the recorder's own CPU time per event while wrk ran (on a 2-CPU
+machine it competes with the server and wrk), the trace's bytes per event,
+and two costs per recorded event:
 
     wall: (1/rps_recorded - 1/rps_untraced) / events_per_request
     cpu:  (cpu_per_req_recorded - cpu_per_req_untraced) / events_per_request
@@ -49,6 +51,8 @@ import tempfile
 import time
 
 from tracer_bench import dropped, exit_on_sigterm  # the same helpers, one copy
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import lstrace  # noqa: E402  (tests/lstrace.py: events needs loopscope's SQLite extension)
 
 UNITS = {"us": 1e-6, "ms": 1e-3, "s": 1.0}
 
@@ -136,7 +140,7 @@ class Recorder:
     def events(self):
         con = sqlite3.connect(self.db)
         try:
-            n = con.execute("SELECT count(*) FROM events").fetchone()[0]
+            n = lstrace.event_count(con)
             meta = dict(con.execute("SELECT key, value FROM meta"))
         finally:
             con.close()
@@ -199,28 +203,32 @@ def main():
         print(f"http_overhead: {server_bin} GET / under wrk -t{a.threads} -c{a.connections} "
               f"-d{a.seconds}s, {a.rounds} rounds")
         print(f"{'round':>5} {'mode':26} {'req/s':>9} {'p99 ms':>7} {'cpu us':>7} "
-              f"{'events/s':>9} {'ev/req':>6} {'dropped':>7}")
-        print("(cpu us: the server's CPU time per request)")
+              f"{'events/s':>9} {'ev/req':>6} {'dropped':>7} {'rec ns/ev':>9} {'B/ev':>5}")
+        print("(cpu us: the server's CPU time per request; rec ns/ev: the recorder's CPU\n"
+              " time while wrk ran, per event; B/ev: the finished trace's bytes per event)")
         for r in range(a.rounds):
             for name, extra in modes:
                 if extra is None:
                     cpu0 = cpu_seconds(pid)
                     rps, p99, total = wrk(url, a.seconds, a.connections, a.threads)
                     cpu = (cpu_seconds(pid) - cpu0) / total
-                    ev = evs = evr = dropped = None
+                    ev = evs = evr = dropped = rec_ns = bpe = None
                 else:
                     db = os.path.join(tmp, f"r{r}-{len(extra)}.db")
                     rec = Recorder(loopscope, sem_read, pid, db, extra)
                     with rec:
-                        cpu0 = cpu_seconds(pid)
+                        cpu0, rcpu0 = cpu_seconds(pid), cpu_seconds(rec.proc.pid)
                         rps, p99, total = wrk(url, a.seconds, a.connections, a.threads)
                         cpu = (cpu_seconds(pid) - cpu0) / total
+                        rcpu = cpu_seconds(rec.proc.pid) - rcpu0
                     ev, dropped = rec.events()
+                    bpe = os.path.getsize(db) / max(ev, 1)
                     os.unlink(db)
                     evs, evr = ev / a.seconds, ev / total
-                runs[name].append((rps, p99, evs, evr, dropped, cpu))
+                    rec_ns = rcpu / max(ev, 1) * 1e9
+                runs[name].append((rps, p99, evs, evr, dropped, cpu, rec_ns, bpe))
                 extra_cols = ("" if evs is None else
-                              f" {evs:9.0f} {evr:6.2f} {dropped:7d}")
+                              f" {evs:9.0f} {evr:6.2f} {dropped:7d} {rec_ns:9.0f} {bpe:5.1f}")
                 print(f"{r + 1:5d} {name:26} {rps:9.0f} {p99 * 1e3:7.2f} {cpu * 1e6:7.2f}"
                       f"{extra_cols}", flush=True)
             if server.poll() is not None:
@@ -244,7 +252,8 @@ def main():
     print("ns/event: added cost per recorded event, from throughput (wall) and from the")
     print("server's CPU time per request (cpu)")
     print(f"{'mode':26} {'req/s':>9} {'ratio':>6} {'p99 ms':>7} {'ratio':>6} {'cpu us':>7} "
-          f"{'events/s':>9} {'ev/req':>6} {'ns/ev wall':>10} {'ns/ev cpu':>9}")
+          f"{'events/s':>9} {'ev/req':>6} {'ns/ev wall':>10} {'ns/ev cpu':>9} {'rec ns/ev':>9} "
+          f"{'B/ev':>5}")
     print(f"{'untraced':26} {base_rps:9.0f} {1:6.3f} {base_p99 * 1e3:7.2f} {1:6.3f} "
           f"{base_cpu * 1e6:7.2f}")
     for name in ("recorded (full)", "recorded (--no-blocking)"):
@@ -254,11 +263,13 @@ def main():
         evs = statistics.median(x[2] for x in v)
         evr = statistics.median(x[3] for x in v)
         cpu = statistics.median(x[5] for x in v)
+        rec_ns = statistics.median(x[6] for x in v)
+        bpe = statistics.median(x[7] for x in v)
         wall_ns = (1 / rps - 1 / base_rps) / evr * 1e9
         cpu_ns = (cpu - base_cpu) / evr * 1e9
         print(f"{name:26} {rps:9.0f} {rps / base_rps:6.3f} {p99 * 1e3:7.2f} "
               f"{p99 / base_p99:6.3f} {cpu * 1e6:7.2f} {evs:9.0f} {evr:6.2f} "
-              f"{wall_ns:10.0f} {cpu_ns:9.0f}")
+              f"{wall_ns:10.0f} {cpu_ns:9.0f} {rec_ns:9.0f} {bpe:5.1f}")
     return 0
 
 

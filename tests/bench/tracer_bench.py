@@ -26,6 +26,8 @@ import statistics
 import subprocess
 import sys
 import tempfile
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import lstrace  # noqa: E402  (tests/lstrace.py: events needs loopscope's SQLite extension)
 
 EVENTS_PER_YIELD = 3
 
@@ -130,7 +132,7 @@ def bench(ls, wl, yields, repeat, quick, tmp):
             sys.exit(f"tracer_bench: recording at {rate} events/s failed ({p.returncode}): "
                      f"{p.stderr[-500:]}")
         con = sqlite3.connect(db)
-        n = con.execute("SELECT count(*) FROM events").fetchone()[0]
+        n = lstrace.event_count(con)
         lost = dropped(dict(con.execute("SELECT key, value FROM meta")))
         con.close()
         print(f"{rate:16d} {n / float(seconds):16.0f} {lost:10d}")

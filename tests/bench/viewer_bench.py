@@ -42,6 +42,8 @@ import threading
 import time
 
 from tracer_bench import dropped, exit_on_sigterm  # the same helpers, one copy
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import lstrace  # noqa: E402  (tests/lstrace.py: events needs loopscope's SQLite extension)
 
 TIME_BAR = 2.0          # seconds, the interactive commands
 EXPORT_BAR = 3e6        # events per second, export
@@ -140,7 +142,7 @@ def record(a, build, tmp):
 def trace_facts(db):
     con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     try:
-        nev = con.execute("SELECT max(rowid) FROM events").fetchone()[0] or 0
+        nev = lstrace.event_count(con)
         ntasks = con.execute("SELECT count(*) FROM tasks").fetchone()[0]
         schema = con.execute("PRAGMA user_version").fetchone()[0]
         meta = dict(con.execute("SELECT key, value FROM meta"))

@@ -26,6 +26,8 @@ import subprocess
 import sys
 import tempfile
 import time
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import lstrace  # noqa: E402  (tests/lstrace.py: events needs loopscope's SQLite extension)
 
 A = None
 CASES = {}
@@ -88,7 +90,7 @@ def tmpdir(**kw):
 
 
 def query(db, sql, *params):
-    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    con = lstrace.connect(f"file:{db}?mode=ro", uri=True)
     try:
         return con.execute(sql, params).fetchall()
     finally:

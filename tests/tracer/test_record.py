@@ -16,6 +16,8 @@ import subprocess
 import sys
 import tempfile
 import time
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import lstrace  # noqa: E402  (tests/lstrace.py: events needs loopscope's SQLite extension)
 
 A = None
 CASES = {}
@@ -62,7 +64,7 @@ def record(*args, timeout=60, check_rc=True):
 
 
 def query(db, sql, *params):
-    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    con = lstrace.connect(f"file:{db}?mode=ro", uri=True)
     try:
         return con.execute(sql, params).fetchall()
     finally:

@@ -23,6 +23,8 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import lstrace  # noqa: E402  (tests/lstrace.py: events needs loopscope's SQLite extension)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.join(HERE, "..", "..")
@@ -33,18 +35,52 @@ DERIVED_TABLES = {"task_stats", "transitions", "transition_hist"}
 
 
 def reference():
-    db = sqlite3.connect(":memory:")
+    tmp = tempfile.NamedTemporaryFile(suffix=".db", delete=False)
+    tmp.close()
+    db = sqlite3.connect(tmp.name)
     with open(SCHEMA) as f:
-        db.executescript(f.read())
+        lstrace.create_schema(db, f.read())
     with open(DERIVED) as f:
         db.executescript(f.read())
+    db.close()
+    db = sqlite3.connect(tmp.name)      # with the schema as written
+    os.unlink(tmp.name)
     return db
 
 
 def build(sql_path, db_path):
     """The database of a dump, made as the tests make it: by the sqlite3 shell."""
     with open(sql_path, "rb") as f:
-        subprocess.run(["sqlite3", db_path], stdin=f, check=True)
+        subprocess.run(["sqlite3", "-cmd", f".load {lstrace.extension()}", db_path], stdin=f,
+                       check=True)
+
+
+# The sqlite3 shell dumps a virtual table as a row written into
+# sqlite_schema, which a script cannot use before the database is reopened;
+# a fixture declares it instead, and holds its events as rows of `events`
+# (readable, and encoded into chunks when the fixture is built), not as the
+# chunk tables' blobs.
+VTAB_ROW = (b"PRAGMA writable_schema=ON;\n"
+            b"INSERT INTO sqlite_schema(type,name,tbl_name,rootpage,sql)VALUES('table','events',"
+            b"'events',0,'CREATE VIRTUAL TABLE events USING loopscope_events');\n")
+CHUNK_ROWS = (b"INSERT INTO event_chunks ", b"INSERT INTO event_chunk_data ",
+              b"INSERT INTO event_chunk_tasks ")
+
+
+def fixture_dump(path, events):
+    """The dump of the trace at path, its events given as rows (lstrace.event_rows)."""
+    dump = subprocess.run(["sqlite3", "-cmd", f".load {lstrace.extension()}", path, ".dump"],
+                          check=True, capture_output=True).stdout
+    if VTAB_ROW not in dump:
+        sys.exit("fixture_schema.py: the shell's dump of events changed form")
+    dump = dump.replace(VTAB_ROW, b"CREATE VIRTUAL TABLE events USING loopscope_events;\n")
+    dump = dump.replace(b"PRAGMA writable_schema=OFF;\n", b"")
+    lines = [ln for ln in dump.split(b"\n") if not ln.startswith(CHUNK_ROWS)]
+    rows = [b"INSERT INTO events VALUES(" +
+            b",".join(b"NULL" if v is None else str(int(v)).encode() for v in r) + b");"
+            for r in events]
+    end = lines.index(b"COMMIT;")
+    return b"\n".join(lines[:end] + rows + lines[end:])
 
 
 def load(path):
@@ -67,6 +103,11 @@ def shape(db):
     out = {}
     for name, typ in db.execute("SELECT name, type FROM sqlite_master WHERE type IN "
                                 "('table', 'view') AND name NOT LIKE 'sqlite_%'"):
+        sql = txt(db.execute("SELECT sql FROM sqlite_master WHERE name = ?", (txt(name),)).fetchone()[0])
+        if txt(typ) == "view" or sql.startswith("CREATE VIRTUAL TABLE"):
+            # they need the module of events, which is not loaded here
+            out[txt(name)] = (txt(typ), " ".join(sql.split()))
+            continue
         cols = [(txt(r[1]), txt(r[2]).upper(), r[3], r[5])
                 for r in db.execute(f'PRAGMA table_info("{txt(name)}")')]
         out[txt(name)] = (txt(typ), cols)
@@ -107,9 +148,10 @@ def refresh(paths):
         with tempfile.TemporaryDirectory() as tmp:
             oldpath, path = os.path.join(tmp, "old.db"), os.path.join(tmp, "t.db")
             build(p, oldpath)
+            events = lstrace.event_rows(oldpath)
             new = sqlite3.connect(path)
             with open(SCHEMA) as f:
-                new.executescript(f.read())
+                lstrace.create_schema(new, f.read())
             with open(DERIVED) as f:
                 new.executescript(f.read())
             new.execute("ATTACH ? AS old", (oldpath,))
@@ -120,7 +162,8 @@ def refresh(paths):
             have = {r[0] for r in new.execute("SELECT name FROM old.sqlite_master"
                                               " WHERE type = 'table'")}
             for t in tables:
-                if t not in have or t in DERIVED_TABLES or (t == "iteration_hist" and not generic):
+                if (t not in have or t in DERIVED_TABLES or (t == "iteration_hist" and not generic)
+                        or t == "events" or t.startswith("event_chunk")):
                     continue
                 cols = [r[1] for r in new.execute(f'PRAGMA main.table_info("{t}")')]
                 oldcols = {r[1] for r in new.execute(f'PRAGMA old.table_info("{t}")')}
@@ -133,8 +176,7 @@ def refresh(paths):
             new.execute("DETACH old")
             uv, app = pragmas(new)
             new.close()
-            dump = subprocess.run(["sqlite3", path, ".dump"], check=True, capture_output=True
-                                  ).stdout
+            dump = fixture_dump(path, events)
         with open(p, "wb") as f:
             f.write(dump)
             f.write(f"PRAGMA user_version = {uv};\nPRAGMA application_id = {app};\n".encode())

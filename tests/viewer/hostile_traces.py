@@ -46,6 +46,8 @@ import sys
 import tempfile
 import time
 import xml.etree.ElementTree as ET
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import lstrace  # noqa: E402  (tests/lstrace.py: events needs loopscope's SQLite extension)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCHEMA = os.path.join(HERE, "..", "..", "tracer", "schema.sql")
@@ -94,7 +96,7 @@ class Db:
     def __init__(self, path, fixtures):
         self.path = path
         self.con = sqlite3.connect(path)
-        self.con.executescript(open(SCHEMA).read())
+        lstrace.create_schema(self.con, open(SCHEMA).read())
         self.con.executescript(open(DERIVED).read())
         fx = os.path.join(fixtures, "lifecycle.db")
         self.con.execute("ATTACH ? AS fx", (fx,))
@@ -104,7 +106,11 @@ class Db:
         self.con.execute("DETACH fx")
 
     def insert(self, table, rows):
-        """rows: tuples whose items may be ('cast'|'blob', bytes) for hostile text."""
+        """rows: tuples whose items may be ('cast'|'blob', bytes) for hostile text
+        (events: integers and None only, encoded into chunks by lstrace)."""
+        if table == "events":
+            lstrace.write_events(self.con, rows)
+            return
         for r in rows:
             vals, ph = [], []
             for v in r:
@@ -128,9 +134,7 @@ class Db:
             self.con.execute("INSERT OR REPLACE INTO meta VALUES('model_version', ?)",
                              (model_version(),))
         if indexes:              # what the recorder creates when capture ends
-            self.con.executescript("CREATE INDEX events_task_ts ON events(task_id, ts_ns);"
-                                   "CREATE INDEX events_ts ON events(ts_ns);"
-                                   "CREATE INDEX tasks_loop ON tasks(loop_id);")
+            self.con.executescript("CREATE INDEX tasks_loop ON tasks(loop_id);")
         self.con.commit()
         self.con.close()
 
@@ -272,7 +276,7 @@ def build_random(db, rng, nevents=200_000, ntasks=3000, nloops=40):
         arg0 = tid() if rng.random() < 0.6 else rng.randrange(-2 ** 40, 2 ** 40)
         rows.append((ts(), rng.randrange(1, nloops + 3), task, kind, reason, arg0,
                      rng.randrange(-10 ** 9, 10 ** 12)))
-    db.con.executemany("INSERT INTO events VALUES(?,?,?,?,?,?,?)", rows)
+    lstrace.write_events(db.con, rows)
     db.con.executemany("INSERT INTO stacks VALUES(?,?)", [(i, 8) for i in range(1, 301)])
     db.con.executemany("INSERT INTO frames VALUES(?,?,?,?,?,?,?)",
                        [(s, d, rng.randrange(2 ** 40), f"fn{rng.randrange(400)}",
@@ -309,7 +313,7 @@ def build_bogus(db, rng):
            for _ in range(30_000)]
     ev += [(rng.randrange(10 ** 11), 1, rng.randrange(4, n + 4), 5, 4, rng.randrange(n), None)
            for _ in range(30_000)]
-    db.con.executemany("INSERT INTO events VALUES(?,?,?,?,?,?,?)", ev)
+    lstrace.write_events(db.con, ev)
 
 
 def build_generic(db, rng=None):

@@ -11,6 +11,10 @@ import os
 import sqlite3
 import subprocess
 import tempfile
+import sys
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import lstrace  # noqa: E402  (tests/lstrace.py: events needs loopscope's SQLite extension)
+import fixture_schema  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.path.join(HERE, "fixtures", "diff_before.sql")
@@ -20,7 +24,7 @@ DST = os.path.join(HERE, "fixtures", "diff_moved.sql")
 def main():
     with tempfile.TemporaryDirectory() as tmp:
         db = os.path.join(tmp, "moved.db")
-        subprocess.run(["sqlite3", db], stdin=open(SRC), check=True)
+        fixture_schema.build(SRC, db)
         con = sqlite3.connect(db)
         fixed = ("SELECT b.id FROM blocking b JOIN frames f ON f.stack_id = b.stack_id"
                  " WHERE f.function = 'route_sleep'")
@@ -34,8 +38,7 @@ def main():
         user_version = con.execute("PRAGMA user_version").fetchone()[0]
         app_id = con.execute("PRAGMA application_id").fetchone()[0]
         con.close()
-        dump = subprocess.run(["sqlite3", db, ".dump"], capture_output=True, text=True,
-                              check=True).stdout
+        dump = fixture_schema.fixture_dump(db, lstrace.event_rows(db)).decode()
         with open(DST, "w") as f:
             f.write(dump)
             f.write(f"PRAGMA user_version = {user_version};\n")

@@ -73,10 +73,10 @@ def make_bad(kind, fixtures, tmp):
         con.execute("CREATE TABLE t(x)")
         con.commit()
         con.close()
-    elif kind == "newer":
+    elif kind in ("newer", "older"):     # a schema after this loopscope's, or before chunks
         shutil.copy(good, p)
         con = sqlite3.connect(p)
-        con.execute("PRAGMA user_version = 99")
+        con.execute(f"PRAGMA user_version = {99 if kind == 'newer' else 2}")
         con.commit()
         con.close()
     elif kind == "truncated":

@@ -40,6 +40,8 @@ import subprocess
 import sys
 import tempfile
 import zlib
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import lstrace  # noqa: E402  (tests/lstrace.py: events needs loopscope's SQLite extension)
 
 SKIP = 77
 
@@ -72,7 +74,7 @@ def load_pb2(proto, tmp):
 
 def expected(db):
     """What the database says: counts the export must show."""
-    con = sqlite3.connect(db)
+    con = lstrace.connect(db)
     q = lambda sql: con.execute(sql).fetchall()
     generic = q("SELECT value FROM meta WHERE key = 'mode'") == [("generic",)]
     loops = q("SELECT count(*) FROM loops")[0][0]
