@@ -834,7 +834,9 @@ def attach_detach_reattach():
         eq(m["stop_reason"], "interrupted (SIGINT)", f"recorder {n}: stop reason")
         eq(loops(db), [t.pid], f"recorder {n}: loop threads")
         sleep_found(db, r, t.pid, f"recorder {n}")
-        eq(bpf_alive(*objs), (set(), set()), f"recorder {n}'s BPF programs and links after it exited")
+        # the kernel frees a program after its last fd closes, asynchronously
+        wait_for(lambda: bpf_alive(*objs) == (set(), set()), 10,
+                 f"recorder {n}'s BPF programs and links to go after it exited: {bpf_alive(*objs)}")
         check(t.alive(), f"the target died with recorder {n}")
         t.request("good")               # served while nothing is attached
         dbs.append(db)
