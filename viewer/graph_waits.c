@@ -69,10 +69,9 @@ static bool may_await(ls_trace *t)
 /*
  * The await edges: suspends with reason task, per (waiter, awaited) pair,
  * sorted.  No index of the trace holds them, so this is one sequential
- * scan of events: the '+' keeps SQLite from walking events_task_ts for the
- * GROUP BY order, whose random reads of the table cost ten times more
- * (and still lets it use an index made for these rows, should a trace
- * have one).
+ * scan of events (the '+' keeps them out of the virtual table's lookup by
+ * task, model/events_vtab.c, whose chunk-by-chunk reads per task would
+ * cost more).
  */
 static bool read_awaits(ls_trace *t, const struct gtask *tk, int n, struct await **aw, size_t *naw)
 {
@@ -253,9 +252,10 @@ static int64_t cand_events(ls_trace *t)
 static bool find_cycles(ls_trace *t, struct gtask *tk, int n, struct pair **cyc, size_t *ncyc)
 {
     size_t cap = 0;
-    /* Few candidate events: through the index events(task_id, ts_ns), then
-     * sorted; many: one sequential scan (a random read of the table costs
-     * some 30 rows of a scan), the '+' keeping SQLite off that index. */
+    /* Few candidate events: through the virtual table's lookup by task,
+     * then sorted (an IN list is checked by SQLite: model/events_vtab.c
+     * takes task_id = only); many: one sequential scan, the '+' keeping
+     * SQLite off that lookup. */
     bool few = cand_events(t) * 30 < ls_query_int(t, "SELECT " LS_SQL_EVENTS_COUNT);
     sqlite3_stmt *st = ls_prepare(t, few
         ? "SELECT task_id, kind, reason, arg0 FROM events"

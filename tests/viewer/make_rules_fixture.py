@@ -142,8 +142,6 @@ def main():
     for ts, tid, kind, reason, arg0, arg1 in sorted(ev, key=lambda e: e[0]):
         out.append(f"INSERT INTO events VALUES({ts},1,{q(tid)},{kind},{q(reason)},{q(arg0)},"
                    f"{q(arg1)});")
-    out.append("CREATE INDEX events_task_ts ON events(task_id, ts_ns);")
-    out.append("CREATE INDEX events_ts ON events(ts_ns);")
     out.append("CREATE INDEX tasks_loop ON tasks(loop_id);")
     path = os.path.join(HERE, "fixtures", "rules.sql")
     with open(path, "w") as f:
