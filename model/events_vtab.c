@@ -250,13 +250,17 @@ static int ls_close(sqlite3_vtab_cursor *vc)
     return SQLITE_OK;
 }
 
-static int ls_fail(ls_evcur *c, int rc, const char *msg)
+static int ls_vt_fail(sqlite3_vtab *vt, int rc, const char *msg)
 {
-    sqlite3_vtab *vt = c->base.pVtab;
     sqlite3_free(vt->zErrMsg);
     vt->zErrMsg = sqlite3_mprintf("%s", msg);
-    c->eof = true;
     return rc;
+}
+
+static int ls_fail(ls_evcur *c, int rc, const char *msg)
+{
+    c->eof = true;
+    return ls_vt_fail(c->base.pVtab, rc, msg);
 }
 
 static bool ls_match(const ls_evcur *c, const ls_ev *e, int64_t rowid)
@@ -507,13 +511,6 @@ static int ls_rowid(sqlite3_vtab_cursor *vc, sqlite3_int64 *rowid)
     ls_evcur *c = (ls_evcur *)vc;
     *rowid = c->chunk + c->i;
     return SQLITE_OK;
-}
-
-static int ls_vt_fail(sqlite3_vtab *vt, int rc, const char *msg)
-{
-    sqlite3_free(vt->zErrMsg);
-    vt->zErrMsg = sqlite3_mprintf("%s", msg);
-    return rc;
 }
 
 /* INSERT only: the value of each column must be an integer (or NULL where

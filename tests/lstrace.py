@@ -243,23 +243,14 @@ def event_rows(path):
         con.close()
 
 
-_build = None
-
-
-def set_build(build):
-    """Look for the extension in BUILD first (scripts given --build)."""
-    global _build
-    _build = build
-
-
 def extension():
-    """$LOOPSCOPE_SQLITE_EXT, else BUILD/model/loopscope_events.so of the build
-    given to set_build(), or of the loopscope binary named on the command
-    line (BUILD/viewer/loopscope), else of build/ at the top of the tree."""
+    """$LOOPSCOPE_SQLITE_EXT, else BUILD/model/loopscope_events.so of the
+    loopscope binary named on the command line (BUILD/viewer/loopscope), else
+    of build/ at the top of the tree."""
     env = os.environ.get("LOOPSCOPE_SQLITE_EXT")
     if env:
         return env
-    cands = [os.path.join(_build, "model", "loopscope_events.so")] if _build else []
+    cands = []
     for a in sys.argv:
         for part in a.split("="):
             if part.endswith(os.path.join("viewer", "loopscope")):

@@ -228,16 +228,6 @@ static bool store_candidates(ls_trace *t, const struct gtask *tk, int n)
 }
 
 /* One integer from SQL (that may fail: a table an older trace lacks), or -1. */
-/* About how many state events the candidates have (task_stats: steps,
- * each a run and a suspend or finish, and wakes); a huge number when
- * task_stats cannot tell. */
-static int64_t cand_events(ls_trace *t)
-{
-    int64_t v = ls_query_int(t, "SELECT sum(2 * resumes + wakes + 2) FROM task_stats"
-                         " WHERE task_id IN (SELECT id FROM g_cand)");
-    return v >= 0 ? v : INT64_MAX / 64;
-}
-
 /*
  * Wait-for cycles.  Replays, in the events table's order (rowid: the
  * order each loop made them, model/replay.h), the events of the candidate
@@ -252,20 +242,13 @@ static int64_t cand_events(ls_trace *t)
 static bool find_cycles(ls_trace *t, struct gtask *tk, int n, struct pair **cyc, size_t *ncyc)
 {
     size_t cap = 0;
-    /* Few candidate events: through the virtual table's lookup by task,
-     * then sorted (an IN list is checked by SQLite: model/events_vtab.c
-     * takes task_id = only); many: one sequential scan, the '+' keeping
-     * SQLite off that lookup. */
-    bool few = cand_events(t) * 30 < ls_query_int(t, "SELECT " LS_SQL_EVENTS_COUNT);
-    sqlite3_stmt *st = ls_prepare(t, few
-        ? "SELECT task_id, kind, reason, arg0 FROM events"
-          " WHERE task_id IN (SELECT id FROM g_cand) AND kind IN (" LS_SQL_KIND_task_run ", "
-          LS_SQL_KIND_task_suspend ", " LS_SQL_KIND_task_wake ", " LS_SQL_KIND_task_finish ")"
-          " ORDER BY rowid"
-        : "SELECT task_id, kind, reason, arg0 FROM events"
-          " WHERE +task_id IN (SELECT id FROM g_cand) AND kind IN (" LS_SQL_KIND_task_run ", "
-          LS_SQL_KIND_task_suspend ", " LS_SQL_KIND_task_wake ", " LS_SQL_KIND_task_finish ")"
-          " ORDER BY rowid");
+    /* One sequential scan: the virtual table takes task_id = only, an IN
+     * list is checked by SQLite (model/events_vtab.c). */
+    sqlite3_stmt *st = ls_prepare(t,
+        "SELECT task_id, kind, reason, arg0 FROM events"
+        " WHERE task_id IN (SELECT id FROM g_cand) AND kind IN (" LS_SQL_KIND_task_run ", "
+        LS_SQL_KIND_task_suspend ", " LS_SQL_KIND_task_wake ", " LS_SQL_KIND_task_finish ")"
+        " ORDER BY rowid");
     if (!st)
         return false;
     int step;
