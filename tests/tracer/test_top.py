@@ -208,18 +208,12 @@ def screen():
     for n in want[1:4]:
         eq(states[n], "wait:io", f"state of {n} (a keep-alive connection awaiting its socket)")
 
-    # A /block request (20 ms usleep on the loop thread) appears in the feed
-    # with the call site.  Retried: an episode that starts before the loop
-    # thread is known to the BPF side is not seen (tracer/README.md).
+    # One /block request (20 ms usleep on the loop thread) appears in the
+    # feed with the call site.
     line = block_line()
-    c = s.conns[0]
-
-    def blocked():
-        got = [l for l in feed(t.screen()) if f"http_server.c:{line}" in l]
-        if not got:
-            s.get(c, "/block")
-        return got
-    got = wait_for(blocked, 10, f"a blocking episode at http_server.c:{line} in the feed")
+    s.get(s.conns[0], "/block")
+    got = wait_for(lambda: [l for l in feed(t.screen()) if f"http_server.c:{line}" in l], 10,
+                   f"a blocking episode at http_server.c:{line} in the feed")
     check("handle_conn#1" in got[0] and "clock_nanosleep" in got[0] and "off-cpu" in got[0],
           f"feed line: {got[0]!r}")
     check(re.search(r"\b\d+(\.\d+)?ms\b", got[0]), f"no duration in {got[0]!r}")
