@@ -63,6 +63,12 @@ static const char usage[] =
     "  late-timer         a sleep whose timer fired more than DUR after its\n"
     "                     deadline (the timer_lateness view); one per task,\n"
     "                     with the count and the worst\n"
+    "  deadlock           a wait-for cycle: tasks each suspended waiting for the\n"
+    "                     next, by awaiting it or waiting for a lock it holds\n"
+    "                     (evl_lock), so none can go on unless something outside\n"
+    "                     the cycle cancels one; one per cycle, naming each task,\n"
+    "                     its function and the lock, from when it formed, and\n"
+    "                     whether it lasted to the end of the recording\n"
     "  lossy-trace        the recording lost ring-buffer messages (meta\n"
     "                     dropped_messages; dropped_events_claimed is what the\n"
     "                     target says was in them), rejected malformed records\n"
@@ -103,7 +109,7 @@ static int on_opt(int c, const char *arg, void *ctx)
 }
 static const char *const rule_ids[R_COUNT] = {
     "blocking-step", "loop-lag", "never-yields", "leaked-task", "lost-wakeup", "unretrieved-error",
-    "self-wake", "late-timer", "lossy-trace",
+    "self-wake", "late-timer", "deadlock", "lossy-trace",
 };
 
 /* -------------------------------------------------------------- output */
@@ -429,7 +435,7 @@ int cmd_lint(int argc, char **argv)
     /* Generic traces have no lifecycle: blocking-step and loop-lag only. */
     sqlite3_stmt *st = ok ? lint_prep(&L, blocking_sql) : NULL;
     ok = st && lint_run_rows(&L, st, blocking_row) && loop_lag_all(&L) &&
-         (L.generic || lint_task_rules(&L));
+         (L.generic || (lint_task_rules(&L) && lint_deadlock(&L)));
     if (ok)
         lossy(&L);
     if (L.j) {

@@ -52,11 +52,19 @@ struct gtask {
     int final;                /* tasks.final_state, -1 if NULL */
     int leak;                 /* leak_kinds.id of its task_leak, 0 if none */
     enum tstate state;
-    int wait;                 /* cycle scan: index of the task it awaits now, -1 */
+    int wait;                 /* cycle scan: index of the task it waits for now, -1 */
     int64_t wait_id;          /* cycle scan: id of that task (may be unknown); after
-                                 it, for pending tasks: what it awaits at the end */
-    bool cand;                /* on a cycle of the await graph (all edges ever) */
+                                 it, for pending tasks: what it waits for at the end */
+    int wait_reason;          /* EVL_SUSPEND_TASK or _LOCK: how it waits for wait_id */
+    bool cand;                /* on a cycle of the wait graph (all edges ever) */
     bool in_cycle;            /* was part of a wait-for cycle at some moment */
+    /* The first wait-for cycle it was part of: its number (1, 2, ... in
+     * the order they formed; 0: none), when it formed, and how this task
+     * waited in it (reason, object: the awaited task or the lock). */
+    int cycle_no;
+    int cycle_next;           /* the task it waited for in that cycle */
+    int64_t cycle_ts, cycle_obj;
+    int cycle_reason;
     int node;                 /* index in the node array */
 };
 
@@ -69,7 +77,7 @@ struct gnode {
 
 struct gedge {
     int tail, head;           /* node indexes */
-    int kind;                 /* 0 spawn, 1 await */
+    int kind;                 /* 0 spawn, 1 await, 2 waits for a lock head holds */
     int64_t count;            /* children, or awaits */
     bool cycle;               /* an await edge that was part of a wait-for cycle */
 };
@@ -78,18 +86,22 @@ struct pair {
     int a, b;
 };
 
-/* Await edges ever seen: waiter -> awaited (task indexes), how often. */
+/* Wait-for edges ever seen: waiter -> the task that can end the wait
+ * (task indexes): the awaited task, or the holder of the lock it waits
+ * for.  How often, and by which reason (one edge per pair and reason). */
 struct await {
     int w, a;
+    int reason;               /* EVL_SUSPEND_TASK or EVL_SUSPEND_LOCK */
     int64_t n;
 };
 
 /* The index of task id in tk (sorted by id), or -1. */
 int graph_task_by_id(const struct gtask *tk, int n, int64_t id);
 int graph_cmp_pair(const void *x, const void *y);
-/* The await edges (sorted by waiter, awaited), the wait-for cycles' edges
- * (sorted; their tasks' in_cycle set) and, for pending tasks, what they
- * await at the end (wait_id).  false after an error line. */
+/* The wait-for edges (sorted by waiter, awaited, reason), the wait-for
+ * cycles' edges (sorted; their tasks' in_cycle and cycle_* set) and, for
+ * pending tasks, what they wait for at the end (wait_id, wait_reason).
+ * Also used by `lint` (lint_deadlock.c).  false after an error line. */
 bool graph_task_waits(ls_trace *t, struct gtask *tk, int n, struct await **aw, size_t *naw,
                       struct pair **cyc, size_t *ncyc);
 

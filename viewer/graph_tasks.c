@@ -77,6 +77,7 @@ int graph_tasks(ls_trace *t, Agraph_t *g, const struct graph_opts *o, const char
     struct await *aw = NULL;
     size_t naw = 0;
     size_t ntk = 0, captk = 0, nnodes = 0, capnodes = 0, nedges = 0, capedges = 0, ncyc = 0;
+    size_t nlock = 0;                       /* lock wait edges */
     char *leak_names[LS_MAX_CODE] = { 0 };
     gv_buf b = { 0 };
     int rc = 1, step;
@@ -207,7 +208,9 @@ int graph_tasks(ls_trace *t, Agraph_t *g, const struct graph_opts *o, const char
             goto out;
         struct pair key = { aw[e].w, aw[e].a };
         bool c = ncyc && bsearch(&key, cyc, ncyc, sizeof(*cyc), graph_cmp_pair);
-        edges[nedges++] = (struct gedge){ tk[aw[e].w].node, tk[aw[e].a].node, 1, aw[e].n, c };
+        int kind = aw[e].reason == EVL_SUSPEND_LOCK ? 2 : 1;
+        nlock += kind == 2;
+        edges[nedges++] = (struct gedge){ tk[aw[e].w].node, tk[aw[e].a].node, kind, aw[e].n, c };
     }
     if (nedges)
         qsort(edges, nedges, sizeof(*edges), cmp_edge);
@@ -226,8 +229,9 @@ int graph_tasks(ls_trace *t, Agraph_t *g, const struct graph_opts *o, const char
     if (ncycle_tasks)
         gv_add(&b, ", <font color=\"#d00000\"><b>%d in wait-for cycles%s</b></font>", ncycle_tasks,
                deadlocked ? " (deadlocked at the end)" : "");
-    gv_add(&b, "</font></td></tr><tr><td colspan=\"%d\">solid: spawned; dashed: awaited; "
-               "bold red: wait-for cycle</td></tr>", TS_N);
+    gv_add(&b, "</font></td></tr><tr><td colspan=\"%d\">solid: spawned; dashed: awaited; %s"
+               "bold red: wait-for cycle</td></tr>", TS_N,
+           nlock ? "dotted: waits for a lock the other holds; " : "");
     if (n > 0) {                            /* an empty <tr> is a syntax error */
         gv_add(&b, "<tr>");
         for (int s = 0; s < TS_N; s++)
@@ -271,7 +275,9 @@ int graph_tasks(ls_trace *t, Agraph_t *g, const struct graph_opts *o, const char
         if (x->leak > 0)
             gv_add(&b, " (%s)", graph_name_of(leak_names, x->leak, buf, sizeof(buf)));
         if (gn->count == 1 && x->wait_id >= 0 && x->final < 0)
-            gv_add(&b, "\\nawaits #%lld", (long long)x->wait_id);
+            gv_add(&b, x->wait_reason == EVL_SUSPEND_LOCK ? "\\nwaits for a lock #%lld holds"
+                                                          : "\\nawaits #%lld",
+                   (long long)x->wait_id);
         gv_set(nd, "label", "%s", gv_str(&b));
         gv_set(nd, "fillcolor", "%s", tstyle[x->state].fill);
         gv_set(nd, "color", "%s", tstyle[x->state].border);
@@ -301,7 +307,7 @@ int graph_tasks(ls_trace *t, Agraph_t *g, const struct graph_opts *o, const char
             continue;
         }
         /* awaits: off the tree's ranking, so a sibling await does not bend it */
-        gv_set(ed, "style", "dashed");
+        gv_set(ed, "style", e.kind == 2 ? "dotted" : "dashed");
         gv_set(ed, "constraint", "false");
         gv_set(ed, "color", "%s", e.cycle ? "#d00000" : "#1565c0");
         /* An xlabel, placed after the layout: a label makes an await
@@ -310,7 +316,7 @@ int graph_tasks(ls_trace *t, Agraph_t *g, const struct graph_opts *o, const char
         if (e.count > 1)
             gv_set(ed, "xlabel", " \xc3\x97%lld", (long long)e.count);
         if (e.cycle) {
-            gv_set(ed, "style", "bold");
+            gv_set(ed, "style", e.kind == 2 ? "bold,dotted" : "bold");
             gv_set(ed, "penwidth", "3");
         }
     }

@@ -1,11 +1,18 @@
 /*
- * graph_waits.c -- the await edges and wait-for cycles of `loopscope graph
- * --kind tasks` (graph_tasks.c draws them).
+ * graph_waits.c -- the wait-for edges and cycles of `loopscope graph --kind
+ * tasks` (graph_tasks.c draws them) and of `lint`'s deadlock rule.
  *
- * Cost on a large trace: the await edges are one sequential scan of events
- * (no index of a trace holds suspends by reason), skipped when the derived
- * transitions (model/derived.sql) show no suspend awaiting a task.  Only
- * tasks on a cycle of the await graph (every edge ever seen) can be in a
+ * A suspended task waits for another task when it awaits that task
+ * (reason task, object: the task's id) or waits for a lock that task holds
+ * (reason lock, timeout argument: the holder's id, loop/include/
+ * evl-probes.h).  A wait-for cycle is a moment when each task of a cycle
+ * is suspended waiting for the next: none can go on unless something
+ * outside the cycle cancels one (a deadlock).
+ *
+ * Cost on a large trace: the wait-for edges are one sequential scan of
+ * events (no index of a trace holds suspends by reason), skipped when the
+ * derived transitions (model/derived.sql) show no such suspend.  Only
+ * tasks on a cycle of the wait graph (every edge ever seen) can be in a
  * wait-for cycle, so only their events are replayed in trace order; what
  * the other pending waiters await at the end is one index probe each.
  *
@@ -43,8 +50,9 @@ int graph_cmp_pair(const void *x, const void *y)
     return a->a != b->a ? (a->a < b->a ? -1 : 1) : (a->b > b->b) - (a->b < b->b);
 }
 
-/* Whether the trace may hold a suspend awaiting a task: the derived
- * transitions count every tracked task's entries into suspended(task).
+/* Whether the trace may hold a suspend waiting for a task: the derived
+ * transitions count every tracked task's entries into suspended(task) and
+ * suspended(lock).
  * true when they cannot tell (not derived yet, recording in progress,
  * tasks the replay could not track). */
 static bool may_await(ls_trace *t)
@@ -56,9 +64,10 @@ static bool may_await(ls_trace *t)
         return true;
     int64_t n = -1;
     sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(t->db, "SELECT coalesce(sum(count), 0) FROM transitions WHERE to_node = ?1",
-                           -1, &st, NULL) == SQLITE_OK) {
+    if (sqlite3_prepare_v2(t->db, "SELECT coalesce(sum(count), 0) FROM transitions"
+                                  " WHERE to_node IN (?1, ?2)", -1, &st, NULL) == SQLITE_OK) {
         sqlite3_bind_int(st, 1, LS_NODE_SUSPENDED + EVL_SUSPEND_TASK);
+        sqlite3_bind_int(st, 2, LS_NODE_SUSPENDED + EVL_SUSPEND_LOCK);
         if (sqlite3_step(st) == SQLITE_ROW)
             n = sqlite3_column_int64(st, 0);
     }
@@ -66,12 +75,20 @@ static bool may_await(ls_trace *t)
     return n != 0;
 }
 
+/* The task a suspend waits for (WAIT_FOR_SQL in SQL), or 0: none. */
+static int64_t wait_for(int64_t reason, int64_t arg0, int64_t arg1)
+{
+    return reason == EVL_SUSPEND_TASK ? arg0 : reason == EVL_SUSPEND_LOCK ? arg1 : 0;
+}
+#define WAIT_REASONS LS_SQL_SUSPEND_TASK ", " LS_SQL_SUSPEND_LOCK
+#define WAIT_FOR_SQL "CASE reason WHEN " LS_SQL_SUSPEND_TASK " THEN arg0 ELSE arg1 END"
+
 /*
- * The await edges: suspends with reason task, per (waiter, awaited) pair,
- * sorted.  No index of the trace holds them, so this is one sequential
- * scan of events (the '+' keeps them out of the virtual table's lookup by
- * task, model/events_vtab.c, whose chunk-by-chunk reads per task would
- * cost more).
+ * The wait-for edges: suspends with reason task or lock, per (waiter,
+ * awaited or holder, reason), sorted.  No index of the trace holds them,
+ * so this is one sequential scan of events (the '+' keeps them out of the
+ * virtual table's lookup by task, model/events_vtab.c, whose chunk-by-chunk
+ * reads per task would cost more).
  */
 static bool read_awaits(ls_trace *t, const struct gtask *tk, int n, struct await **aw, size_t *naw)
 {
@@ -79,9 +96,9 @@ static bool read_awaits(ls_trace *t, const struct gtask *tk, int n, struct await
     if (!may_await(t))
         return true;
     sqlite3_stmt *st = ls_prepare(t,
-        "SELECT task_id, arg0, count(*) FROM events"
-        " WHERE kind = " LS_SQL_KIND_task_suspend " AND reason = " LS_SQL_SUSPEND_TASK
-        " GROUP BY +task_id, +arg0 ORDER BY 1, 2");
+        "SELECT task_id, " WAIT_FOR_SQL ", reason, count(*) FROM events"
+        " WHERE kind = " LS_SQL_KIND_task_suspend " AND reason IN (" WAIT_REASONS ")"
+        " GROUP BY +task_id, 2, +reason ORDER BY 1, 2, 3");
     if (!st)
         return false;
     int step;
@@ -94,7 +111,8 @@ static bool read_awaits(ls_trace *t, const struct gtask *tk, int n, struct await
             continue;                       /* awaited an id not in tasks: nothing to draw */
         if (!ls_grow((void **)aw, &cap, *naw + 1, sizeof(**aw)))
             break;
-        (*aw)[(*naw)++] = (struct await){ w, a, sqlite3_column_int64(st, 2) };
+        (*aw)[(*naw)++] = (struct await){ w, a, sqlite3_column_int(st, 2),
+                                          sqlite3_column_int64(st, 3) };
     }
     bool ok = ls_step_ok(t, st, step);
     sqlite3_finalize(st);
@@ -176,14 +194,14 @@ out:
     return marked;
 }
 
-/* What each pending task that awaited a task, and is not a cycle
- * candidate (the cycle scan tells those), awaits at the end: its last
- * state event, if that is a suspend awaiting a task.  One probe of the
- * index events(task_id, ts_ns) per such task. */
+/* What each pending task that waited for a task, and is not a cycle
+ * candidate (the cycle scan tells those), waits for at the end: its last
+ * state event, if that is such a suspend.  One lookup by task of the
+ * events table (model/events_vtab.c) per such task. */
 static bool waits_at_end(ls_trace *t, struct gtask *tk, int n, const struct await *aw, size_t naw)
 {
     sqlite3_stmt *st = ls_prepare(t,
-        "SELECT kind, reason, arg0 FROM events WHERE task_id = ?1 AND kind IN ("
+        "SELECT kind, reason, arg0, arg1 FROM events WHERE task_id = ?1 AND kind IN ("
         LS_SQL_KIND_task_run ", " LS_SQL_KIND_task_suspend ", " LS_SQL_KIND_task_wake ", "
         LS_SQL_KIND_task_finish ") ORDER BY ts_ns DESC, rowid DESC LIMIT 1");
     if (!st)
@@ -196,9 +214,11 @@ static bool waits_at_end(ls_trace *t, struct gtask *tk, int n, const struct awai
         sqlite3_reset(st);
         sqlite3_bind_int64(st, 1, x->id);
         int step = sqlite3_step(st);
-        if (step == SQLITE_ROW && sqlite3_column_int(st, 0) == EVL_PROBE_ID_task_suspend &&
-            sqlite3_column_int64(st, 1) == EVL_SUSPEND_TASK) {
-            x->wait_id = sqlite3_column_int64(st, 2);
+        int64_t reason = sqlite3_column_int64(st, 1);
+        int64_t to = wait_for(reason, sqlite3_column_int64(st, 2), sqlite3_column_int64(st, 3));
+        if (step == SQLITE_ROW && sqlite3_column_int(st, 0) == EVL_PROBE_ID_task_suspend && to) {
+            x->wait_id = to;
+            x->wait_reason = (int)reason;
             x->wait = graph_task_by_id(tk, n, x->wait_id);
         }
         ok = step == SQLITE_ROW || ls_step_ok(t, st, step);
@@ -231,8 +251,8 @@ static bool store_candidates(ls_trace *t, const struct gtask *tk, int n)
 /*
  * Wait-for cycles.  Replays, in the events table's order (rowid: the
  * order each loop made them, model/replay.h), the events of the candidate
- * tasks (mark_candidates): a task_suspend with reason task sets its wait edge
- * (waiter -> arg0), any later run, wake, finish or other suspend clears it.
+ * tasks (mark_candidates): a task_suspend waiting for a task (wait_for) sets
+ * its wait edge, any later run, wake, finish or other suspend clears it.
  * Each task has at most one wait edge, so right after one is set, following
  * the edges from the awaited task either ends or comes back to the waiter
  * (a cycle: every task on it is suspended awaiting the next) -- or runs into
@@ -242,10 +262,11 @@ static bool store_candidates(ls_trace *t, const struct gtask *tk, int n)
 static bool find_cycles(ls_trace *t, struct gtask *tk, int n, struct pair **cyc, size_t *ncyc)
 {
     size_t cap = 0;
+    int cycles = 0;
     /* One sequential scan: the virtual table takes task_id = only, an IN
      * list is checked by SQLite (model/events_vtab.c). */
     sqlite3_stmt *st = ls_prepare(t,
-        "SELECT task_id, kind, reason, arg0 FROM events"
+        "SELECT task_id, kind, reason, arg0, arg1, ts_ns FROM events"
         " WHERE task_id IN (SELECT id FROM g_cand) AND kind IN (" LS_SQL_KIND_task_run ", "
         LS_SQL_KIND_task_suspend ", " LS_SQL_KIND_task_wake ", " LS_SQL_KIND_task_finish ")"
         " ORDER BY rowid");
@@ -256,25 +277,43 @@ static bool find_cycles(ls_trace *t, struct gtask *tk, int n, struct pair **cyc,
         int i = graph_task_by_id(tk, n, sqlite3_column_int64(st, 0));
         if (i < 0)
             continue;
-        if (sqlite3_column_int(st, 1) != EVL_PROBE_ID_task_suspend ||
-            sqlite3_column_int64(st, 2) != EVL_SUSPEND_TASK) {
+        int64_t reason = sqlite3_column_int64(st, 2), arg0 = sqlite3_column_int64(st, 3);
+        int64_t to = wait_for(reason, arg0, sqlite3_column_int64(st, 4));
+        if (sqlite3_column_int(st, 1) != EVL_PROBE_ID_task_suspend || !to) {
             tk[i].wait = -1;
             tk[i].wait_id = -1;
             continue;
         }
-        tk[i].wait_id = sqlite3_column_int64(st, 3);
+        tk[i].wait_id = to;
+        tk[i].wait_reason = (int)reason;
         tk[i].wait = graph_task_by_id(tk, n, tk[i].wait_id);
+        if (!tk[i].cycle_no)
+            tk[i].cycle_obj = arg0;   /* kept for the cycle's report below */
         int k = tk[i].wait;
         for (int steps = 0; k >= 0 && k != i && steps < n; steps++)
             k = tk[k].wait;
         if (k != i)
             continue;
         int m = i;
+        cycles++;
         do {
             if (!ls_grow((void **)cyc, &cap, *ncyc + 1, sizeof(**cyc)))
                 break;
             (*cyc)[(*ncyc)++] = (struct pair){ m, tk[m].wait };
             tk[m].in_cycle = true;
+            m = tk[m].wait;
+        } while (m != i);
+        /* The first cycle of each member: how it waits in it.  Its object
+         * is the argument of its last suspend, kept in cycle_obj above
+         * (until it is in a cycle). */
+        m = i;
+        do {
+            if (!tk[m].cycle_no) {
+                tk[m].cycle_no = cycles;
+                tk[m].cycle_ts = sqlite3_column_int64(st, 5);
+                tk[m].cycle_reason = tk[m].wait_reason;
+                tk[m].cycle_next = tk[m].wait;
+            }
             m = tk[m].wait;
         } while (m != i);
     }

@@ -3,7 +3,9 @@
  * warning writer (text or JSON) and the SQL helpers.  cmd_lint.c is the
  * command and the rules on blocking, loop lag and drops; lint_tasks.c the
  * task lifecycle rules, from the derived tables and lint_pass.c's one
- * replay of the events (model/replay.h).  Depends on viewer/trace.h and viewer/output.h.
+ * replay of the events (model/replay.h); lint_deadlock.c the deadlock rule,
+ * from graph_waits.c's wait-for cycles.  Depends on viewer/trace.h,
+ * viewer/output.h and (lint_deadlock.c) viewer/graph.h.
  */
 #ifndef LOOPSCOPE_LINT_H
 #define LOOPSCOPE_LINT_H
@@ -16,7 +18,7 @@
 
 /* The rules, in output order; the index is the counter slot. */
 enum { R_BLOCKING, R_LOOP_LAG, R_NEVER_YIELDS, R_LEAKED, R_LOST_WAKEUP, R_UNRETRIEVED,
-       R_SELF_WAKE, R_LATE_TIMER, R_LOSSY, R_COUNT };
+       R_SELF_WAKE, R_LATE_TIMER, R_DEADLOCK, R_LOSSY, R_COUNT };
 
 typedef struct lint {
     ls_trace *t;
@@ -53,6 +55,8 @@ bool lint_run_rows(lint *L, sqlite3_stmt *st, void (*row)(lint *L, sqlite3_stmt 
  * start with the pass (lint_pass.c) that fills the temporary tables
  * lint_ev, lint_step, lint_late and lint_blk they read. */
 bool lint_task_rules(lint *L);
+/* The deadlock rule (lint_deadlock.c). */
+bool lint_deadlock(lint *L);
 bool lint_pass(lint *L);
 
 /* never-yields candidates: a long longest step (task_stats). */

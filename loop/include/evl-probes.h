@@ -44,8 +44,10 @@ enum evl_probe_id {
  * these lists). */
 
 /* task_suspend: why the task stopped.  object is the awaited future's
- * address (the task id when awaiting a task), the fd, or for a sleep its
- * deadline (loop clock, ns); timeout_ns is the sleep delay or 0. */
+ * address (the task id when awaiting a task), the fd, the primitive
+ * waited on, or for a sleep its deadline (loop clock, ns); timeout_ns is
+ * the sleep delay, for a lock the id of the task holding it (what a
+ * tracer needs to see a deadlock: A waits for a lock B holds), else 0. */
 #define EVL_SUSPEND_LIST(XX)                                                  \
     XX(SLEEP, 1, "sleep")                                                     \
     XX(IO, 2, "io")                                                           \
@@ -53,7 +55,16 @@ enum evl_probe_id {
     XX(TASK, 4, "task")                                                       \
     XX(YIELD, 5, "yield")                                                     \
     XX(EXECUTOR, 6, "executor")                                               \
-    XX(GATHER, 7, "gather")
+    XX(GATHER, 7, "gather")                                                   \
+    XX(LOCK, 8, "lock")           /* object: the evl_lock */                  \
+    XX(EVENT, 9, "event")         /* object: the evl_event */                 \
+    XX(CONDITION, 10, "condition") /* object: the evl_cond */                 \
+    XX(SEMAPHORE, 11, "semaphore") /* object: the evl_sem */                  \
+    XX(QUEUE_GET, 12, "queue_get") /* object: the evl_queue, it is empty */   \
+    XX(QUEUE_PUT, 13, "queue_put") /* object: the evl_queue, it is full */    \
+    XX(QUEUE_JOIN, 14, "queue_join") /* object: the evl_queue */              \
+    XX(TASKGROUP, 15, "taskgroup") /* object: the evl_taskgroup */            \
+    XX(WAIT, 16, "wait")          /* evl_wait / as_completed; object: its future */
 
 /* task_wake: what put the task back on the ready queue.  waker_task is the
  * id of the task that was running when it happened (0 if none). */
@@ -65,7 +76,14 @@ enum evl_probe_id {
     XX(CANCEL, 5, "cancel")       /* the awaited future was cancelled */      \
     XX(YIELD, 6, "yield")         /* sleep(0): rescheduled itself */          \
     XX(EXECUTOR, 7, "executor")   /* an executor job completed */             \
-    XX(GATHER, 8, "gather")       /* an awaited gather completed */
+    XX(GATHER, 8, "gather")       /* an awaited gather completed */           \
+    XX(LOCK, 9, "lock")           /* the lock was released to it */           \
+    XX(EVENT, 10, "event")        /* the event was set */                     \
+    XX(CONDITION, 11, "condition") /* notified */                             \
+    XX(SEMAPHORE, 12, "semaphore") /* a release let it acquire */             \
+    XX(QUEUE, 13, "queue")        /* a put, get or task_done let it go on */  \
+    XX(TASKGROUP, 14, "taskgroup") /* its task group's tasks are done */      \
+    XX(WAIT, 15, "wait")          /* evl_wait / as_completed completed */
 
 /* task_finish: final state (the same numbers as enum evl_task_state, which
  * also names the states a task passes through). */

@@ -2,13 +2,16 @@
 """make_rules_fixture.py -- write tests/viewer/fixtures/rules.sql, a small
 hand-made trace on which the lint rules that no recorded fixture triggers
 fire, each once: lost-wakeup (its three cases), unretrieved-error (both
-cases), self-wake and lossy-trace; it also holds a wait-for cycle (two tasks
-awaiting each other) for graph --kind tasks.
+cases), self-wake, lossy-trace and deadlock (two wait-for cycles: two tasks
+awaiting each other, and two tasks each waiting for a lock the other
+holds), which graph --kind tasks draws too.
 
 The recorded fixtures (make_fixtures.sh) cannot show these: libevl has no
 such bugs to record on purpose.  The trace is built from tracer/schema.sql
 with the lookup tables copied from the lifecycle fixture (what
-tracer/store.c writes), so it is a trace the recorder could have written.
+tracer/store.c writes; the suspend reasons and waker kinds from
+loop/include/evl-probes.h, as store.c does), so it is a trace the recorder
+could have written.
 Rerun after a schema change, then refresh the goldens (run_golden.py
 --update) and review their diff.
 """
@@ -18,8 +21,8 @@ import re
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCHEMA = os.path.join(HERE, "..", "..", "tracer", "schema.sql")
 DERIVED = os.path.join(HERE, "..", "..", "model", "derived.sql")
-LOOKUPS = ("event_kinds", "states", "suspend_reasons", "waker_kinds", "leak_kinds",
-           "blocking_kinds", "syscalls")
+PROBES = os.path.join(HERE, "..", "..", "loop", "include", "evl-probes.h")
+LOOKUPS = ("event_kinds", "states", "leak_kinds", "blocking_kinds", "syscalls")
 
 T0 = 5_000_000_000            # recording start (CLOCK_MONOTONIC ns)
 MS = 1_000_000
@@ -27,7 +30,7 @@ END = T0 + 1000 * MS
 
 # kinds, reasons (tracer/SCHEMA.md)
 CREATE, RUN, SUSPEND, WAKE, FINISH, CANCEL, LEAK = 3, 4, 5, 6, 7, 8, 9
-SLEEP, FUTURE, TASK = 1, 3, 4                     # suspend reasons
+SLEEP, FUTURE, TASK, LOCK = 1, 3, 4, 8             # suspend reasons
 W_TIMER, W_FUTURE = 1, 3                          # waker kinds
 FINISHED, FAILED = 4, 5                           # states
 UNRETRIEVED = 3                                   # leak kinds
@@ -47,6 +50,13 @@ def main():
         m = re.match(r"INSERT INTO (\w+) VALUES", line)
         if m and m.group(1) in LOOKUPS:
             out.append(line.rstrip("\n"))
+    # suspend_reasons, waker_kinds: the X-macro lists of evl-probes.h
+    probes = open(PROBES).read()
+    for table, macro in (("suspend_reasons", "EVL_SUSPEND_LIST"), ("waker_kinds", "EVL_WAKER_LIST")):
+        body = probes[probes.index(f"#define {macro}(XX)"):]
+        body = body[:body.index("\n\n")]
+        for num, name in re.findall(r'XX\(\w+, (\d+), "(\w+)"\)', body):
+            out.append(f"INSERT INTO {table} VALUES({num},{q(name)});")
     meta = {
         "tool": "loopscope 0.1.0", "schema_version": "1", "host": "fixture",
         "kernel": "Linux (hand-made)", "clock": "CLOCK_MONOTONIC", "target_pid": "4242",
@@ -113,6 +123,13 @@ def main():
     # 9, 10: a wait-for cycle (each awaits the other), pending at the end
     task(9, "philosopher_a", 1, 16, [(599.9, RUN, None, None, None), (600, SUSPEND, TASK, 10, 0)])
     task(10, "philosopher_b", 1, 17, [(600.9, RUN, None, None, None), (601, SUSPEND, TASK, 9, 0)])
+    # 11, 12: a deadlock over two locks: each holds one (taken without
+    # waiting: no event) and waits for the other's (suspend reason lock,
+    # arg0 the lock, arg1 its holder), pending at the end
+    task(11, "transfer_a_to_b", 1, 18, [(699.9, RUN, None, None, None),
+                                        (700, SUSPEND, LOCK, 0x7f0000002000, 12)])
+    task(12, "transfer_b_to_a", 1, 19, [(700.4, RUN, None, None, None),
+                                        (700.5, SUSPEND, LOCK, 0x7f0000001000, 11)])
 
     for tid, (name, parent, created, ended, final, error, leak) in sorted(tasks.items()):
         out.append(f"INSERT INTO tasks VALUES({tid},1,{q(parent)},{q(name)},{q(name)},"

@@ -1,0 +1,145 @@
+/*
+ * lint_deadlock.c -- lint's deadlock rule: one warning per wait-for cycle
+ * (graph_waits.c finds them, for `graph --kind tasks` too): tasks each
+ * suspended waiting for the next -- awaiting it, or waiting for a lock it
+ * holds -- so that none can go on unless something outside the cycle
+ * cancels one.  Depends on lint.h and graph.h (the wait-for scan).
+ */
+#define _GNU_SOURCE
+#include "lint.h"
+#include "evl-probes.h"
+#include "graph.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Append to a malloc'd string; false when out of memory. */
+static bool cat(char **s, size_t *len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static bool cat(char **s, size_t *len, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char *add = NULL;
+    int n = vasprintf(&add, fmt, ap);
+    va_end(ap);
+    char *grown = n >= 0 ? realloc(*s, *len + (size_t)n + 1) : NULL;
+    if (!grown) {
+        free(add);
+        return false;
+    }
+    memcpy(grown + *len, add, (size_t)n + 1);
+    *s = grown;
+    *len += (size_t)n;
+    free(add);
+    return true;
+}
+
+/* One warning for cycle c, from its member of lowest id, tk[first].  A
+ * member that was in an earlier cycle keeps how it waited there (struct
+ * gtask): the walk stops at it and refers to that one. */
+static bool report(lint *L, const struct gtask *tk, char *const *fn, int first, int c)
+{
+    char *msg = NULL, *ids = NULL;
+    size_t len = 0, idlen = 0;
+    bool ok = true, at_end = true;
+    int members = 0, m = first;
+    do {
+        const struct gtask *x = &tk[m], *y = &tk[x->cycle_next];
+        if (x->cycle_no != c) {
+            ok &= cat(&msg, &len, "; task '%s' (id %lld) was in the deadlock reported before",
+                      lint_task_or(x->name), (long long)x->id);
+            at_end = false;
+            break;
+        }
+        at_end &= x->final < 0 && x->wait == x->cycle_next;
+        if (x->cycle_reason == EVL_SUSPEND_LOCK)
+            ok &= cat(&msg, &len, "%stask '%s' (id %lld%s%s) waits for lock 0x%llx held by task '%s' (id %lld)",
+                      members ? "; " : "", lint_task_or(x->name), (long long)x->id,
+                      fn[m] ? ", in " : "", fn[m] ? fn[m] : "", (unsigned long long)x->cycle_obj,
+                      lint_task_or(y->name), (long long)y->id);
+        else
+            ok &= cat(&msg, &len, "%stask '%s' (id %lld%s%s) awaits task '%s' (id %lld)",
+                      members ? "; " : "", lint_task_or(x->name), (long long)x->id,
+                      fn[m] ? ", in " : "", fn[m] ? fn[m] : "", lint_task_or(y->name), (long long)y->id);
+        ok &= cat(&ids, &idlen, "%s%lld", members ? "," : "", (long long)x->id);
+        members++;
+        m = x->cycle_next;
+    } while (ok && m != first && members <= 1 << 20);
+    if (ok) {
+        lint_warn_begin(L, R_DEADLOCK, tk[first].id, tk[first].name,
+                        "%d task%s deadlocked from %s%s: %s", members, members == 1 ? "" : "s",
+                        lint_at(L, tk[first].cycle_ts), at_end ? " to the end of the recording" : "",
+                        msg);
+        lint_ev_str(L, "tasks", ids);
+        lint_ev_int(L, "since_ns", tk[first].cycle_ts - L->start);
+        lint_ev_int(L, "until_end", at_end);
+        lint_warn_end(L);
+    }
+    free(msg);
+    free(ids);
+    return ok;
+}
+
+bool lint_deadlock(lint *L)
+{
+    struct gtask *tk = NULL;
+    char **fn = NULL;
+    size_t n = 0, cap = 0, capfn = 0;
+    struct await *aw = NULL;
+    struct pair *cyc = NULL;
+    size_t naw = 0, ncyc = 0;
+    bool ok = false;
+    int step;
+    sqlite3_stmt *st = lint_prep(L, "SELECT id, name, final_state, function FROM tasks ORDER BY id");
+    if (!st)
+        return false;
+    while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+        if (!ls_grow((void **)&tk, &cap, n + 1, sizeof(*tk)) ||
+            !ls_grow((void **)&fn, &capfn, n + 1, sizeof(*fn)))
+            break;
+        struct gtask *x = &tk[n];
+        memset(x, 0, sizeof(*x));
+        const char *name = (const char *)sqlite3_column_text(st, 1);
+        const char *f = (const char *)sqlite3_column_text(st, 3);
+        x->id = sqlite3_column_int64(st, 0);
+        x->name = name ? strdup(name) : NULL;
+        x->final = sqlite3_column_type(st, 2) == SQLITE_NULL ? -1 : sqlite3_column_int(st, 2);
+        x->wait = -1;
+        x->wait_id = -1;
+        fn[n++] = f ? strdup(f) : NULL;
+    }
+    bool read = ls_step_ok(L->t, st, step);
+    sqlite3_finalize(st);
+    if (read && step == SQLITE_ROW)
+        read = !ls_error("lint: out of memory");
+    if (!read)
+        goto out;
+    if (!graph_task_waits(L->t, tk, (int)n, &aw, &naw, &cyc, &ncyc))
+        goto out;
+    ok = true;
+    /* In the order the cycles formed; each from its member of lowest id. */
+    int cycles = 0;
+    for (size_t i = 0; i < n; i++)
+        if (tk[i].cycle_no > cycles)
+            cycles = tk[i].cycle_no;
+    for (int c = 1; ok && c <= cycles; c++) {
+        int first = -1;
+        for (size_t i = 0; i < n && first < 0; i++)
+            if (tk[i].cycle_no == c)
+                first = (int)i;
+        if (first >= 0)
+            ok = report(L, tk, fn, first, c);
+    }
+out:
+    for (size_t i = 0; i < n; i++) {
+        free(tk[i].name);
+        free(fn[i]);
+    }
+    free(tk);
+    free(fn);
+    free(aw);
+    free(cyc);
+    return ok;
+}
