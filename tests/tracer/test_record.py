@@ -8,6 +8,7 @@ Each CASE is one ctest entry (tests/tracer/CMakeLists.txt).  Exit 0 pass,
 """
 import argparse
 import os
+import re
 import shutil
 import signal
 import stat
@@ -166,6 +167,50 @@ def lifecycle_sequence():
     eq(int(m["records"]), query(db, "SELECT count(*) FROM events WHERE kind NOT IN (1, 2)")[0][0],
        "records counted by the recorder")
     eq(query(db, "SELECT count(*) FROM loops WHERE stopped_ns IS NOT NULL"), [(1,)], "loops")
+
+
+@case
+def deadlock_cycle():
+    """record -- deadlock: two tasks, two locks taken in opposite orders.
+    The trace shows each suspended on a lock (reason lock) with the other
+    as holder; lint's deadlock rule names both tasks, their function and
+    both locks; graph --kind tasks draws the two waits red; the watchdog's
+    cancellation ends it (not deadlocked to the end)."""
+    db = tmpdb()
+    p = record("-o", db, "--", os.path.join(A.examples, "deadlock"), "--seconds", "0.5")
+    integrity(db)
+    ids = dict(query(db, "SELECT name, id FROM tasks WHERE name LIKE 'transfer_%'"))
+    eq(sorted(ids), ["transfer_a_to_b", "transfer_b_to_a"], "transfer tasks")
+    a, b = ids["transfer_a_to_b"], ids["transfer_b_to_a"]
+    waits = query(db, "SELECT task_id, arg0, arg1 FROM events WHERE kind = 5 AND reason = "
+                      "(SELECT id FROM suspend_reasons WHERE name = 'lock') ORDER BY rowid")
+    eq([(w[0], w[2]) for w in waits], [(a, b), (b, a)], "lock waits (waiter, holder)")
+    lock_ab, lock_ba = waits[0][1], waits[1][1]
+    check(lock_ab != lock_ba and lock_ab and lock_ba, f"two distinct locks: {waits}")
+    eq(query(db, "SELECT name, final_state FROM tasks WHERE name LIKE 'transfer_%' ORDER BY id"),
+       [("transfer_a_to_b", 6), ("transfer_b_to_a", 6)], "both cancelled by the watchdog")
+
+    out = subprocess.run([A.loopscope, "lint", db], capture_output=True, text=True)
+    eq(out.returncode, 0, f"lint exit status ({out.stderr.strip()})")
+    dl = [l for l in out.stdout.splitlines() if l.startswith("warning[deadlock]")]
+    eq(len(dl), 1, f"deadlock warnings in:\n{out.stdout}")
+    for want in (f"task 'transfer_a_to_b' (id {a}, in transfer) waits for lock 0x{lock_ab:x} "
+                 f"held by task 'transfer_b_to_a' (id {b})",
+                 f"task 'transfer_b_to_a' (id {b}, in transfer) waits for lock 0x{lock_ba:x} "
+                 f"held by task 'transfer_a_to_b' (id {a})"):
+        check(want in dl[0], f"{want!r} not in {dl[0]!r}")
+    check("to the end of the recording" not in dl[0], f"the cycle was broken: {dl[0]}")
+
+    dot = os.path.join(tmpdir(), "g.dot")
+    out = subprocess.run([A.loopscope, "graph", db, "--kind", "tasks", "-o", dot],
+                         capture_output=True, text=True)
+    eq(out.returncode, 0, f"graph exit status ({out.stderr.strip()})")
+    text = open(dot).read()
+    for tail, head in ((a, b), (b, a)):
+        edge = re.search(rf"\bt{tail} -> t{head}\s*\[([^\]]*)\]", text)
+        check(edge and '#d00000' in edge.group(1) and "dotted" in edge.group(1),
+              f"red dotted edge t{tail} -> t{head} in:\n{text}")
+    check("2 in wait-for cycles" in text, "title counts the cycle's tasks")
 
 
 @case
