@@ -63,6 +63,7 @@ struct gtask {
      * waited in it (reason, object: the awaited task or the lock). */
     int cycle_no;
     int cycle_next;           /* the task it waited for in that cycle */
+    int64_t cycle_end;        /* when that wait ended (0: not in the trace) */
     int64_t cycle_ts, cycle_obj;
     int cycle_reason;
     int node;                 /* index in the node array */

@@ -279,6 +279,9 @@ static bool find_cycles(ls_trace *t, struct gtask *tk, int n, struct pair **cyc,
             continue;
         int64_t reason = sqlite3_column_int64(st, 2), arg0 = sqlite3_column_int64(st, 3);
         int64_t to = wait_for(reason, arg0, sqlite3_column_int64(st, 4));
+        /* The first wait that put it in a cycle ends: that cycle is broken. */
+        if (tk[i].cycle_no && !tk[i].cycle_end && tk[i].wait == tk[i].cycle_next)
+            tk[i].cycle_end = sqlite3_column_int64(st, 5);
         if (sqlite3_column_int(st, 1) != EVL_PROBE_ID_task_suspend || !to) {
             tk[i].wait = -1;
             tk[i].wait_id = -1;

@@ -45,6 +45,7 @@ static bool report(lint *L, const struct gtask *tk, char *const *fn, int first, 
     size_t len = 0, idlen = 0;
     bool ok = true, at_end = true;
     int members = 0, m = first;
+    int64_t broken = 0;               /* the first member's wait to end */
     do {
         const struct gtask *x = &tk[m], *y = &tk[x->cycle_next];
         if (x->cycle_no != c) {
@@ -54,6 +55,8 @@ static bool report(lint *L, const struct gtask *tk, char *const *fn, int first, 
             break;
         }
         at_end &= x->final < 0 && x->wait == x->cycle_next;
+        if (x->cycle_end && (!broken || x->cycle_end < broken))
+            broken = x->cycle_end;
         if (x->cycle_reason == EVL_SUSPEND_LOCK)
             ok &= cat(&msg, &len, "%stask '%s' (id %lld%s%s) waits for lock 0x%llx held by task '%s' (id %lld)",
                       members ? "; " : "", lint_task_or(x->name), (long long)x->id,
@@ -68,13 +71,18 @@ static bool report(lint *L, const struct gtask *tk, char *const *fn, int first, 
         m = x->cycle_next;
     } while (ok && m != first && members <= 1 << 20);
     if (ok) {
+        char until[96] = " to the end of the recording";
+        if (broken)
+            snprintf(until, sizeof(until), " to %s (%s)", lint_at(L, broken),
+                     lint_dur(broken - tk[first].cycle_ts));
         lint_warn_begin(L, R_DEADLOCK, tk[first].id, tk[first].name,
                         "%d task%s deadlocked from %s%s: %s", members, members == 1 ? "" : "s",
-                        lint_at(L, tk[first].cycle_ts), at_end ? " to the end of the recording" : "",
-                        msg);
+                        lint_at(L, tk[first].cycle_ts), broken || at_end ? until : "", msg);
         lint_ev_str(L, "tasks", ids);
         lint_ev_int(L, "since_ns", tk[first].cycle_ts - L->start);
-        lint_ev_int(L, "until_end", at_end);
+        if (broken)
+            lint_ev_int(L, "until_ns", broken - L->start);
+        lint_ev_int(L, "until_end", at_end && !broken);
         lint_warn_end(L);
     }
     free(msg);
