@@ -13,31 +13,40 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-/* On-CPU detection: sample the loop thread's CPU time every half
- * threshold; on_cpu_sample reports steps that overran it. */
-void ls_sample_thread(recorder *r, uint32_t tid)
+/* On-CPU detection: every half threshold, a CPU-clock sample on each
+ * online CPU; on_cpu_sample looks at the thread it interrupted and reports
+ * a loop thread's step that overran the threshold.  Per CPU, not per loop
+ * thread: a per-thread (task-clock) event is switched out and in with its
+ * thread, and its timer reprogrammed, at every context switch -- on a VM
+ * a trap each time; a loop thread that sleeps per request paid several
+ * microseconds a request for it.  A CPU's timer runs whatever runs there,
+ * at 2/threshold per second, and every loop thread, however many, is
+ * covered.  Started with the first loop; tried once. */
+void ls_start_samplers(recorder *r)
 {
-    if (r->no_blocking || r->nsampled == LS_MAX_LOOP_THREADS)
+    if (r->no_blocking || r->samplers_tried)
         return;
-    for (int i = 0; i < r->nsampled; i++)
-        if (r->sampled_tids[i] == tid)
-            return;
+    r->samplers_tried = true;
+    int ncpu = libbpf_num_possible_cpus();
+    if (ncpu <= 0 || !(r->samplers = calloc((size_t)ncpu, sizeof(*r->samplers))))
+        return;                       /* on-CPU detection off */
     struct perf_event_attr a = {
         .type = PERF_TYPE_SOFTWARE,
         .size = sizeof(a),
-        .config = PERF_COUNT_SW_TASK_CLOCK,
+        .config = PERF_COUNT_SW_CPU_CLOCK,
         .sample_period = (uint64_t)(r->block_threshold_ms * 1e6 / 2),
     };
-    int fd = (int)syscall(SYS_perf_event_open, &a, (pid_t)tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
-    if (fd < 0)
-        return;                       /* on-CPU detection off for this loop */
-    struct bpf_link *l = bpf_program__attach_perf_event(r->skel->progs.on_cpu_sample, fd);
-    if (!l) {
-        close(fd);
-        return;
+    for (int cpu = 0; cpu < ncpu; cpu++) {
+        int fd = (int)syscall(SYS_perf_event_open, &a, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
+        if (fd < 0)
+            continue;                 /* an offline CPU */
+        struct bpf_link *l = bpf_program__attach_perf_event(r->skel->progs.on_cpu_sample, fd);
+        if (!l) {
+            close(fd);
+            continue;
+        }
+        r->samplers[r->nsampled++] = l;
     }
-    r->sampled_tids[r->nsampled] = tid;
-    r->samplers[r->nsampled++] = l;
 }
 /* Store the Python frames f[from, to) of a captured stack from depth on. */
 static int ls_store_py_frames(recorder *r, int64_t id, int depth, const struct ls_pystack *py,

@@ -35,7 +35,7 @@ struct ls_loop_info *ls_loop_seen(recorder *r, uint64_t loop, uint32_t pid, uint
         r->loops_cap = cap;
     }
     if (!r->offline) {                /* a flight trace never touches the target */
-        ls_sample_thread(r, tid);
+        ls_start_samplers(r);
         if (r->generic && r->child && !r->nloops)
             ls_child_runs(r);
     }

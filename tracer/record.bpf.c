@@ -8,7 +8,7 @@
  * one record.  In the generic loop mode (a process without libevl) the
  * wait-call programs keep each loop thread's state instead (struct
  * ls_gloop) and send its iterations per window.  Blocking detection
- * (sched_switch, task-clock samples) serves both modes through one view
+ * (sched_switch, CPU-clock samples) serves both modes through one view
  * of the loop thread (loop_view).  Every message that does not fit is
  * counted in `stats`.
  *
@@ -116,7 +116,7 @@ struct {
 
 /* One slot per CPU (a per-CPU array's values are limited to 32 KiB):
  * sized to the number of CPUs by the loader, indexed by the current CPU.
- * sched_switch runs with interrupts off and the task-clock sample from a
+ * sched_switch runs with interrupts off and the CPU-clock sample from a
  * timer interrupt, so the two never share a slot at once. */
 struct {
     __uint(type, BPF_MAP_TYPE_ARRAY);
@@ -366,9 +366,10 @@ int BPF_USDT(on_callback_end, __u64 loop, __u64 fn)
  * closed (struct block_msg above tells when), and is sent if it lasted at
  * least block_threshold_ns.
  *
- * On-CPU: a task-clock perf event samples each loop thread; a step whose
- * wall time since it began passed the threshold while it is on CPU is
- * reported once, with its registers and stack at the sample.
+ * On-CPU: a CPU-clock perf event on each CPU (blocks.c says why not per
+ * thread) samples whatever runs there; a loop thread's step whose wall
+ * time since it began, minus its time switched out, passed the threshold
+ * is reported once, with its registers and stack at the sample.
  */
 
 /* Copy as much of the user stack above sp as is mapped, up to

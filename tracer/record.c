@@ -687,6 +687,8 @@ static int ls_recorder_close(recorder *r, int err, bool finish, const char *why)
     for (int i = 0; i < r->nsampled; i++)
         bpf_link__destroy(r->samplers[i]);
     r->nsampled = 0;
+    free(r->samplers);
+    r->samplers = NULL;
     for (int i = 0; i < r->nlinks; i++)
         bpf_link__destroy(r->links[i]);
     r->nlinks = 0;
@@ -731,6 +733,7 @@ cleanup:
         bpf_link__destroy(r->links[i]);
     for (int i = 0; i < r->nsampled; i++)
         bpf_link__destroy(r->samplers[i]);
+    free(r->samplers);
     ring_buffer__free(r->rb);
     record_bpf__destroy(r->skel);
     ls_derive_free(r->derive);        /* its statements, before the store closes */

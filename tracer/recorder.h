@@ -25,7 +25,6 @@
 
 
 #define LS_MAX_LINKS 32
-#define LS_MAX_LOOP_THREADS 64
 #define LS_MAX_DEPTH 64
 #define LS_STACK_IDS 4096         /* distinct stacks remembered for dedup */
 #define LS_MAX_LOOPS 1024         /* loop ids accepted per recording */
@@ -106,9 +105,9 @@ typedef struct recorder {
         uint64_t hist_ns[LS_HIST_BUCKETS];  /* and the busy time in each bucket */
     } *loops;
     size_t nloops, loops_cap;
-    uint32_t sampled_tids[LS_MAX_LOOP_THREADS]; /* loop threads with a cpu sampler */
-    struct bpf_link *samplers[LS_MAX_LOOP_THREADS];
+    struct bpf_link **samplers;   /* on-CPU detection: one per online CPU */
     int nsampled;
+    bool samplers_tried;
     struct { uint64_t hash; int64_t id; } stack_ids[LS_STACK_IDS];
     int64_t next_stack_id;
     uint64_t blocks;
@@ -174,7 +173,7 @@ void ls_flush_windows(recorder *r);
 void ls_flush_loops(recorder *r);
 
 /* blocks.c: blocking episodes, their stacks, the on-CPU samplers */
-void ls_sample_thread(recorder *r, uint32_t tid);
+void ls_start_samplers(recorder *r);
 void ls_on_block(recorder *r, const struct ls_msg_hdr *h);
 void ls_map_each(recorder *r, struct bpf_map *map,
                  void (*fn)(recorder *r, uint32_t key, void *value));
