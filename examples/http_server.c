@@ -99,7 +99,7 @@ static intptr_t handle_conn(void *arg)
                            "%s\r\n%s",
                            status, status == 200 ? "OK" : "Not Found", strlen(body),
                            close_after ? "Connection: close\r\n" : "", body);
-        if (evl_send(fd, out, (size_t)len, 0) != len || close_after)
+        if (evl_sendall(fd, out, (size_t)len, 0) < 0 || close_after)
             goto out;
         memmove(buf, buf + reqlen, have - reqlen);
         have -= reqlen;

@@ -3,6 +3,7 @@
 #include "evl.h"
 
 #include <limits.h>
+#include <netdb.h>
 #include <string.h>
 
 const char *evl_strerror(int err)
@@ -14,6 +15,8 @@ const char *evl_strerror(int err)
     case 0:
         return "success";
     }
+    if (evl_is_eai(err))              /* evl_getaddrinfo's EAI_* codes */
+        return gai_strerror(evl_eai_code(err));
     const char *s = err < 0 && err != INT_MIN ? strerrordesc_np(-err) : NULL;
     return s ? s : "unknown error";
 }
@@ -27,6 +30,8 @@ const char *evl_err_name(int err)
     case 0:
         return "OK";
     }
+    if (evl_is_eai(err))
+        return "EAI";                 /* evl_strerror says which */
     const char *s = err < 0 && err != INT_MIN ? strerrorname_np(-err) : NULL;
     return s ? s : "EUNKNOWN";
 }

@@ -91,6 +91,8 @@ enum evl__future_kind {
     EVL__FUT_GATHER = 2,   /* embedded first in evl__gather */
     EVL__FUT_EXEC = 3,     /* embedded first in evl__job */
     EVL__FUT_STACK = 4,    /* lives in a suspended task's frame; never freed */
+    EVL__FUT_SHIELD = 5,   /* embedded first in evl__shield (evl_shield) */
+    EVL__FUT_OWNED = 6,    /* embedded first in evl__owned_fut: a helper's */
 };
 
 /* A done-callback registration.  While registered it sits on the future's
@@ -128,6 +130,44 @@ static inline intptr_t evl__future_outcome(const evl_future *f)
 {
     return f->state == EVL_FUTURE_CANCELLED ? EVL_ECANCELED : f->result;
 }
+
+/* A done-callback of libevl's own helpers (shield, wait, as_completed, task
+ * groups): scheduled with call_soon like any done-callback (loop/ORDERING.md
+ * rule 4), but embedded in the helper's memory, and bookkeeping only (no
+ * user code runs in fn), so evl_loop_free may run it to let it go.  fn
+ * receives the future; a hold keeps that future allocated while fn runs. */
+typedef struct evl__cb evl__cb;
+typedef void (*evl__cb_fn)(evl__cb *c, evl_future *f);
+struct evl__cb {
+    evl__waiter w;            /* w.fut: the future while registered or queued */
+    evl__cb_fn fn;
+};
+void evl__cb_add(evl_future *f, evl__cb *c, evl__cb_fn fn);
+/* Unregister c, also when it is already queued (fn will not run); false if
+ * it ran already or was never added.  asyncio's remove_done_callback leaves
+ * a queued callback to run; every fn of these helpers does nothing once its
+ * helper has moved on, so taking it out of the queue changes nothing. */
+bool evl__cb_remove(evl__cb *c);
+
+/* The future a helper (wait, as_completed, task group exit) makes its task
+ * await, inside the helper's heap block; never freed by refcount.  When
+ * evl_loop_free destroys a task suspended on it (the task never returns
+ * into the helper), abandon() lets the helper release what only that task
+ * would have released. */
+typedef struct evl__owned_fut {
+    evl_future fut;
+    void (*abandon)(struct evl__owned_fut *f);
+} evl__owned_fut;
+
+static inline void evl__owned_fut_init(evl__owned_fut *f, evl_loop *loop, uint8_t waker_kind,
+                                       void (*abandon)(evl__owned_fut *))
+{
+    evl__future_init(&f->fut, loop, EVL__FUT_OWNED, waker_kind);
+    f->abandon = abandon;
+}
+
+/* The future a shield (evl_shield) stands for: f itself if f is none. */
+evl_future *evl__shield_inner(evl_future *f);
 
 /* -------------------------------------------------------------- tasks */
 
@@ -227,6 +267,10 @@ typedef struct evl__fdent {
     uint32_t grace;           /* directions whose waiter fired and may soon
                                * wait again: keep their interest once */
     uint32_t internal;        /* loop-internal fd (the wakeup eventfd) */
+    uint32_t rd_spec;         /* a read-side call met EAGAIN here (or a
+                               * speculative read was confirmed) since the
+                               * last failed one: the next read may be
+                               * speculative (loop/ORDERING.md rule 16) */
 } evl__fdent;
 
 int evl__poll_init(evl_loop *loop);
@@ -234,6 +278,19 @@ void evl__poll_release(evl_loop *loop);
 /* Wait up to timeout_ns (-1: forever) and queue the handles of ready fds. */
 int evl__poll(evl_loop *loop, int64_t timeout_ns);
 int evl__poll_arm(evl_loop *loop, int fd, uint32_t events);
+/* evl__poll's answer when the fd of the pending speculative read
+ * (loop->spec) may have been readable: nothing was dispatched; the caller
+ * resumes the reader with evl__poll_spec_resume and polls again. */
+#define EVL__POLL_SPEC_MISSED (-1)
+/* Resume the task of the missed speculative read at once (its read then
+ * makes the syscall), before anything else runs; loop/ORDERING.md rule 16. */
+void evl__poll_spec_resume(evl_loop *loop);
+/* The handle of an fd wait (io.c): completes the wait's future, runs no
+ * user code and makes no syscall (so it cannot make an fd ready). */
+void evl__iowait_run(evl__handle *h);
+/* Polls of a loop: the poll may be skipped (rule 16) at most this long
+ * after the last one returned. */
+#define EVL__POLL_SKIP_MAX_NS EVL_US(100)
 
 /* ------------------------------------------------------------ executor */
 
@@ -280,6 +337,17 @@ struct evl_loop {
     evl__fdent *fds;          /* indexed by fd */
     int nfds;
     uint32_t io_waits;        /* armed task waits on fds */
+    /* loop/ORDERING.md rule 16 (skipped and merged polls) */
+    evl__iowait *spec;        /* speculative read awaiting the next poll */
+    evl__iowait *spec_missed_w; /* the one that poll did not confirm */
+    const evl__handle *batch_end; /* the run phase's marker, NULL outside */
+    uint8_t io_quiet;         /* only fd-wait completions ran since the
+                               * last poll */
+    uint8_t poll_whole;       /* the last poll completed, not truncated */
+    uint64_t last_poll_ns;    /* CLOCK_MONOTONIC when it returned */
+    uint64_t polls_skipped;   /* counters, for tests and benchmarks */
+    uint64_t spec_reads;      /* speculative reads started ... */
+    uint64_t spec_missed;     /* ... and those the poll did not confirm */
     int wakefd;               /* eventfd: threadsafe calls, executor */
     pthread_mutex_t ts_lock;  /* guards ts_queue */
     evl__queue ts_queue;      /* handles from other threads */

@@ -12,7 +12,9 @@
 #include "evl-internal.h"
 
 #include <errno.h>
+#include <netdb.h>
 #include <stdlib.h>
+#include <string.h>
 
 typedef struct evl__job {
     evl_future fut;           /* first: the job is its future */
@@ -22,6 +24,11 @@ typedef struct evl__job {
     void *arg;
     intptr_t result;
     atomic_int cancelled;     /* set on the loop thread, read by workers */
+    /* Called on the loop thread with arg when nobody will read the job's
+     * outcome (its future was cancelled or the loop is freed), whether fn
+     * ran or was skipped: arg then belongs to the executor.  NULL for
+     * evl_executor_submit, whose caller owns arg. */
+    void (*drop)(void *arg);
 } evl__job;
 
 struct evl__executor {
@@ -69,6 +76,8 @@ static void evl__job_done_run(evl__handle *h)
     loop->exec_inflight--;
     if (j->fut.state == EVL_FUTURE_PENDING)
         evl__future_complete(&j->fut, EVL_FUTURE_DONE, j->result);
+    else if (j->drop)
+        j->drop(j->arg);              /* cancelled: the result goes nowhere */
     evl_future_unref(&j->fut);        /* the job's own reference */
 }
 
@@ -102,7 +111,7 @@ static evl__executor *evl__executor_get(evl_loop *loop)
     return x;
 }
 
-evl_future *evl_executor_submit(evl_loop *loop, evl_work_fn fn, void *arg)
+static evl_future *evl__submit(evl_loop *loop, evl_work_fn fn, void *arg, void (*drop)(void *))
 {
     if (!loop)
         loop = evl__tls_loop;
@@ -119,6 +128,7 @@ evl_future *evl_executor_submit(evl_loop *loop, evl_work_fn fn, void *arg)
     j->next = NULL;
     j->fn = fn;
     j->arg = arg;
+    j->drop = drop;
     j->result = EVL_ECANCELED;
     atomic_init(&j->cancelled, 0);
     pthread_mutex_lock(&x->lock);
@@ -144,6 +154,11 @@ evl_future *evl_executor_submit(evl_loop *loop, evl_work_fn fn, void *arg)
     pthread_mutex_unlock(&x->lock);
     loop->exec_inflight++;
     return &j->fut;
+}
+
+evl_future *evl_executor_submit(evl_loop *loop, evl_work_fn fn, void *arg)
+{
+    return evl__submit(loop, fn, arg, NULL);
 }
 
 intptr_t evl_run_in_executor(evl_work_fn fn, void *arg)
@@ -183,6 +198,8 @@ void evl__executor_release(evl_loop *loop)
         if (h->run == evl__job_done_run) {
             evl__job *j = evl__container_of(h, evl__job, done);
             loop->exec_inflight--;
+            if (j->drop)
+                j->drop(j->arg);
             evl_future_unref(&j->fut);
         } else {
             evl__queue_push(&keep, h);
@@ -195,4 +212,96 @@ void evl__executor_release(evl_loop *loop)
     free(x->threads);
     free(x);
     loop->exec = NULL;
+}
+
+/* ---------------------------------------------------------- getaddrinfo
+ *
+ * asyncio's loop.getaddrinfo: getaddrinfo(3) on the pool.  It lives here,
+ * not in io.c, because its request must outlive a cancelled caller: the
+ * worker may still be inside getaddrinfo when the task has moved on (its
+ * stack reused), so the request is on the heap with copies of the strings,
+ * and a job whose future was cancelled frees it (and the answer) through
+ * its drop hook. */
+
+_Static_assert(EAI_NONAME < 0 && EAI_SYSTEM < 0 && EAI_MEMORY < 0,
+               "evl_getaddrinfo maps glibc's negative EAI_* codes");
+
+typedef struct evl__gai {
+    const char *host, *service;     /* copies in strings[]; NULL as given */
+    struct addrinfo hints;
+    bool has_hints;
+    struct addrinfo *res;           /* the answer, until handed over */
+    char strings[];                 /* host and service, NUL-terminated */
+} evl__gai;
+
+static void evl__gai_free(void *arg)
+{
+    evl__gai *g = arg;
+    if (g->res)
+        freeaddrinfo(g->res);
+    free(g);
+}
+
+static intptr_t evl__gai_run(void *arg)
+{
+    evl__gai *g = arg;
+    errno = 0;
+    int rc = getaddrinfo(g->host, g->service, g->has_hints ? &g->hints : NULL, &g->res);
+    if (rc == 0)
+        return 0;
+    g->res = NULL;
+    if (rc == EAI_SYSTEM && errno > 0)
+        return -errno;
+    if (rc == EAI_MEMORY)
+        return EVL_ENOMEM;
+    if (rc < 0 && rc > -1000)
+        return EVL_EAI_BASE + rc;
+    return EVL_EAI_BASE + EAI_FAIL;   /* outside the documented range */
+}
+
+int evl_getaddrinfo(const char *host, const char *service, const struct addrinfo *hints,
+                    struct addrinfo **res)
+{
+    evl__task *t = evl__current_task();
+    if (!t)
+        return EVL_ENOTTASK;
+    if (!res)
+        return EVL_EINVAL;
+    *res = NULL;
+    /* One block: the request and copies of the strings. */
+    size_t hlen = host ? strlen(host) + 1 : 0, slen = service ? strlen(service) + 1 : 0;
+    evl__gai *g = calloc(1, sizeof(*g) + hlen + slen);
+    if (!g)
+        return EVL_ENOMEM;
+    if (host)
+        g->host = memcpy(g->strings, host, hlen);
+    if (service)
+        g->service = memcpy(g->strings + hlen, service, slen);
+    if (hints) {
+        /* Only the four fields hints may set (getaddrinfo(3)). */
+        g->hints.ai_flags = hints->ai_flags;
+        g->hints.ai_family = hints->ai_family;
+        g->hints.ai_socktype = hints->ai_socktype;
+        g->hints.ai_protocol = hints->ai_protocol;
+        g->has_hints = true;
+    }
+    evl_future *f = evl__submit(t->fut.loop, evl__gai_run, g, evl__gai_free);
+    if (!f) {
+        evl__gai_free(g);
+        return EVL_ENOMEM;
+    }
+    intptr_t r = evl_await(f);
+    if (evl_future_state(f) == EVL_FUTURE_PENDING)
+        evl_cancel(f);                /* not expected; the drop then frees g */
+    /* The job completed f (DONE): g is ours again, even when this task was
+     * cancelled after it woke.  f CANCELLED: the job's drop frees g. */
+    if (evl_future_state(f) == EVL_FUTURE_DONE) {
+        if (r == 0) {                 /* else an answer we were cancelled after */
+            *res = g->res;
+            g->res = NULL;
+        }
+        evl__gai_free(g);
+    }
+    evl_future_unref(f);
+    return (int)r;
 }

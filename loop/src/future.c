@@ -9,9 +9,11 @@
  * pending future goes while tasks await it, nothing can ever complete it:
  * each of those tasks gets an "abandoned" leak verdict.
  *
- * gather and wait_for follow CPython 3.11's asyncio/tasks.py step by step
- * (same futures, same done-callbacks), so they take the same number of loop
- * iterations as asyncio's and interleave with other tasks identically.
+ * gather, wait_for and shield follow CPython 3.11's asyncio/tasks.py step
+ * by step (same futures, same done-callbacks), so they take the same number
+ * of loop iterations as asyncio's and interleave with other tasks
+ * identically.  (wait and as_completed are in wait.c, task groups in
+ * taskgroup.c, timeout scopes in timeout.c.)
  */
 #include "evl-internal.h"
 
@@ -103,7 +105,39 @@ bool evl__future_remove_waiter(evl_future *f, evl__waiter *w)
     return false;
 }
 
+/* ------------------------------------------------- internal done-callbacks */
+
+static void evl__cb_run(evl__handle *h)
+{
+    evl__cb *c = evl__container_of(h, evl__cb, w.h);
+    evl_future *f = c->w.fut;
+    c->w.fut = NULL;                  /* fn may free c */
+    c->fn(c, f);
+    evl__future_unhold(f);
+}
+
+void evl__cb_add(evl_future *f, evl__cb *c, evl__cb_fn fn)
+{
+    c->fn = fn;
+    evl__future_add_waiter(f, &c->w, evl__cb_run);
+}
+
+bool evl__cb_remove(evl__cb *c)
+{
+    evl_future *f = c->w.fut;
+    if (!f)
+        return false;
+    if (evl__handle_queued(&c->w.h))
+        evl__queue_remove(&c->w.h);
+    else
+        evl__future_remove_waiter(f, &c->w);
+    c->w.fut = NULL;
+    evl__future_unhold(f);
+    return true;
+}
+
 static void evl__gather_free(evl_future *f);
+static void evl__shield_free(evl_future *f);
 
 void evl__future_maybe_free(evl_future *f)
 {
@@ -123,6 +157,11 @@ void evl__future_maybe_free(evl_future *f)
         evl__job_free(f);
         break;
     case EVL__FUT_STACK:
+        break;
+    case EVL__FUT_SHIELD:
+        evl__shield_free(f);
+        break;
+    case EVL__FUT_OWNED:
         break;
     }
 }
@@ -274,7 +313,7 @@ bool evl__future_discard(evl__handle *h)
         evl__future_unhold(f);
         return true;
     }
-    if (h->run == evl__gather_child_done) {
+    if (h->run == evl__gather_child_done || h->run == evl__cb_run) {
         h->run(h);                    /* bookkeeping only: no user code */
         return true;
     }
@@ -462,6 +501,15 @@ static intptr_t evl__cancel_and_wait(evl_loop *loop, evl_future *fut)
     return r;
 }
 
+/* wait_for after cancelling fut for its timeout: "return fut.result(),
+ * except CancelledError: raise TimeoutError" -- a CancelledError as fut's
+ * error (a gather whose child was cancelled) as much as fut cancelled. */
+static intptr_t evl__timed_out(evl_future *fut)
+{
+    intptr_t r = evl_future_result(fut);
+    return r == EVL_ECANCELED ? EVL_ETIMEDOUT : r;
+}
+
 intptr_t evl_wait_for(evl_future *fut, uint64_t timeout_ns)
 {
     evl__task *t = evl__current_task();
@@ -478,7 +526,7 @@ intptr_t evl_wait_for(evl_future *fut, uint64_t timeout_ns)
         intptr_t r = evl__cancel_and_wait(loop, fut);
         if (r < 0 && fut->state == EVL_FUTURE_PENDING)
             return r;                         /* cancelled meanwhile, or ENOMEM */
-        return fut->state == EVL_FUTURE_CANCELLED ? EVL_ETIMEDOUT : evl_future_result(fut);
+        return evl__timed_out(fut);
     }
     evl_future *waiter = evl_future_new(loop);
     if (!waiter)
@@ -509,9 +557,86 @@ intptr_t evl_wait_for(evl_future *fut, uint64_t timeout_ns)
     ret = evl__cancel_and_wait(loop, fut);
     if (ret == EVL_ECANCELED && fut->state == EVL_FUTURE_PENDING)
         goto out;                             /* cancelled while cleaning up */
-    ret = fut->state == EVL_FUTURE_CANCELLED ? EVL_ETIMEDOUT : evl_future_result(fut);
+    ret = evl__timed_out(fut);
 out:
     evl_timer_stop(&timeout);
     evl_future_unref(waiter);
     return ret;
+}
+
+/* ----------------------------------------------------------------- shield */
+
+/* asyncio.shield: the outer future the caller awaits.  Cancelling it (what
+ * cancelling the awaiting task does) leaves inner alone. */
+typedef struct evl__shield {
+    evl_future fut;           /* first: the outer future */
+    evl_future *inner;        /* a reference */
+    evl__cb on_inner;         /* _inner_done_callback, on inner */
+    evl__cb on_outer;         /* _outer_done_callback, on the outer future */
+} evl__shield;
+
+static void evl__shield_free(evl_future *f)
+{
+    evl__shield *sh = (evl__shield *)(void *)f;
+    evl_future_unref(sh->inner);
+    free(sh);
+}
+
+/* tasks.py shield's _inner_done_callback.  While it is registered the
+ * shield holds a reference on itself, dropped here. */
+static void evl__shield_inner_done(evl__cb *c, evl_future *inner)
+{
+    evl__shield *sh = evl__container_of(c, evl__shield, on_inner);
+    evl_future *outer = &sh->fut;
+    if (outer->state == EVL_FUTURE_CANCELLED) {
+        if (inner->state != EVL_FUTURE_CANCELLED)
+            inner->retrieved = 1;     /* inner.exception() */
+    } else if (outer->state == EVL_FUTURE_PENDING) {
+        /* (asyncio raises InvalidStateError in the callback when the
+         * program completed outer itself; nothing to do here.) */
+        if (inner->state == EVL_FUTURE_CANCELLED) {
+            evl__future_complete(outer, EVL_FUTURE_CANCELLED, EVL_ECANCELED);
+        } else {
+            inner->retrieved = 1;
+            evl__future_complete(outer, EVL_FUTURE_DONE, inner->result);
+        }
+    }
+    evl_future_unref(outer);
+}
+
+/* tasks.py shield's _outer_done_callback. */
+static void evl__shield_outer_done(evl__cb *c, evl_future *outer)
+{
+    evl__shield *sh = evl__container_of(c, evl__shield, on_outer);
+    if (sh->inner->state == EVL_FUTURE_PENDING && evl__cb_remove(&sh->on_inner))
+        evl_future_unref(outer);      /* _inner_done_callback's reference */
+}
+
+evl_future *evl_shield(evl_future *inner)
+{
+    if (!inner || !inner->loop) {
+        errno = EINVAL;
+        return NULL;
+    }
+    if (inner->state != EVL_FUTURE_PENDING)
+        return evl_future_ref(inner); /* asyncio's shortcut: inner itself */
+    evl__shield *sh = malloc(sizeof(*sh));
+    if (!sh) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    /* Waiters woken by the outer future see what woke it: inner's kind. */
+    evl__future_init(&sh->fut, inner->loop, EVL__FUT_SHIELD, inner->waker_kind);
+    sh->fut.refs = 2;                 /* the caller's, on_inner's */
+    sh->inner = evl_future_ref(inner);
+    evl__cb_add(inner, &sh->on_inner, evl__shield_inner_done);
+    evl__cb_add(&sh->fut, &sh->on_outer, evl__shield_outer_done);
+    return &sh->fut;
+}
+
+evl_future *evl__shield_inner(evl_future *f)
+{
+    while (f->kind == EVL__FUT_SHIELD)
+        f = ((evl__shield *)(void *)f)->inner;
+    return f;
 }

@@ -218,52 +218,113 @@ static bool evl__loop_alive(evl_loop *loop)
            atomic_load_explicit(&loop->ts_pending, memory_order_acquire);
 }
 
-static void evl__iteration(evl_loop *loop)
+/* The poll's timeout: 0 if callbacks are ready, else until the first
+ * timer (rounded up to whole milliseconds), else forever (-1). */
+static int64_t evl__poll_timeout(evl_loop *loop, bool virt, bool *have_timer, uint64_t *deadline)
 {
     int64_t timeout = -1;
-    uint64_t deadline;
-    bool have_timer = evl__timers_next(loop, &deadline);
-    bool virt = loop->flags & EVL_LOOP_VIRTUAL_CLOCK;
-
-    evl__trace_check_attach(loop);
+    *have_timer = evl__timers_next(loop, deadline);
     if (!evl__queue_empty(&loop->ready))
         timeout = 0;
-    else if (have_timer)
-        timeout = virt || deadline <= loop->now ? 0
-                  : deadline - loop->now > (uint64_t)EVL_SEC(86400) ? (int64_t)EVL_SEC(86400)
-                  : (int64_t)((deadline - loop->now + EVL_MS(1) - 1) / EVL_MS(1) * EVL_MS(1));
+    else if (*have_timer)
+        timeout = virt || *deadline <= loop->now ? 0
+                  : *deadline - loop->now > (uint64_t)EVL_SEC(86400) ? (int64_t)EVL_SEC(86400)
+                  : (int64_t)((*deadline - loop->now + EVL_MS(1) - 1) / EVL_MS(1) * EVL_MS(1));
     /* Virtual clock: time does not jump while executor jobs run (their
      * completion is real time); wait for them instead. */
     if (virt && timeout == 0 && evl__queue_empty(&loop->ready) && loop->exec_inflight)
         timeout = -1;
+    return timeout;
+}
+
+/* loop/ORDERING.md rule 16: may this iteration's zero-timeout poll be
+ * skipped although fds are awaited?  Only if everything run since the last
+ * poll was fd-wait completions (no syscall, no user code: nothing on this
+ * thread can have made an fd ready since), that poll saw every ready fd,
+ * the previous poll was not skipped, callbacks are ready (the issue's case:
+ * a woken task about to run), and the last poll returned less than
+ * EVL__POLL_SKIP_MAX_NS ago.  *now gets the time read for that check. */
+static bool evl__poll_skippable(evl_loop *loop, uint64_t *now)
+{
+    if (!loop->io_quiet || !loop->poll_whole || loop->spec || evl__queue_empty(&loop->ready))
+        return false;
+    uint64_t t = evl__clock_now();
+    if (t - loop->last_poll_ns > EVL__POLL_SKIP_MAX_NS)
+        return false;
+    *now = t;
+    return true;
+}
+
+static void evl__iteration(evl_loop *loop)
+{
+    uint64_t deadline;
+    bool have_timer;
+    bool virt = loop->flags & EVL_LOOP_VIRTUAL_CLOCK;
+
+    evl__trace_check_attach(loop);
+    int64_t timeout = evl__poll_timeout(loop, virt, &have_timer, &deadline);
 
     int n = 0;
-    if (timeout == 0 && loop->io_waits == 0) {
-        /* Callbacks are ready and no fd is awaited: a zero-timeout poll
-         * could only report the wakeup eventfd, whose posts are taken
-         * directly.  Skipping it is not observable; it is a syscall. */
+    uint64_t now = 0;
+    if (timeout == 0 && !loop->spec && (loop->io_waits == 0 || evl__poll_skippable(loop, &now))) {
+        /* Callbacks are ready and the poll could only report the wakeup
+         * eventfd (no fd is awaited) or readiness that no handle run since
+         * the last poll can have caused (rule 16): a poll that found
+         * nothing, whose posts are taken directly.  Skipping it is not
+         * observable; it is a syscall. */
         evl__drain_posted(loop);
+        loop->io_quiet = 0;           /* never twice in a row */
+        if (loop->io_waits)
+            loop->polls_skipped++;
     } else {
-        loop->pub.phase = EVL_PHASE_POLL;
-        n = evl__poll(loop, evl__tr_poll_enter(loop, timeout));
-        loop->pub.phase = EVL_PHASE_OTHER;
+        for (;;) {
+            loop->pub.phase = EVL_PHASE_POLL;
+            n = evl__poll(loop, evl__tr_poll_enter(loop, timeout));
+            loop->pub.phase = EVL_PHASE_OTHER;
+            if (n != EVL__POLL_SPEC_MISSED)
+                break;
+            /* A speculative read the poll did not confirm (rule 16): its
+             * task goes on at once, as if the read had not waited; what
+             * the poll saw was set aside and the next poll sees it again,
+             * with whatever the task did since. */
+            evl__tr_poll_exit(loop, 0);
+            evl__poll_spec_resume(loop);
+            if (loop->stopping || !evl__loop_alive(loop))
+                return;               /* as after the batch it belongs to */
+            /* The continuation saw the iteration's cached time; the next
+             * poll's timeout counts from now (the first poll may have
+             * slept).  Nothing runs before the time phase reads it again. */
+            if (!virt)
+                loop->now = evl__clock_now();
+            timeout = evl__poll_timeout(loop, virt, &have_timer, &deadline);
+        }
         evl__tr_poll_exit(loop, n);
+        loop->io_quiet = 1;
+        now = evl__clock_now();
+        loop->last_poll_ns = now;
     }
 
     if (!virt)
-        loop->now = evl__clock_now();
+        loop->now = now ? now : evl__clock_now();
     else if (n == 0 && have_timer && deadline > loop->now && evl__queue_empty(&loop->ready) &&
              !loop->exec_inflight && !atomic_load_explicit(&loop->ts_pending, memory_order_acquire))
         loop->now = deadline;         /* nothing else to do: jump */
 
     evl__timers_run_due(loop);
 
-    /* Run exactly what is queued now: a marker ends this batch. */
+    /* Run exactly what is queued now: a marker ends this batch.  The batch
+     * stays quiet (rule 16) while it runs only fd-wait completions. */
     evl__handle marker = { NULL, NULL, NULL };
     evl__queue_push(&loop->ready, &marker);
+    loop->batch_end = &marker;
+    bool quiet = loop->io_quiet;
     evl__handle *h;
-    while ((h = evl__queue_pop(&loop->ready)) != &marker)
+    while ((h = evl__queue_pop(&loop->ready)) != &marker) {
+        quiet = quiet && h->run == evl__iowait_run;
         h->run(h);
+    }
+    loop->batch_end = NULL;
+    loop->io_quiet = quiet;
 }
 
 /* The overflow report runs on an alternate signal stack. */
@@ -304,6 +365,7 @@ int evl_run(evl_loop *loop)
     evl__altstack_enter(&old_ss, &ss_mem);
     if (!(loop->flags & EVL_LOOP_VIRTUAL_CLOCK))
         loop->now = evl__clock_now();
+    loop->io_quiet = 0;               /* the program ran since the last poll */
     EVL_PROBE(loop_start, loop->id, loop->tid, (uintptr_t)&loop->pub);
     while (!loop->stopping && evl__loop_alive(loop))
         evl__iteration(loop);

@@ -4,6 +4,11 @@
  * wait completes (the next wait on the fd usually follows at once) and
  * dropped lazily when an event arrives that nobody waits for; so an fd that
  * was awaited must be closed with evl_close(), which forgets it.
+ *
+ * Level-triggered is what makes the speculative read of loop/ORDERING.md
+ * rule 16 exact: a poll reports every armed fd that is ready when it runs,
+ * so "not reported" means "not readable", and results set aside after a
+ * missed speculation are reported again by the next poll.
  */
 #define _GNU_SOURCE
 #include "evl-internal.h"
@@ -102,6 +107,7 @@ void evl__poll_forget(evl_loop *loop, int fd)
         if (!evl__handle_queued(&w[i]->h))
             evl__queue_push(&loop->ready, &w[i]->h);
     }
+    e->rd_spec = 0;                   /* a new file may get this number */
     if (e->armed) {
         struct epoll_event ev = { 0 };
         epoll_ctl(loop->epfd, EPOLL_CTL_DEL, fd, &ev);
@@ -153,6 +159,42 @@ static void evl__dispatch(evl_loop *loop, int fd, uint32_t ev)
         evl__poll_arm(loop, fd, e->armed & ~unwanted);
 }
 
+/* Did a poll that returned evs[0..n) report w's fd ready for w?  A poll
+ * that failed (EINTR) or filled the array may have left it out, so only a
+ * complete one says no. */
+static bool evl__spec_maybe_ready(const struct epoll_event *evs, int n, const evl__iowait *w)
+{
+    if (n < 0 || n >= EVL__MAX_EVENTS)
+        return true;
+    for (int i = 0; i < n; i++)
+        if (evs[i].data.fd == w->fd)
+            return (evs[i].events & (EPOLLIN | EPOLLRDHUP | EPOLLERR | EPOLLHUP)) != 0;
+    return false;
+}
+
+void evl__poll_spec_resume(evl_loop *loop)
+{
+    evl__iowait *w = loop->spec_missed_w;
+    loop->spec_missed_w = NULL;
+    evl__fdent *e = &loop->fds[w->fd];
+    e->rd_spec = 0;                   /* data came: read first next time */
+    e->grace |= w->events;            /* it will likely wait again soon */
+    if (e->reader == w)
+        e->reader = NULL;
+    if (e->writer == w)
+        e->writer = NULL;
+    w->revents = EVL_READABLE;
+    /* The task is the only waiter of its stack future: completing it
+     * queues the task's wakeup, which runs here and now instead of in the
+     * next batch, as if the read had not waited (w is gone after it). */
+    evl__waiter *wt = w->fut.cbs_head;
+    evl__future_complete(&w->fut, EVL_FUTURE_DONE, EVL_READABLE);
+    assert(wt && !wt->next && wt->h.run == evl__task_wakeup_run);
+    evl__queue_remove(&wt->h);
+    loop->io_quiet = 0;
+    wt->h.run(&wt->h);
+}
+
 int evl__poll(evl_loop *loop, int64_t timeout_ns)
 {
     struct epoll_event evs[EVL__MAX_EVENTS];
@@ -166,6 +208,18 @@ int evl__poll(evl_loop *loop, int64_t timeout_ns)
     if (n < 0 && errno == ENOSYS) {   /* kernels before 5.11: round up to ms */
         int ms = timeout_ns < 0 ? -1 : (int)((timeout_ns + 999999) / 1000000);
         n = epoll_wait(loop->epfd, evs, EVL__MAX_EVENTS, ms);
+    }
+    loop->poll_whole = n >= 0 && n < EVL__MAX_EVENTS;
+    evl__iowait *spec = loop->spec;
+    if (spec) {                       /* loop/ORDERING.md rule 16 */
+        loop->spec = NULL;
+        if (evl__spec_maybe_ready(evs, n, spec)) {
+            /* Set everything aside (level-triggered: reported again). */
+            loop->spec_missed++;
+            loop->spec_missed_w = spec;
+            loop->poll_whole = 0;
+            return EVL__POLL_SPEC_MISSED;
+        }
     }
     if (n <= 0)
         return 0;                     /* EINTR counts as no event */

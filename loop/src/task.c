@@ -335,7 +335,11 @@ void evl__task_destroy_pending(evl_loop *loop)
             else
                 evl__future_remove_waiter(f, &t->wait);
             t->wait.fut = NULL;
+            /* (unhold may free f: look at it first) */
+            evl__owned_fut *owned = f->kind == EVL__FUT_OWNED ? (evl__owned_fut *)(void *)f : NULL;
             evl__future_unhold(f);
+            if (owned)
+                owned->abandon(owned);
         }
         if (t->stack) {
             evl__stack_put(loop, t->stack);
@@ -417,9 +421,47 @@ intptr_t evl_await(evl_future *f)
         [EVL__FUT_GATHER] = EVL_SUSPEND_GATHER,
         [EVL__FUT_EXEC] = EVL_SUSPEND_EXECUTOR,
         [EVL__FUT_STACK] = EVL_SUSPEND_FUTURE,
+        [EVL__FUT_SHIELD] = EVL_SUSPEND_FUTURE,   /* (never: see below) */
+        [EVL__FUT_OWNED] = EVL_SUSPEND_FUTURE,
     };
-    uint64_t obj = f->kind == EVL__FUT_TASK ? evl__task_of(f)->id : (uintptr_t)f;
-    return evl__task_wait(t, f, reason[f->kind], obj, 0);
+    /* A shield keeps the reason and object of the future it shields. */
+    evl_future *what = evl__shield_inner(f);
+    uint64_t obj = what->kind == EVL__FUT_TASK ? evl__task_of(what)->id : (uintptr_t)what;
+    return evl__task_wait(t, f, reason[what->kind], obj, 0);
+}
+
+/* asyncio Task.cancelling / uncancel: NULL is the calling task. */
+static evl__task *evl__task_arg(const evl_task *task, int *err)
+{
+    if (!task) {
+        evl__task *t = evl__current_task();
+        *err = t ? 0 : EVL_ENOTTASK;
+        return t;
+    }
+    *err = task->kind == EVL__FUT_TASK ? 0 : EVL_EINVAL;
+    return *err ? NULL : (evl__task *)(void *)task;
+}
+
+int evl_task_cancelling(const evl_task *task)
+{
+    int err;
+    evl__task *t = evl__task_arg(task, &err);
+    if (!t)
+        return err;
+    return t->ncancels > INT32_MAX ? INT32_MAX : (int)t->ncancels;
+}
+
+int evl_task_uncancel(evl_task *task)
+{
+    int err;
+    evl__task *t = evl__task_arg(task, &err);
+    if (!t)
+        return err;
+    /* 3.11: only the count; a cancellation already pending (must_cancel)
+     * is still delivered. */
+    if (t->ncancels > 0)
+        t->ncancels--;
+    return t->ncancels > INT32_MAX ? INT32_MAX : (int)t->ncancels;
 }
 
 static void evl__sleep_timer_cb(evl_loop *loop, void *arg)

@@ -8,7 +8,9 @@
 # tiny iteration counts (the bench.smoke ctest entry runs it with
 # --no-build).  Each benchmark measures libevl and its peers in the same
 # process, interleaved; the probes comparison alternates two binaries.  The
-# raw RESULT lines are kept in BUILD_DIR/tests/bench/results.txt.
+# raw RESULT lines are kept in BUILD_DIR/tests/bench/results.txt.  After the
+# table it prints the syscalls per ping-pong round trip of each
+# implementation (pingpong_syscalls.sh, strace -c; skipped without strace).
 #
 # Benchmarks run pinned to one CPU (BENCH_CPU, default the last one; set
 # BENCH_CPU= to disable).  Exit status is non-zero only when a benchmark
@@ -24,7 +26,7 @@ while [ $# -gt 0 ]; do
     --quick) quick=1 ;;
     --no-build) build=0 ;;
     --repeats) repeats=$2; shift ;;
-    -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "error: unknown option '$1'" >&2; exit 2 ;;
     *) dir=$1 ;;
   esac
@@ -99,4 +101,19 @@ done
 mkdir -p "$bin" && cp "$out" "$bin/results.txt"
 echo
 python3 "$here/table.py" --probes "${probes:-?}" <"$out" || status=1
+
+# Syscalls per ping-pong round trip (strace -c; a count, independent of the
+# machine's load): the deterministic side of the ping-pong row.
+echo
+if command -v strace >/dev/null; then
+  sc_n=20000
+  [ "$quick" = 1 ] && sc_n=500
+  echo "running syscalls per round trip" >&2
+  # Not a benchmark failure when strace cannot trace here (no ptrace in a
+  # container): the timed ping-pong above ran the same binary already.
+  "$here/pingpong_syscalls.sh" --n "$sc_n" "$dir" ||
+    echo "warning: pingpong_syscalls.sh failed: syscalls per round trip not counted" >&2
+else
+  echo "syscalls per ping-pong round trip: not counted (strace is not installed)"
+fi
 exit $status

@@ -16,6 +16,7 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include "evl.h"
+#include "scenario_common.h"
 #include <errno.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -28,96 +29,9 @@
 
 static evl_loop *L;
 
-#define IARG(x) ((void *)(intptr_t)(x))
-#define AINT(p) ((int)(intptr_t)(p))
-
-static void say(const char *format, ...) __attribute__((format(printf, 1, 2)));
-static void say(const char *format, ...)
-{
-    va_list ap;
-    va_start(ap, format);
-    vprintf(format, ap);
-    va_end(ap);
-    putchar('\n');
-    fflush(stdout);
-}
-
-/* common.py's fmt(): a result, "error", "cancelled" or "timeout".  Returns
- * one of a few rotating buffers so several can appear in one say(). */
-static const char *str_of(intptr_t r)
-{
-    static char bufs[16][24];
-    static unsigned next;
-    if (r == EVL_ECANCELED)
-        return "cancelled";
-    if (r == EVL_ETIMEDOUT)
-        return "timeout";
-    if (r < 0)
-        return "error";
-    char *b = bufs[next++ % 16];
-    snprintf(b, sizeof bufs[0], "%ld", (long)r);
-    return b;
-}
-
-/* common.py's state(). */
-static const char *tstate(const evl_task *t)
-{
-    switch (evl_task_state(t)) {
-    case EVL_TASK_FINISHED: return "finished";
-    case EVL_TASK_FAILED: return "failed";
-    case EVL_TASK_CANCELLED: return "cancelled";
-    default: return "pending";
-    }
-}
-
-/* Print prefix followed by the results, space separated. */
-static void say_results(const char *prefix, const intptr_t *res, size_t n)
-{
-    char line[256];
-    size_t len = (size_t)snprintf(line, sizeof line, "%s", prefix);
-    for (size_t i = 0; i < n && len < sizeof line; i++)
-        len += (size_t)snprintf(line + len, sizeof line - len, "%s%s",
-                                i ? " " : "", str_of(res[i]));
-    say("%s", line);
-}
-
-static evl_task *spawn(const char *name, evl_task_fn fn, void *arg)
-{
-    evl_task *t = evl_spawn(L, name, fn, arg);
-    if (!t) {
-        perror("evl_spawn");
-        exit(2);
-    }
-    return t;
-}
-
 static evl_future *new_future(void)
 {
-    evl_future *f = evl_future_new(L);
-    if (!f) {
-        perror("evl_future_new");
-        exit(2);
-    }
-    return f;
-}
-
-/* Await t, then drop the caller's reference. */
-static intptr_t await_drop(evl_task *t)
-{
-    intptr_t r = evl_await(t);
-    evl_future_unref(t);
-    return r;
-}
-
-/* common.py's ticker(): one line per loop iteration for n iterations. */
-static intptr_t ticker(void *arg)
-{
-    int n = AINT(arg);
-    for (int i = 0; i < n; i++) {
-        say("tick %d", i);
-        evl_sleep(0);
-    }
-    return 0;
+    return must_ptr(evl_future_new(L), "evl_future_new");
 }
 
 /* A done-callback printing "<label> <outcome>". */
@@ -987,6 +901,35 @@ static intptr_t sc_wait_for_timeout(void *arg)
     say("wait_for -> %s", str_of(evl_wait_for(t, EVL_MS(20))));
     say("slow state %s", tstate(t));
     evl_future_unref(t);
+    return 0;
+}
+
+/* ------------------------------------------------------ wait_for_gather */
+
+static intptr_t wfg_slow(void *arg)
+{
+    const char *name = arg;
+    say("%s start", name);
+    if (evl_sleep(EVL_SEC(1)) == EVL_ECANCELED) {
+        say("%s cancelled", name);
+        return EVL_ECANCELED;
+    }
+    return 1;
+}
+
+static intptr_t sc_wait_for_gather(void *arg)
+{
+    (void)arg;
+    evl_task *a = spawn("a", wfg_slow, "a");
+    evl_task *b = spawn("b", wfg_slow, "b");
+    evl_future *both[] = { a, b };
+    evl_future *g = evl_gather_new(NULL, both, 2, 0);
+    say("main wait_for gather 20ms");
+    say("wait_for -> %s", str_of(evl_wait_for(g, EVL_MS(20))));
+    say("a state %s, b state %s", tstate(a), tstate(b));
+    evl_future_unref(g);
+    evl_future_unref(a);
+    evl_future_unref(b);
     return 0;
 }
 

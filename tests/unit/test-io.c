@@ -1,7 +1,8 @@
 /*
  * test-io.c -- fd readiness and the socket helpers: socketpair ping-pong,
  * bulk transfer through full buffers, one reader per fd, evl_close waking
- * waiters, cancelled waits, hang-ups, pipes, and TCP over 127.0.0.1.
+ * waiters, cancelled waits, hang-ups, pipes, TCP over 127.0.0.1, and the
+ * skipped polls and speculative reads of loop/ORDERING.md rule 16.
  */
 #define _GNU_SOURCE
 #include "task.h"
@@ -10,6 +11,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -585,6 +587,365 @@ TEST_IMPL(io_tcp_connect_refused)
     evl_task *t = evl_spawn(loop, "refused", tcp_refused, &addr);
     ASSERT_ERR(evl_run_until_complete(loop, t), -ECONNREFUSED);
     evl_future_unref(t);
+    ASSERT_LOOP_FREE(loop, 0);
+    return 0;
+}
+
+/* ------------------------------ skipped polls and speculative reads */
+
+/* loop/ORDERING.md rule 16.  The expected traces are CPython 3.11's output
+ * for the same program (loop.sock_recv, asyncio.sleep(0), socketpairs);
+ * the counters show that the path under test was taken. */
+
+typedef struct spec_fds {
+    int x[2], z[2];
+} spec_fds;
+
+static intptr_t spec_ticker(void *arg)
+{
+    int n = (int)(intptr_t)arg;
+    for (int i = 0; i < n; i++) {
+        test_log("t%d", i);
+        ASSERT_EQ(evl_yield(), 0);
+    }
+    return 0;
+}
+
+/* A partial read leaves data: the next reads return it without waiting
+ * (no tick in between), even when the read is speculative. */
+static intptr_t spec_reader(void *arg)
+{
+    spec_fds *f = arg;
+    char c;
+    for (int i = 0; i < 3; i++) {
+        ASSERT_EQ(evl_recv(f->x[0], &c, 1, 0), 1);
+        test_log("%c", c);
+    }
+    ASSERT_EQ(evl_recv(f->x[0], &c, 1, 0), 0);
+    test_log("eof");
+    return 0;
+}
+
+static intptr_t spec_writer(void *arg)
+{
+    spec_fds *f = arg;
+    ASSERT_EQ(evl_yield(), 0);
+    ASSERT_EQ(write(f->x[1], "abc", 3), 3);
+    ASSERT_EQ(evl_close(f->x[1]), 0);
+    test_log("w");
+    return 0;
+}
+
+TEST_IMPL(io_spec_partial_read_no_wait)
+{
+    evl_loop *loop = test_loop(0, 0);
+    spec_fds f;
+    make_pair(f.x);
+    test_log_reset();
+    evl_task *r = evl_spawn(loop, "reader", spec_reader, &f);
+    evl_task *t = evl_spawn(loop, "ticker", spec_ticker, (void *)(intptr_t)6);
+    evl_task *w = evl_spawn(loop, "writer", spec_writer, &f);
+    ASSERT_EQ(evl_run(loop), 0);
+    ASSERT_STR_EQ(test_trace, "t0 t1 w t2 t3 a b c eof t4 t5 ");
+    ASSERT_EQ(evl_future_result(r), 0);
+    /* The second read was speculative (the reader met EAGAIN before and
+     * ran last in its batch) and the poll found data: it went on at once. */
+    ASSERT_GE(loop->spec_reads, 1);
+    ASSERT_GE(loop->spec_missed, 1);
+    ASSERT_EQ(loop->io_waits, 0);
+    ASSERT_TRUE(loop->spec == NULL);
+    evl_future_unref(r);
+    evl_future_unref(t);
+    evl_future_unref(w);
+    evl_close(f.x[0]);
+    ASSERT_LOOP_FREE(loop, 0);
+    return 0;
+}
+
+/* A write by a task forces the next poll: the zero-timeout poll is skipped
+ * only after a batch of fd-wait completions, never after user code (here
+ * a ticker runs in every batch, so no poll may be skipped). */
+static intptr_t skip_r(void *arg)
+{
+    spec_fds *f = arg;
+    char c;
+    ASSERT_EQ(evl_recv(f->x[0], &c, 1, 0), 1);
+    test_log("r");
+    return 0;
+}
+
+static intptr_t skip_w(void *arg)
+{
+    spec_fds *f = arg;
+    char c;
+    ASSERT_EQ(evl_recv(f->z[0], &c, 1, 0), 1);
+    test_log("w");
+    ASSERT_EQ(write(f->x[1], "x", 1), 1);
+    test_log("w2");
+    return 0;
+}
+
+static intptr_t skip_e(void *arg)
+{
+    spec_fds *f = arg;
+    ASSERT_EQ(evl_yield(), 0);
+    ASSERT_EQ(evl_yield(), 0);
+    ASSERT_EQ(write(f->z[1], "z", 1), 1);
+    test_log("e");
+    return 0;
+}
+
+TEST_IMPL(io_poll_skip_after_write)
+{
+    evl_loop *loop = test_loop(0, 0);
+    spec_fds f;
+    make_pair(f.x);
+    make_pair(f.z);
+    test_log_reset();
+    evl_task *ts[4] = {
+        evl_spawn(loop, "r", skip_r, &f),
+        evl_spawn(loop, "w", skip_w, &f),
+        evl_spawn(loop, "t", spec_ticker, (void *)(intptr_t)8),
+        evl_spawn(loop, "e", skip_e, &f),
+    };
+    ASSERT_EQ(evl_run(loop), 0);
+    /* A skip after w's write (user code) would queue r's wakeup one
+     * iteration late: "... t6 t7 r". */
+    ASSERT_STR_EQ(test_trace, "t0 t1 t2 e t3 t4 w w2 t5 t6 r t7 ");
+    for (int i = 0; i < 4; i++) {
+        ASSERT_EQ(evl_future_result(ts[i]), 0);
+        evl_future_unref(ts[i]);
+    }
+    for (int i = 0; i < 2; i++) {
+        evl_close(f.x[i]);
+        evl_close(f.z[i]);
+    }
+    ASSERT_LOOP_FREE(loop, 0);
+    return 0;
+}
+
+/* Exact-size ping-pong between two tasks: after the first round every
+ * read that would meet EAGAIN is speculative and confirmed by the poll,
+ * and the poll before each woken task runs is skipped. */
+static intptr_t exact_pp(void *arg)
+{
+    int fd = *(int *)arg;
+    bool ping = ((int *)arg)[2];
+    char buf[64] = { 0 };
+    for (int i = 0; i < ROUNDS; i++) {
+        if (ping)
+            ASSERT_EQ(evl_send(fd, buf, sizeof(buf), 0), (ssize_t)sizeof(buf));
+        size_t got = 0;
+        while (got < sizeof(buf)) {
+            ssize_t n = evl_recv(fd, buf + got, sizeof(buf) - got, 0);
+            ASSERT_GT(n, 0);
+            got += (size_t)n;
+        }
+        if (!ping)
+            ASSERT_EQ(evl_send(fd, buf, sizeof(buf), 0), (ssize_t)sizeof(buf));
+    }
+    return 0;
+}
+
+TEST_IMPL(io_spec_pingpong_confirmed)
+{
+    evl_loop *loop = test_loop(0, 0);
+    int sv[2];
+    make_pair(sv);
+    int a[3] = { sv[0], 0, 1 }, b[3] = { sv[1], 0, 0 };
+    evl_task *pong = evl_spawn(loop, "pong", exact_pp, b);
+    evl_task *ping = evl_spawn(loop, "ping", exact_pp, a);
+    ASSERT_EQ(evl_run(loop), 0);
+    ASSERT_EQ(evl_future_result(ping), 0);
+    ASSERT_EQ(evl_future_result(pong), 0);
+    ASSERT_GE(loop->spec_reads, 2 * ROUNDS - 2);
+    ASSERT_EQ(loop->spec_missed, 0);
+    ASSERT_GE(loop->polls_skipped, 2 * ROUNDS - 2);
+    evl_future_unref(ping);
+    evl_future_unref(pong);
+    evl_close(sv[0]);
+    evl_close(sv[1]);
+    ASSERT_LOOP_FREE(loop, 0);
+    return 0;
+}
+
+/* An fd closed with evl_close and its number reused by a new socket does
+ * not inherit the old one's "met EAGAIN": the first read of the new one
+ * makes its syscall (it is not speculative) and returns the data at once. */
+static intptr_t reuse_poke(void *arg)
+{
+    ASSERT_EQ(evl_yield(), 0);
+    ASSERT_EQ(write(*(int *)arg, "a", 1), 1);
+    return 0;
+}
+
+static intptr_t reuse_spec_reader(void *arg)
+{
+    (void)arg;
+    evl_loop *loop = evl_loop_current();
+    int old[2];
+    make_pair(old);
+    evl_task *p = evl_spawn(NULL, "poke", reuse_poke, &old[1]);
+    char c;
+    ASSERT_EQ(evl_recv(old[0], &c, 1, 0), 1);     /* EAGAIN, then waits */
+    ASSERT_EQ(c, 'a');
+    ASSERT_EQ(loop->fds[old[0]].rd_spec, 1);
+    ASSERT_EQ(evl_await(p), 0);
+    evl_future_unref(p);
+    ASSERT_EQ(evl_close(old[0]), 0);
+    ASSERT_EQ(evl_close(old[1]), 0);
+    ASSERT_EQ(loop->fds[old[0]].rd_spec, 0);
+    int nv[2];
+    make_pair(nv);
+    ASSERT_TRUE(nv[0] == old[0] || nv[1] == old[0]);
+    int fd = nv[0] == old[0] ? nv[0] : nv[1];
+    int peer = nv[0] == old[0] ? nv[1] : nv[0];
+    ASSERT_EQ(write(peer, "b", 1), 1);
+    uint64_t before = loop->spec_reads;
+    test_log("new");
+    ASSERT_EQ(evl_recv(fd, &c, 1, 0), 1);
+    test_log("%c", c);
+    ASSERT_EQ(loop->spec_reads, before);
+    evl_close(nv[0]);
+    evl_close(nv[1]);
+    return 0;
+}
+
+TEST_IMPL(io_spec_fd_reuse_not_inherited)
+{
+    evl_loop *loop = test_loop(0, 0);
+    test_log_reset();
+    evl_task *t = evl_spawn(loop, "ticker", spec_ticker, (void *)(intptr_t)6);
+    evl_task *r = evl_spawn(loop, "reader", reuse_spec_reader, NULL);
+    ASSERT_EQ(evl_run(loop), 0);
+    ASSERT_EQ(evl_future_result(r), 0);
+    ASSERT_TRUE(strstr(test_trace, "new b ") != NULL);
+    evl_future_unref(r);
+    evl_future_unref(t);
+    ASSERT_LOOP_FREE(loop, 0);
+    return 0;
+}
+
+/* A speculative read the poll confirmed is an ordinary wait: cancelling
+ * it returns EVL_ECANCELED and leaves nothing behind; the next reader of
+ * the fd is not EBUSY. */
+static intptr_t spec_cancelled_reader(void *arg)
+{
+    int fd = *(int *)arg;
+    char c;
+    ssize_t n = evl_recv(fd, &c, 1, 0);
+    test_log("r:%s", n < 0 ? evl_err_name((int)n) : "data");
+    return n;
+}
+
+static intptr_t spec_cancel_main(void *arg)
+{
+    int *sv = arg;
+    evl_loop *loop = evl_loop_current();
+    /* Meet EAGAIN once so that the next read of sv[0] may be speculative. */
+    evl_task *a = evl_spawn(NULL, "a", spec_cancelled_reader, &sv[0]);
+    ASSERT_EQ(evl_yield(), 0);
+    ASSERT_EQ(write(sv[1], "1", 1), 1);
+    ASSERT_EQ(evl_await(a), 1);
+    evl_future_unref(a);
+    ASSERT_EQ(loop->fds[sv[0]].rd_spec, 1);
+    uint64_t before = loop->spec_reads;
+    evl_task *b = evl_spawn(NULL, "b", spec_cancelled_reader, &sv[0]);
+    ASSERT_EQ(evl_sleep(EVL_MS(1)), 0);          /* b speculates, the poll confirms */
+    ASSERT_EQ(loop->spec_reads, before + 1);
+    ASSERT_TRUE(loop->spec == NULL);
+    ASSERT_EQ(evl_task_state(b), EVL_TASK_SUSPENDED);
+    ASSERT_EQ(evl_cancel(b), 1);
+    ASSERT_ERR(evl_await(b), EVL_ECANCELED);
+    evl_future_unref(b);
+    ASSERT_TRUE(loop->fds[sv[0]].reader == NULL);
+    ASSERT_EQ(write(sv[1], "2", 1), 1);
+    char c;
+    ASSERT_EQ(evl_recv(sv[0], &c, 1, 0), 1);
+    ASSERT_EQ(c, '2');
+    return 0;
+}
+
+TEST_IMPL(io_spec_cancel_confirmed)
+{
+    evl_loop *loop = test_loop(0, 0);
+    int sv[2];
+    make_pair(sv);
+    test_log_reset();
+    evl_task *t = evl_spawn(loop, "main", spec_cancel_main, sv);
+    ASSERT_EQ(evl_run_until_complete(loop, t), 0);
+    ASSERT_STR_EQ(test_trace, "r:data r:ECANCELED ");
+    ASSERT_EQ(loop->io_waits, 0);
+    evl_future_unref(t);
+    evl_close(sv[0]);
+    evl_close(sv[1]);
+    ASSERT_LOOP_FREE(loop, 0);
+    return 0;
+}
+
+/* A speculative read with nothing else to do: its poll sleeps until
+ * another thread writes, reports the fd, and the reader goes on at once
+ * with the data (whether the write came before or during the poll). */
+typedef struct spec_thread_arg {
+    int sig[2];
+    int peer;
+} spec_thread_arg;
+
+static void *spec_late_writer(void *arg)
+{
+    spec_thread_arg *a = arg;
+    char go;
+    if (read(a->sig[0], &go, 1) != 1 || write(a->peer, "q", 1) != 1)
+        abort();
+    return NULL;
+}
+
+static intptr_t spec_sleeping_reader(void *arg)
+{
+    int *sv = arg;
+    evl_loop *loop = evl_loop_current();
+    char c;
+    ASSERT_EQ(evl_recv(sv[0], &c, 1, 0), 1);     /* EAGAIN first: 'p' */
+    ASSERT_EQ(c, 'p');
+    ASSERT_EQ(loop->spec_reads, 0);
+    ASSERT_EQ(write(sv[2], "g", 1), 1);          /* the thread may write now */
+    ASSERT_EQ(evl_recv(sv[0], &c, 1, 0), 1);     /* speculative, missed */
+    ASSERT_EQ(c, 'q');
+    ASSERT_EQ(loop->spec_reads, 1);
+    ASSERT_EQ(loop->spec_missed, 1);
+    return 0;
+}
+
+static intptr_t spec_write_p(void *arg)
+{
+    ASSERT_EQ(evl_yield(), 0);
+    ASSERT_EQ(write(*(int *)arg, "p", 1), 1);
+    return 0;
+}
+
+TEST_IMPL(io_spec_missed_after_sleep)
+{
+    evl_loop *loop = test_loop(0, 0);
+    int sv[2];
+    make_pair(sv);
+    spec_thread_arg a = { .peer = sv[1] };
+    ASSERT_EQ(pipe2(a.sig, O_CLOEXEC), 0);
+    pthread_t th;
+    ASSERT_EQ(pthread_create(&th, NULL, spec_late_writer, &a), 0);
+    int args[3] = { sv[0], sv[1], a.sig[1] };
+    evl_task *r = evl_spawn(loop, "reader", spec_sleeping_reader, args);
+    evl_task *w = evl_spawn(loop, "p", spec_write_p, &sv[1]);
+    ASSERT_EQ(evl_run(loop), 0);
+    ASSERT_EQ(pthread_join(th, NULL), 0);
+    ASSERT_EQ(evl_future_result(r), 0);
+    ASSERT_EQ(evl_future_result(w), 0);
+    ASSERT_EQ(loop->io_waits, 0);
+    evl_future_unref(r);
+    evl_future_unref(w);
+    evl_close(sv[0]);
+    evl_close(sv[1]);
+    close(a.sig[0]);
+    close(a.sig[1]);
     ASSERT_LOOP_FREE(loop, 0);
     return 0;
 }

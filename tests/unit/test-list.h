@@ -81,6 +81,15 @@
     XX(wait_for_swallowed) \
     XX(wait_for_outer_cancelled) \
     XX(wait_for_zero_timeout) \
+    XX(tasklevel_cancelling) \
+    XX(tasklevel_shield) \
+    XX(tasklevel_wait_errors) \
+    XX(tasklevel_wait_cancelled) \
+    XX(tasklevel_as_completed_errors) \
+    XX(tasklevel_timeout_errors) \
+    XX(tasklevel_taskgroup_errors) \
+    XX(tasklevel_trace_records) \
+    XX(tasklevel_loop_free_inside) \
     XX(io_socketpair_pingpong) \
     XX(io_bulk_transfer) \
     XX(io_wait_fd_busy) \
@@ -93,6 +102,24 @@
     XX(io_tcp_accept_connect) \
     XX(io_tcp_many_clients) \
     XX(io_tcp_connect_refused) \
+    XX(io_sendall_slow_reader) \
+    XX(io_sendall_peer_reset) \
+    XX(io_sendall_cancel) \
+    XX(io_sendall_edges) \
+    XX(io_udp_echo) \
+    XX(io_sendfile_large) \
+    XX(io_sendfile_fallback_pipe) \
+    XX(io_sendfile_peer_gone) \
+    XX(io_getaddrinfo_localhost) \
+    XX(io_getaddrinfo_errors) \
+    XX(io_getaddrinfo_cancel) \
+    XX(io_connect_timeout) \
+    XX(io_spec_partial_read_no_wait) \
+    XX(io_poll_skip_after_write) \
+    XX(io_spec_pingpong_confirmed) \
+    XX(io_spec_fd_reuse_not_inherited) \
+    XX(io_spec_cancel_confirmed) \
+    XX(io_spec_missed_after_sleep) \
     XX(executor_result_and_thread) \
     XX(executor_many_jobs) \
     XX(executor_submit_future) \
@@ -111,6 +138,17 @@
     XX(loop_free_pending_call_later) \
     XX(loop_free_queued_done_callback) \
     XX(loop_free_pending_task_done_callback) \
+    XX(sync_lock_release_unlocked) \
+    XX(sync_lock_holder) \
+    XX(sync_not_in_task) \
+    XX(sync_cond_unlocked) \
+    XX(sync_sem_invalid) \
+    XX(sync_bounded_over_release) \
+    XX(sync_queue_errors) \
+    XX(sync_queue_model) \
+    XX(sync_zero_initialised) \
+    XX(sync_wrong_loop) \
+    XX(sync_trace_records) \
     XX(threads_two_loops) \
     XX(stress_threads_many_tasks) \
     XX(stress_1e6_tasks) \
