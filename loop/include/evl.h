@@ -151,8 +151,8 @@ void evl_stop(evl_loop *loop);
 void evl_loop_hold(evl_loop *loop);
 void evl_loop_release(evl_loop *loop);
 
-/* The loop's cached time: read once per iteration after the poll (like
- * libuv's uv_now).  Deadlines are computed from it. */
+/* The loop's cached time: read once per iteration after the poll, at its
+ * first use (like libuv's uv_now).  Deadlines are computed from it. */
 uint64_t evl_now(const evl_loop *loop);
 
 /* The loop running on the calling thread, or NULL. */

@@ -288,9 +288,10 @@ void evl__poll_spec_resume(evl_loop *loop);
 /* The handle of an fd wait (io.c): completes the wait's future, runs no
  * user code and makes no syscall (so it cannot make an fd ready). */
 void evl__iowait_run(evl__handle *h);
-/* Polls of a loop: the poll may be skipped (rule 16) at most this long
- * after the last one returned. */
-#define EVL__POLL_SKIP_MAX_NS EVL_US(100)
+/* Polls of a loop: the poll may be skipped (rule 16) only when the batch
+ * since the last one ran at most this many fd-wait completions (each a
+ * few stores: the time since that poll is bounded by this work). */
+#define EVL__POLL_SKIP_MAX_WAKES 64
 
 /* ------------------------------------------------------------ executor */
 
@@ -314,7 +315,8 @@ struct evl_loop {
     uint32_t trace_nrec;      /* records in trace_buf */
     uint64_t trace_first;     /* ts of its oldest record (trace_len > 0) */
     uint8_t trace_on;         /* batching was on last iteration */
-    uint64_t now;             /* cached time, read once per iteration */
+    uint64_t now;             /* cached time: evl__loop_now */
+    uint8_t now_stale;        /* real clock: read now at its next use */
     evl__heap timers;
     uint64_t timer_seq;       /* next timer sequence number */
     evl__task *current;       /* task whose step is running, or NULL */
@@ -344,7 +346,6 @@ struct evl_loop {
     uint8_t io_quiet;         /* only fd-wait completions ran since the
                                * last poll */
     uint8_t poll_whole;       /* the last poll completed, not truncated */
-    uint64_t last_poll_ns;    /* CLOCK_MONOTONIC when it returned */
     uint64_t polls_skipped;   /* counters, for tests and benchmarks */
     uint64_t spec_reads;      /* speculative reads started ... */
     uint64_t spec_missed;     /* ... and those the poll did not confirm */
@@ -376,6 +377,18 @@ extern __thread evl_loop *evl__tls_loop;
 
 static inline bool evl__debug(const evl_loop *loop) { return loop->flags & EVL_LOOP_DEBUG; }
 uint64_t evl__clock_now(void);
+/* The loop's time (loop->now): the real clock is read at its first use
+ * after a poll (now_stale), not at every poll -- a loop without timers
+ * that nobody asks the time reads no clock (a vDSO call a message on the
+ * ping-pong path). */
+static inline uint64_t evl__loop_now(evl_loop *loop)
+{
+    if (loop->now_stale) {
+        loop->now = evl__clock_now();
+        loop->now_stale = 0;
+    }
+    return loop->now;
+}
 void evl__warn(evl_loop *loop, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Queue h on loop from any thread, waking the loop. */
 void evl__post(evl_loop *loop, evl__handle *h);

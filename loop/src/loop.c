@@ -206,7 +206,9 @@ void evl_loop_release(evl_loop *loop)
 
 /* ------------------------------------------------------------------ run */
 
-uint64_t evl_now(const evl_loop *loop) { return loop->now; }
+/* The cached time, read once per iteration at its first use (evl__loop_now):
+ * a loop object is never const itself. */
+uint64_t evl_now(const evl_loop *loop) { return evl__loop_now((evl_loop *)loop); }
 evl_loop *evl_loop_current(void) { return evl__tls_loop; }
 uint64_t evl_loop_id(const evl_loop *loop) { return loop->id; }
 void evl_stop(evl_loop *loop) { loop->stopping = 1; }
@@ -226,10 +228,12 @@ static int64_t evl__poll_timeout(evl_loop *loop, bool virt, bool *have_timer, ui
     *have_timer = evl__timers_next(loop, deadline);
     if (!evl__queue_empty(&loop->ready))
         timeout = 0;
-    else if (*have_timer)
-        timeout = virt || *deadline <= loop->now ? 0
-                  : *deadline - loop->now > (uint64_t)EVL_SEC(86400) ? (int64_t)EVL_SEC(86400)
-                  : (int64_t)((*deadline - loop->now + EVL_MS(1) - 1) / EVL_MS(1) * EVL_MS(1));
+    else if (*have_timer) {
+        uint64_t now = evl__loop_now(loop);
+        timeout = virt || *deadline <= now ? 0
+                  : *deadline - now > (uint64_t)EVL_SEC(86400) ? (int64_t)EVL_SEC(86400)
+                  : (int64_t)((*deadline - now + EVL_MS(1) - 1) / EVL_MS(1) * EVL_MS(1));
+    }
     /* Virtual clock: time does not jump while executor jobs run (their
      * completion is real time); wait for them instead. */
     if (virt && timeout == 0 && evl__queue_empty(&loop->ready) && loop->exec_inflight)
@@ -242,17 +246,12 @@ static int64_t evl__poll_timeout(evl_loop *loop, bool virt, bool *have_timer, ui
  * poll was fd-wait completions (no syscall, no user code: nothing on this
  * thread can have made an fd ready since), that poll saw every ready fd,
  * the previous poll was not skipped, callbacks are ready (the issue's case:
- * a woken task about to run), and the last poll returned less than
- * EVL__POLL_SKIP_MAX_NS ago.  *now gets the time read for that check. */
-static bool evl__poll_skippable(evl_loop *loop, uint64_t *now)
+ * a woken task about to run), and that batch ran at most
+ * EVL__POLL_SKIP_MAX_WAKES completions (io_quiet counts them): the time
+ * since that poll is bounded by that much work, no clock needed. */
+static bool evl__poll_skippable(const evl_loop *loop)
 {
-    if (!loop->io_quiet || !loop->poll_whole || loop->spec || evl__queue_empty(&loop->ready))
-        return false;
-    uint64_t t = evl__clock_now();
-    if (t - loop->last_poll_ns > EVL__POLL_SKIP_MAX_NS)
-        return false;
-    *now = t;
-    return true;
+    return loop->io_quiet && loop->poll_whole && !loop->spec && !evl__queue_empty(&loop->ready);
 }
 
 static void evl__iteration(evl_loop *loop)
@@ -265,8 +264,7 @@ static void evl__iteration(evl_loop *loop)
     int64_t timeout = evl__poll_timeout(loop, virt, &have_timer, &deadline);
 
     int n = 0;
-    uint64_t now = 0;
-    if (timeout == 0 && !loop->spec && (loop->io_waits == 0 || evl__poll_skippable(loop, &now))) {
+    if (timeout == 0 && !loop->spec && (loop->io_waits == 0 || evl__poll_skippable(loop))) {
         /* Callbacks are ready and the poll could only report the wakeup
          * eventfd (no fd is awaited) or readiness that no handle run since
          * the last poll can have caused (rule 16): a poll that found
@@ -293,19 +291,16 @@ static void evl__iteration(evl_loop *loop)
                 return;               /* as after the batch it belongs to */
             /* The continuation saw the iteration's cached time; the next
              * poll's timeout counts from now (the first poll may have
-             * slept).  Nothing runs before the time phase reads it again. */
-            if (!virt)
-                loop->now = evl__clock_now();
+             * slept). */
+            loop->now_stale = !virt;
             timeout = evl__poll_timeout(loop, virt, &have_timer, &deadline);
         }
         evl__tr_poll_exit(loop, n);
         loop->io_quiet = 1;
-        now = evl__clock_now();
-        loop->last_poll_ns = now;
     }
 
     if (!virt)
-        loop->now = now ? now : evl__clock_now();
+        loop->now_stale = 1;          /* read at its first use: evl__loop_now */
     else if (n == 0 && have_timer && deadline > loop->now && evl__queue_empty(&loop->ready) &&
              !loop->exec_inflight && !atomic_load_explicit(&loop->ts_pending, memory_order_acquire))
         loop->now = deadline;         /* nothing else to do: jump */
@@ -318,9 +313,10 @@ static void evl__iteration(evl_loop *loop)
     evl__queue_push(&loop->ready, &marker);
     loop->batch_end = &marker;
     bool quiet = loop->io_quiet;
+    unsigned wakes = 0;
     evl__handle *h;
     while ((h = evl__queue_pop(&loop->ready)) != &marker) {
-        quiet = quiet && h->run == evl__iowait_run;
+        quiet = quiet && h->run == evl__iowait_run && ++wakes <= EVL__POLL_SKIP_MAX_WAKES;
         h->run(h);
     }
     loop->batch_end = NULL;

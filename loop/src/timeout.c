@@ -50,7 +50,8 @@ static int evl__timeout_arm(evl_timeout *tm, uint64_t when)
     evl_loop *loop = tm->evl__task->loop;
     if (when == EVL_NO_TIMEOUT)
         return 0;
-    if (when <= loop->now) {          /* call_soon(self._on_timeout) */
+    uint64_t now = evl__loop_now(loop);
+    if (when <= now) {                /* call_soon(self._on_timeout) */
         evl__cbhandle *c = evl__cbhandle_get(loop);
         if (!c)
             return EVL_ENOMEM;
@@ -60,7 +61,7 @@ static int evl__timeout_arm(evl_timeout *tm, uint64_t when)
         tm->evl__soon = c;
         return 0;
     }
-    return evl_timer_start(loop, &tm->evl__timer, when - loop->now, evl__timeout_fire, tm);
+    return evl_timer_start(loop, &tm->evl__timer, when - now, evl__timeout_fire, tm);
 }
 
 int evl_timeout_enter_at(evl_timeout *tm, uint64_t when)
@@ -86,7 +87,7 @@ int evl_timeout_enter(evl_timeout *tm, uint64_t delay_ns)
     evl__task *t = evl__current_task();
     if (!t)
         return EVL_ENOTTASK;
-    uint64_t now = t->fut.loop->now;
+    uint64_t now = evl__loop_now(t->fut.loop);
     uint64_t when = delay_ns == EVL_NO_TIMEOUT || now + delay_ns < now ? EVL_NO_TIMEOUT
                                                                        : now + delay_ns;
     return evl_timeout_enter_at(tm, when);

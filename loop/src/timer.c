@@ -131,8 +131,9 @@ int evl_timer_start(evl_loop *loop, evl_timer *t, uint64_t delay_ns, evl_callbac
     t->evl__loop = loop;
     t->evl__cb = cb;
     t->evl__arg = arg;
-    t->evl__deadline = loop->now + delay_ns;
-    if (t->evl__deadline < loop->now)
+    uint64_t now = evl__loop_now(loop);
+    t->evl__deadline = now + delay_ns;
+    if (t->evl__deadline < now)
         t->evl__deadline = UINT64_MAX;    /* saturate: "never" */
     t->evl__seq = loop->timer_seq++;
     int rc = evl__heap_push(&loop->timers, t);
@@ -159,7 +160,7 @@ int evl_timer_active(const evl_timer *t)
 void evl__timers_run_due(evl_loop *loop)
 {
     evl__heap *h = &loop->timers;
-    while (h->n > 0 && h->a[0].deadline <= loop->now) {
+    while (h->n > 0 && h->a[0].deadline <= evl__loop_now(loop)) {
         evl_timer *t = h->a[0].t;
         evl__heap_remove(h, 0);
         t->evl__state = EVL__TIMER_QUEUED;
