@@ -77,9 +77,11 @@ run yield    "$bin/bench_yield" "${args[@]}"
 run asyncio  python3 "$here/bench_asyncio.py" all "${args[@]}"
 run timers   "$bin/bench_timers" "${args[@]}"
 run pingpong "$bin/bench_pingpong" "${args[@]}"
+run queue    "$bin/bench_queue" "${args[@]}"
 
-# Probes compiled in (detached) vs compiled out, on ping-pong (the target)
-# and on the 1000-task yield (a CPU-bound path): each pair of binaries
+# Probes compiled in (detached) vs compiled out, on ping-pong (the target),
+# on the 1000-task yield (a CPU-bound path) and on the queue handoff (the
+# synchronisation primitives' suspend reasons): each pair of binaries
 # alternates, one measurement per process, twice the usual number of rounds
 # because the difference sought is ~1%.
 rounds=$(( ${repeats:-7} * 2 ))
@@ -96,6 +98,8 @@ for ((i = 0; i < rounds; i++)); do
   probe_round probes bench_pingpong_noprobes evl-noprobes pingpong
   probe_round probes-yield bench_yield evl yield
   probe_round probes-yield bench_yield_noprobes evl-noprobes yield
+  probe_round probes-queue bench_queue evl queue
+  probe_round probes-queue bench_queue_noprobes evl-noprobes queue
 done
 
 mkdir -p "$bin" && cp "$out" "$bin/results.txt"

@@ -24,8 +24,10 @@ ROWS = [
     ("timers-ns", ["libev"], ("ratio", "libev", "<=", 1.2, "<= 1.2x libev")),
     ("timers-sparse", ["libev", "libuv"], ("ratio", "libev", "<=", 1.2, "<= 1.2x libev")),
     ("pingpong", ["epoll", "libuv", "libev", "libuv-poll", "python-asyncio"], None),
+    ("queue", [None], None),
     ("probes", ["evl-noprobes"], ("slowdown", "evl-noprobes", "<=", 1.0, "<= 1% slower")),
     ("probes-yield", ["evl-noprobes"], ("slowdown", "evl-noprobes", "<=", 1.0, "<= 1% slower")),
+    ("probes-queue", ["evl-noprobes"], ("slowdown", "evl-noprobes", "<=", 1.0, "<= 1% slower")),
 ]
 # Extra targets on specific peers of a row.
 PEER_TARGETS = {
@@ -42,8 +44,10 @@ DESC = {
     "timers-ns": "1e6 timers, ns (CPU)",
     "timers-sparse": "1e4 timers, ns (CPU)",
     "pingpong": "socketpair ping-pong",
+    "queue": "queue handoff (max 1)",
     "probes": "probes: ping-pong",
     "probes-yield": "probes: yield, 1000",
+    "probes-queue": "probes: queue",
 }
 
 
