@@ -33,6 +33,12 @@ CPUs.  "cpu" is the server process's own CPU time (utime + stime from
 BPF programs, cache effects), the figure to compare with tracer_bench.py's
 micro-benchmark, whose loop does nothing but yield.
 
+Last, the paired ratios: each recorded run against the mean of the
+untraced runs right before and after it, median and range over the rounds.
+The machine's speed drifts between runs by more than the cost sought, and
+the ratio of two medians taken from different runs drifts with it; the
+paired ratio compares runs made seconds apart.
+
 A benchmark, not a test: it prints numbers, it does not pass or fail.  Exit
 status 77 when not root or wrk is missing, 1 when a run fails.  Temporary
 traces go to a directory that is removed on exit, even on failure.
@@ -185,6 +191,7 @@ def main():
     modes = [("untraced", None), ("recorded (full)", []),
              ("untraced", None), ("recorded (--no-blocking)", ["--no-blocking"])]
     runs = {name: [] for name, _ in modes}
+    order = []                        # (name, rps, p99) in run order, for the paired ratios
     tmp = tempfile.mkdtemp(prefix="ls-http-bench-")
     server = None
     try:
@@ -227,6 +234,7 @@ def main():
                     evs, evr = ev / a.seconds, ev / total
                     rec_ns = rcpu / max(ev, 1) * 1e9
                 runs[name].append((rps, p99, evs, evr, dropped, cpu, rec_ns, bpe))
+                order.append((name, rps, p99))
                 extra_cols = ("" if evs is None else
                               f" {evs:9.0f} {evr:6.2f} {dropped:7d} {rec_ns:9.0f} {bpe:5.1f}")
                 print(f"{r + 1:5d} {name:26} {rps:9.0f} {p99 * 1e3:7.2f} {cpu * 1e6:7.2f}"
@@ -270,6 +278,25 @@ def main():
         print(f"{name:26} {rps:9.0f} {rps / base_rps:6.3f} {p99 * 1e3:7.2f} "
               f"{p99 / base_p99:6.3f} {cpu * 1e6:7.2f} {evs:9.0f} {evr:6.2f} "
               f"{wall_ns:10.0f} {cpu_ns:9.0f} {rec_ns:9.0f} {bpe:5.1f}")
+    # The machine's speed drifts between runs (the untraced runs above
+    # spread wider than the cost sought), so the ratio of two medians
+    # taken from different runs moves with it.  Paired: each recorded run
+    # against the mean of the untraced runs just before and after it.
+    print()
+    print("paired: each recorded run / the mean of its two untraced neighbours; median, "
+          "(min .. max)")
+    for name in ("recorded (full)", "recorded (--no-blocking)"):
+        tp, lat = [], []
+        for i, (n, rps, p99) in enumerate(order):
+            nb = [order[j] for j in (i - 1, i + 1)
+                  if 0 <= j < len(order) and order[j][0] == "untraced"]
+            if n != name or not nb:
+                continue
+            tp.append(rps / statistics.mean(x[1] for x in nb))
+            lat.append(p99 / statistics.mean(x[2] for x in nb))
+        print(f"{name:26} throughput {statistics.median(tp):.3f}x ({min(tp):.3f} .. "
+              f"{max(tp):.3f})  p99 {statistics.median(lat):.2f}x ({min(lat):.2f} .. "
+              f"{max(lat):.2f})")
     return 0
 
 
