@@ -78,7 +78,9 @@ struct gnode {
 
 struct gedge {
     int tail, head;           /* node indexes */
-    int kind;                 /* 0 spawn, 1 await, 2 waits for a lock head holds */
+    int kind;                 /* 0 spawn, 1 await, 2 waits for a lock head holds,
+                                 3 woken by head (event, queue ...: reason) */
+    int reason;               /* kind 3: the suspend reason */
     int64_t count;            /* children, or awaits */
     bool cycle;               /* an await edge that was part of a wait-for cycle */
 };
@@ -105,6 +107,12 @@ int graph_cmp_pair(const void *x, const void *y);
  * Also used by `lint` (lint_deadlock.c).  false after an error line. */
 bool graph_task_waits(ls_trace *t, struct gtask *tk, int n, struct await **aw, size_t *naw,
                       struct pair **cyc, size_t *ncyc);
+/* Who let whom go on: for each suspend on an event, a condition, a
+ * semaphore or a queue, the task that woke it (the wake's waker), as
+ * edges waiter -> waker with the suspend's reason and a count, sorted.
+ * History, not part of the cycles.  false after an error line. */
+bool graph_task_releases(ls_trace *t, const struct gtask *tk, int n, struct await **rel,
+                         size_t *nrel);
 
 /* --------------------------------------------------- shared (cmd_graph.c) */
 

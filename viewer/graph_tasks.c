@@ -63,7 +63,9 @@ static int cmp_edge(const void *x, const void *y)
         return a->tail < b->tail ? -1 : 1;
     if (a->head != b->head)
         return a->head < b->head ? -1 : 1;
-    return a->kind - b->kind;
+    if (a->kind != b->kind)
+        return a->kind - b->kind;
+    return a->reason - b->reason;
 }
 
 int graph_tasks(ls_trace *t, Agraph_t *g, const struct graph_opts *o, const char *target)
@@ -74,11 +76,11 @@ int graph_tasks(ls_trace *t, Agraph_t *g, const struct graph_opts *o, const char
     struct gedge *edges = NULL;
     struct gtask **order = NULL;
     struct pair *cyc = NULL;
-    struct await *aw = NULL;
-    size_t naw = 0;
+    struct await *aw = NULL, *rel = NULL;
+    size_t naw = 0, nrel = 0;
     size_t ntk = 0, captk = 0, nnodes = 0, capnodes = 0, nedges = 0, capedges = 0, ncyc = 0;
     size_t nlock = 0;                       /* lock wait edges */
-    char *leak_names[LS_MAX_CODE] = { 0 };
+    char *leak_names[LS_MAX_CODE] = { 0 }, *reason_names[LS_MAX_CODE] = { 0 };
     gv_buf b = { 0 };
     int rc = 1, step;
     bool ok;
@@ -119,9 +121,11 @@ int graph_tasks(ls_trace *t, Agraph_t *g, const struct graph_opts *o, const char
 
     /* Await edges; wait-for cycles among the candidates; what the other
      * pending waiters await at the end. */
-    if (!graph_task_waits(t, tk, n, &aw, &naw, &cyc, &ncyc))
+    if (!graph_task_waits(t, tk, n, &aw, &naw, &cyc, &ncyc) ||
+        !graph_task_releases(t, tk, n, &rel, &nrel))
         goto out;
     graph_load_names(t, "leak_kinds", leak_names);
+    graph_load_names(t, "suspend_reasons", reason_names);
 
     /* State, parent and depth; ids grow with creation, so a parent has a
      * smaller id and a smaller index.  A parent_id pointing forward or to an
@@ -201,7 +205,7 @@ int graph_tasks(ls_trace *t, Agraph_t *g, const struct graph_opts *o, const char
             continue;
         if (!ls_grow((void **)&edges, &capedges, nedges + 1, sizeof(*edges)))
             goto out;
-        edges[nedges++] = (struct gedge){ tk[tk[i].parent].node, tk[i].node, 0, 1, false };
+        edges[nedges++] = (struct gedge){ tk[tk[i].parent].node, tk[i].node, 0, 0, 1, false };
     }
     for (size_t e = 0; e < naw; e++) {
         if (!ls_grow((void **)&edges, &capedges, nedges + 1, sizeof(*edges)))
@@ -210,7 +214,13 @@ int graph_tasks(ls_trace *t, Agraph_t *g, const struct graph_opts *o, const char
         bool c = ncyc && bsearch(&key, cyc, ncyc, sizeof(*cyc), graph_cmp_pair);
         int kind = aw[e].reason == EVL_SUSPEND_LOCK ? 2 : 1;
         nlock += kind == 2;
-        edges[nedges++] = (struct gedge){ tk[aw[e].w].node, tk[aw[e].a].node, kind, aw[e].n, c };
+        edges[nedges++] = (struct gedge){ tk[aw[e].w].node, tk[aw[e].a].node, kind, 0, aw[e].n, c };
+    }
+    for (size_t e = 0; e < nrel; e++) {
+        if (!ls_grow((void **)&edges, &capedges, nedges + 1, sizeof(*edges)))
+            goto out;
+        edges[nedges++] = (struct gedge){ tk[rel[e].w].node, tk[rel[e].a].node, 3, rel[e].reason,
+                                          rel[e].n, false };
     }
     if (nedges)
         qsort(edges, nedges, sizeof(*edges), cmp_edge);
@@ -229,9 +239,10 @@ int graph_tasks(ls_trace *t, Agraph_t *g, const struct graph_opts *o, const char
     if (ncycle_tasks)
         gv_add(&b, ", <font color=\"#d00000\"><b>%d in wait-for cycles%s</b></font>", ncycle_tasks,
                deadlocked ? " (deadlocked at the end)" : "");
-    gv_add(&b, "</font></td></tr><tr><td colspan=\"%d\">solid: spawned; dashed: awaited; %s"
+    gv_add(&b, "</font></td></tr><tr><td colspan=\"%d\">solid: spawned; dashed: awaited; %s%s"
                "bold red: wait-for cycle</td></tr>", TS_N,
-           nlock ? "dotted: waits for a lock the other holds; " : "");
+           nlock ? "dotted: waits for a lock the other holds; " : "",
+           nrel ? "green: woken by (event, queue ...); " : "");
     if (n > 0) {                            /* an empty <tr> is a syntax error */
         gv_add(&b, "<tr>");
         for (int s = 0; s < TS_N; s++)
@@ -306,6 +317,18 @@ int graph_tasks(ls_trace *t, Agraph_t *g, const struct graph_opts *o, const char
             gv_set(ed, "color", "#555555");
             continue;
         }
+        if (e.kind == 3) {            /* woken by: history, off the ranking */
+            gv_set(ed, "style", "dashed");
+            gv_set(ed, "constraint", "false");
+            gv_set(ed, "color", "#2e7d32");
+            char rb[32];
+            const char *r = graph_name_of(reason_names, e.reason, rb, sizeof(rb));
+            if (e.count > 1)
+                gv_set(ed, "xlabel", " %s \xc3\x97%lld", r, (long long)e.count);
+            else
+                gv_set(ed, "xlabel", " %s", r);
+            continue;
+        }
         /* awaits: off the tree's ranking, so a sibling await does not bend it */
         gv_set(ed, "style", e.kind == 2 ? "dotted" : "dashed");
         gv_set(ed, "constraint", "false");
@@ -338,7 +361,9 @@ out:
     free(edges);
     free(cyc);
     free(aw);
+    free(rel);
     free(b.s);
     graph_free_names(leak_names);
+    graph_free_names(reason_names);
     return rc;
 }

@@ -327,6 +327,112 @@ static bool find_cycles(ls_trace *t, struct gtask *tk, int n, struct pair **cyc,
     return ok;
 }
 
+/* ------------------------------------------------------------ releases
+ *
+ * A task that waits on an event, a condition, a semaphore or a queue waits
+ * for no one task in particular: whoever sets, notifies, releases, puts or
+ * gets next lets it go on.  The trace says who did, afterwards: the wake
+ * that ends such a suspend names the waker task.  These edges (waiter ->
+ * waker, by the suspend's reason) show who fed whom; they are history, not
+ * a wait at one moment, so they take no part in the cycles above. */
+
+static bool is_sync_reason(int64_t r)
+{
+    return r == EVL_SUSPEND_EVENT || r == EVL_SUSPEND_CONDITION || r == EVL_SUSPEND_SEMAPHORE ||
+           r == EVL_SUSPEND_QUEUE_GET || r == EVL_SUSPEND_QUEUE_PUT || r == EVL_SUSPEND_QUEUE_JOIN;
+}
+
+/* Whether the trace may hold such a suspend (as may_await). */
+static bool may_sync(ls_trace *t)
+{
+    char *mv = ls_meta(t, "model_version");
+    bool derived = mv != NULL;
+    free(mv);
+    if (!derived || t->in_progress || ls_meta_int(t, "untracked_tasks", 0) != 0)
+        return true;
+    int64_t n = -1;
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(t->db, "SELECT coalesce(sum(count), 0) FROM transitions"
+                                  " WHERE to_node BETWEEN ?1 AND ?2", -1, &st, NULL) == SQLITE_OK) {
+        sqlite3_bind_int(st, 1, LS_NODE_SUSPENDED + EVL_SUSPEND_EVENT);
+        sqlite3_bind_int(st, 2, LS_NODE_SUSPENDED + EVL_SUSPEND_QUEUE_JOIN);
+        if (sqlite3_step(st) == SQLITE_ROW)
+            n = sqlite3_column_int64(st, 0);
+    }
+    sqlite3_finalize(st);
+    return n != 0;
+}
+
+static int cmp_await(const void *x, const void *y)
+{
+    const struct await *a = x, *b = y;
+    if (a->w != b->w)
+        return a->w < b->w ? -1 : 1;
+    if (a->a != b->a)
+        return a->a < b->a ? -1 : 1;
+    return (a->reason > b->reason) - (a->reason < b->reason);
+}
+
+bool graph_task_releases(ls_trace *t, const struct gtask *tk, int n, struct await **rel,
+                         size_t *nrel)
+{
+    size_t cap = 0;
+    if (n == 0 || !may_sync(t))
+        return true;
+    int *pend = calloc((size_t)n, sizeof(int));  /* per task: the reason it waits for, or 0 */
+    if (!pend) {
+        ls_error("graph: out of memory");
+        return false;
+    }
+    sqlite3_stmt *st = ls_prepare(t,
+        "SELECT task_id, kind, reason, arg0 FROM events WHERE kind IN ("
+        LS_SQL_KIND_task_suspend ", " LS_SQL_KIND_task_wake ") ORDER BY rowid");
+    bool ok = st != NULL;
+    int step = SQLITE_DONE;
+    while (ok && (step = sqlite3_step(st)) == SQLITE_ROW) {
+        if (sqlite3_column_type(st, 0) == SQLITE_NULL)
+            continue;
+        int w = graph_task_by_id(tk, n, sqlite3_column_int64(st, 0));
+        if (w < 0)
+            continue;
+        int64_t reason = sqlite3_column_int64(st, 2);
+        if (sqlite3_column_int(st, 1) == EVL_PROBE_ID_task_suspend) {
+            pend[w] = is_sync_reason(reason) ? (int)reason : 0;
+            continue;
+        }
+        /* Woken by a set, notify, release, put or get; not by a
+         * cancellation (its waker is the canceller, or none). */
+        bool fed = reason == EVL_WAKER_EVENT || reason == EVL_WAKER_CONDITION ||
+                   reason == EVL_WAKER_SEMAPHORE || reason == EVL_WAKER_QUEUE;
+        int a = pend[w] && fed ? graph_task_by_id(tk, n, sqlite3_column_int64(st, 3)) : -1;
+        if (a >= 0 && a != w) {
+            if (!ls_grow((void **)rel, &cap, *nrel + 1, sizeof(**rel))) {
+                ok = !ls_error("graph: out of memory");
+                break;
+            }
+            (*rel)[(*nrel)++] = (struct await){ w, a, pend[w], 1 };
+        }
+        pend[w] = 0;
+    }
+    if (st)
+        ok = ok && ls_step_ok(t, st, step);
+    sqlite3_finalize(st);
+    free(pend);
+    /* One edge per (waiter, waker, reason), with its count. */
+    if (*nrel) {
+        qsort(*rel, *nrel, sizeof(**rel), cmp_await);
+        size_t k = 0;
+        for (size_t i = 1; i < *nrel; i++) {
+            if (!cmp_await(&(*rel)[k], &(*rel)[i]))
+                (*rel)[k].n += (*rel)[i].n;
+            else
+                (*rel)[++k] = (*rel)[i];
+        }
+        *nrel = k + 1;
+    }
+    return ok;
+}
+
 bool graph_task_waits(ls_trace *t, struct gtask *tk, int n, struct await **aw, size_t *naw,
                       struct pair **cyc, size_t *ncyc)
 {

@@ -214,6 +214,55 @@ def deadlock_cycle():
 
 
 @case
+def queue_woken_by():
+    """record -- pipeline (an evl_queue between a producer and three
+    consumers): a consumer's get that waits is a suspend with reason
+    queue_get, ended by a wake whose waker is the producer (waker kind
+    queue); graph --kind tasks draws a green "woken by" edge from each
+    consumer that waited to the producer; lint sees no deadlock."""
+    db = tmpdb()
+    record("-o", db, "--", os.path.join(A.examples, "pipeline"), "12")
+    integrity(db)
+    ids = dict(query(db, "SELECT name, id FROM tasks"))
+    producer = ids["producer"]
+    consumers = {ids[f"consumer-{i}"] for i in (1, 2, 3)}
+    rows = query(db, """
+        SELECT e.task_id, k.name, r.name, w.name, e.arg0 FROM events e
+        JOIN event_kinds k ON k.id = e.kind
+        LEFT JOIN suspend_reasons r ON k.name = 'task_suspend' AND r.id = e.reason
+        LEFT JOIN waker_kinds w ON k.name = 'task_wake' AND w.id = e.reason
+        WHERE k.name IN ('task_suspend', 'task_wake') ORDER BY e.rowid""")
+    # Each consumer's last get ends in its timeout scope's cancellation
+    # (waker kind cancel); every other wait, in the producer's put.
+    woken, timed_out = set(), []
+    pending = {}
+    for task, kind, reason, waker_kind, arg0 in rows:
+        if kind == "task_suspend":
+            pending[task] = reason
+        elif pending.pop(task, None) == "queue_get":
+            if waker_kind == "cancel":
+                timed_out.append(task)
+                continue
+            eq((waker_kind, arg0), ("queue", producer), f"wake ending task {task}'s queue_get")
+            woken.add(task)
+    eq(sorted(timed_out), sorted(consumers), "one timed-out get per consumer, at the end")
+    check(woken and woken <= consumers, f"consumers woken by the producer's put: {woken}")
+    waited = woken
+
+    dot = os.path.join(tmpdir(), "g.dot")
+    out = subprocess.run([A.loopscope, "graph", db, "--kind", "tasks", "-o", dot],
+                         capture_output=True, text=True)
+    eq(out.returncode, 0, f"graph exit status ({out.stderr.strip()})")
+    text = open(dot).read()
+    for c in sorted(waited):
+        edge = re.search(rf"\bt{c} -> t{producer}\s*.([^\x5d]*)", text)
+        check(edge and "#2e7d32" in edge.group(1) and "queue_get" in edge.group(1),
+              f"green queue_get edge t{c} -> t{producer} in:\n{text}")
+    out = subprocess.run([A.loopscope, "lint", db], capture_output=True, text=True)
+    check("warning[deadlock]" not in out.stdout, f"no deadlock in a pipeline:\n{out.stdout}")
+
+
+@case
 def unbatched_same_sequence():
     """--no-batch (one uprobe per event) records the same sequences."""
     db = tmpdb()

@@ -4,7 +4,8 @@ hand-made trace on which the lint rules that no recorded fixture triggers
 fire, each once: lost-wakeup (its three cases), unretrieved-error (both
 cases), self-wake, lossy-trace and deadlock (two wait-for cycles: two tasks
 awaiting each other, and two tasks each waiting for a lock the other
-holds), which graph --kind tasks draws too.
+holds), which graph --kind tasks draws too, with a queue handoff (a
+consumer woken by the producer's put: a "woken by" edge).
 
 The recorded fixtures (make_fixtures.sh) cannot show these: libevl has no
 such bugs to record on purpose.  The trace is built from tracer/schema.sql
@@ -30,8 +31,8 @@ END = T0 + 1000 * MS
 
 # kinds, reasons (tracer/SCHEMA.md)
 CREATE, RUN, SUSPEND, WAKE, FINISH, CANCEL, LEAK = 3, 4, 5, 6, 7, 8, 9
-SLEEP, FUTURE, TASK, LOCK = 1, 3, 4, 8             # suspend reasons
-W_TIMER, W_FUTURE = 1, 3                          # waker kinds
+SLEEP, FUTURE, TASK, LOCK, QUEUE_GET = 1, 3, 4, 8, 12   # suspend reasons
+W_TIMER, W_FUTURE, W_QUEUE = 1, 3, 13             # waker kinds
 FINISHED, FAILED = 4, 5                           # states
 UNRETRIEVED = 3                                   # leak kinds
 
@@ -130,6 +131,15 @@ def main():
                                         (700, SUSPEND, LOCK, 0x7f0000002000, 12)])
     task(12, "transfer_b_to_a", 1, 19, [(700.4, RUN, None, None, None),
                                         (700.5, SUSPEND, LOCK, 0x7f0000001000, 11)])
+    # 13, 14: a queue handoff: the consumer waits for an item (reason
+    # queue_get), the producer's put wakes it (waker kind queue, arg0 the
+    # producer); both finish
+    task(13, "consumer", 1, 20, [(799.9, RUN, None, None, None),
+                                 (800, SUSPEND, QUEUE_GET, 0x7f0000003000, 0),
+                                 (810.05, WAKE, W_QUEUE, 14, None), (810.1, RUN, None, None, None),
+                                 (810.2, FINISH, FINISHED, 0, None)], FINISHED, 0)
+    task(14, "producer", 1, 21, [(809.9, RUN, None, None, None),
+                                 (810.1, FINISH, FINISHED, 0, None)], FINISHED, 0)
 
     for tid, (name, parent, created, ended, final, error, leak) in sorted(tasks.items()):
         out.append(f"INSERT INTO tasks VALUES({tid},1,{q(parent)},{q(name)},{q(name)},"
