@@ -152,7 +152,8 @@ void evl_loop_hold(evl_loop *loop);
 void evl_loop_release(evl_loop *loop);
 
 /* The loop's cached time: read once per iteration after the poll, at its
- * first use (like libuv's uv_now).  Deadlines are computed from it. */
+ * first use (like libuv's uv_now).  Deadlines are computed from it.  Loop
+ * thread only (the first use in an iteration stores the time it read). */
 uint64_t evl_now(const evl_loop *loop);
 
 /* The loop running on the calling thread, or NULL. */
