@@ -18,8 +18,8 @@ import sys
 import tempfile
 import threading
 import time
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-import lstrace  # noqa: E402  (tests/lstrace.py: events needs loopscope's SQLite extension)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from lstest import Fail, check, eq, query, meta  # noqa: E402  (the copy every script shares)
 
 A = None
 CASES = {}
@@ -31,20 +31,6 @@ def case(fn):
     return fn
 
 
-class Fail(Exception):
-    pass
-
-
-def check(cond, msg):
-    if not cond:
-        raise Fail(msg)
-
-
-def eq(got, want, what):
-    if got != want:
-        raise Fail(f"{what}: expected {want!r}, got {got!r}")
-
-
 TMPDIRS = []          # removed when the case ends, whatever its outcome
 PROCS = []            # killed (by pid) when the case ends
 
@@ -53,18 +39,6 @@ def tmpdir():
     d = tempfile.mkdtemp(prefix="lsflight-")
     TMPDIRS.append(d)
     return d
-
-
-def query(db, sql, *params):
-    con = lstrace.connect(f"file:{db}?mode=ro", uri=True)
-    try:
-        return con.execute(sql, params).fetchall()
-    finally:
-        con.close()
-
-
-def meta(db):
-    return dict(query(db, "SELECT key, value FROM meta"))
 
 
 def viewer(*args):

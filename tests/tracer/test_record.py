@@ -17,8 +17,8 @@ import subprocess
 import sys
 import tempfile
 import time
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-import lstrace  # noqa: E402  (tests/lstrace.py: events needs loopscope's SQLite extension)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from lstest import Fail, check, eq, query, meta  # noqa: E402  (the copy every script shares)
 
 A = None
 CASES = {}
@@ -27,20 +27,6 @@ CASES = {}
 def case(fn):
     CASES[fn.__name__] = fn
     return fn
-
-
-class Fail(Exception):
-    pass
-
-
-def check(cond, msg):
-    if not cond:
-        raise Fail(msg)
-
-
-def eq(got, want, what):
-    if got != want:
-        raise Fail(f"{what}: expected {want!r}, got {got!r}")
 
 
 TMPDIRS = []          # removed when the case ends, whatever its outcome
@@ -62,18 +48,6 @@ def record(*args, timeout=60, check_rc=True):
     if check_rc and p.returncode != 0:
         raise Fail(f"record {args} exited {p.returncode}: {p.stderr.strip()}")
     return p
-
-
-def query(db, sql, *params):
-    con = lstrace.connect(f"file:{db}?mode=ro", uri=True)
-    try:
-        return con.execute(sql, params).fetchall()
-    finally:
-        con.close()
-
-
-def meta(db):
-    return dict(query(db, "SELECT key, value FROM meta"))
 
 
 def integrity(db):

@@ -21,6 +21,8 @@ import tempfile
 import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import lstrace  # noqa: E402  (tests/lstrace.py: events needs loopscope's SQLite extension)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from lstest import Fail, check, eq  # noqa: E402  (the copy every script shares)
 
 A = None
 CASES = {}
@@ -31,20 +33,6 @@ CLEANUP = []          # callables run when the case ends, whatever its outcome
 def case(fn):
     CASES[fn.__name__] = fn
     return fn
-
-
-class Fail(Exception):
-    pass
-
-
-def check(cond, msg):
-    if not cond:
-        raise Fail(msg)
-
-
-def eq(got, want, what):
-    if got != want:
-        raise Fail(f"{what}: expected {want!r}, got {got!r}")
 
 
 def tmpdir():
