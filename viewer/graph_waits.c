@@ -50,29 +50,36 @@ int graph_cmp_pair(const void *x, const void *y)
     return a->a != b->a ? (a->a < b->a ? -1 : 1) : (a->b > b->b) - (a->b < b->b);
 }
 
-/* Whether the trace may hold a suspend waiting for a task: the derived
- * transitions count every tracked task's entries into suspended(task) and
- * suspended(lock).
- * true when they cannot tell (not derived yet, recording in progress,
- * tasks the replay could not track). */
-static bool may_await(ls_trace *t)
+/* Whether the trace may hold a suspend for one of the reasons `which`
+ * accepts: the derived transitions count every tracked task's entries into
+ * each suspended(reason) node.  true when they cannot tell (not derived
+ * yet, recording in progress, tasks the replay could not track). */
+static bool may_suspend(ls_trace *t, bool (*which)(int64_t reason))
 {
     char *mv = ls_meta(t, "model_version");
     bool derived = mv != NULL;
     free(mv);
     if (!derived || t->in_progress || ls_meta_int(t, "untracked_tasks", 0) != 0)
         return true;
-    int64_t n = -1;
+    bool any = false;
+    int step = SQLITE_ERROR;          /* until the statement runs */
     sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(t->db, "SELECT coalesce(sum(count), 0) FROM transitions"
-                                  " WHERE to_node IN (?1, ?2)", -1, &st, NULL) == SQLITE_OK) {
-        sqlite3_bind_int(st, 1, LS_NODE_SUSPENDED + EVL_SUSPEND_TASK);
-        sqlite3_bind_int(st, 2, LS_NODE_SUSPENDED + EVL_SUSPEND_LOCK);
-        if (sqlite3_step(st) == SQLITE_ROW)
-            n = sqlite3_column_int64(st, 0);
+    if (sqlite3_prepare_v2(t->db, "SELECT to_node - ?1 FROM transitions WHERE to_node BETWEEN ?1"
+                                  " AND ?1 + ?2 GROUP BY to_node HAVING sum(count) > 0",
+                           -1, &st, NULL) == SQLITE_OK) {
+        sqlite3_bind_int(st, 1, LS_NODE_SUSPENDED);
+        sqlite3_bind_int(st, 2, LS_NODE_DETAIL_MAX);
+        while (!any && (step = sqlite3_step(st)) == SQLITE_ROW)
+            any = which(sqlite3_column_int64(st, 0));
     }
     sqlite3_finalize(st);
-    return n != 0;
+    return any || (step != SQLITE_DONE && step != SQLITE_ROW);   /* unreadable: cannot tell */
+}
+
+/* Suspends that wait for one task: awaiting it, or a lock it holds. */
+static bool is_wait_reason(int64_t r)
+{
+    return r == EVL_SUSPEND_TASK || r == EVL_SUSPEND_LOCK;
 }
 
 /* The task a suspend waits for (WAIT_FOR_SQL in SQL), or 0: none. */
@@ -93,7 +100,7 @@ static int64_t wait_for(int64_t reason, int64_t arg0, int64_t arg1)
 static bool read_awaits(ls_trace *t, const struct gtask *tk, int n, struct await **aw, size_t *naw)
 {
     size_t cap = 0;
-    if (!may_await(t))
+    if (!may_suspend(t, is_wait_reason))
         return true;
     sqlite3_stmt *st = ls_prepare(t,
         "SELECT task_id, " WAIT_FOR_SQL ", reason, count(*) FROM events"
@@ -342,27 +349,6 @@ static bool is_sync_reason(int64_t r)
            r == EVL_SUSPEND_QUEUE_GET || r == EVL_SUSPEND_QUEUE_PUT || r == EVL_SUSPEND_QUEUE_JOIN;
 }
 
-/* Whether the trace may hold such a suspend (as may_await). */
-static bool may_sync(ls_trace *t)
-{
-    char *mv = ls_meta(t, "model_version");
-    bool derived = mv != NULL;
-    free(mv);
-    if (!derived || t->in_progress || ls_meta_int(t, "untracked_tasks", 0) != 0)
-        return true;
-    int64_t n = -1;
-    sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(t->db, "SELECT coalesce(sum(count), 0) FROM transitions"
-                                  " WHERE to_node BETWEEN ?1 AND ?2", -1, &st, NULL) == SQLITE_OK) {
-        sqlite3_bind_int(st, 1, LS_NODE_SUSPENDED + EVL_SUSPEND_EVENT);
-        sqlite3_bind_int(st, 2, LS_NODE_SUSPENDED + EVL_SUSPEND_QUEUE_JOIN);
-        if (sqlite3_step(st) == SQLITE_ROW)
-            n = sqlite3_column_int64(st, 0);
-    }
-    sqlite3_finalize(st);
-    return n != 0;
-}
-
 static int cmp_await(const void *x, const void *y)
 {
     const struct await *a = x, *b = y;
@@ -377,7 +363,7 @@ bool graph_task_releases(ls_trace *t, const struct gtask *tk, int n, struct awai
                          size_t *nrel)
 {
     size_t cap = 0;
-    if (n == 0 || !may_sync(t))
+    if (n == 0 || !may_suspend(t, is_sync_reason))
         return true;
     int *pend = calloc((size_t)n, sizeof(int));  /* per task: the reason it waits for, or 0 */
     if (!pend) {
