@@ -85,6 +85,7 @@ evl_loop *evl_loop_new(const evl_loop_options *opts)
     loop->epfd = -1;
     loop->wakefd = -1;
     loop->trace_on = EVL_BATCHING();  /* a tracer already attached sees it all */
+    evl__trace_refresh(loop);
     if (evl__poll_init(loop) < 0)
         goto fail;
     loop->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -428,6 +429,7 @@ int evl_loop_free(evl_loop *loop)
         return EVL_EBUSY;
     int leaked = (int)loop->ntasks;
     loop->closing = 1;
+    evl__trace_refresh(loop);         /* a tracer attached since the last iteration */
     evl__task_destroy_pending(loop);
     evl__trace_flush(loop);           /* the leak verdicts */
     evl__executor_release(loop);     /* also moves posted handles to ready */

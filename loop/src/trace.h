@@ -61,14 +61,27 @@ static inline struct evl_rec *evl__trace_rec(evl_loop *loop, uint16_t kind, uint
     return evl__trace_rec_at(loop, kind, size, task, a32, a0, a1, evl__trace_clock());
 }
 
-/* The hot path of every event is one test: is its own probe or the batch
- * probe enabled?  Everything else lives in trace.c, out of line and cold,
- * so that a detached tracer costs two loads and a branch per event. */
+/* The hot path of every event is one test of a byte of the loop, which
+ * the event site has in hand: is any lifecycle probe enabled?  The slow
+ * paths (trace.c, out of line and cold) then fire each probe only if its
+ * own semaphore is up, and record only while batching.  The byte is the OR
+ * of the semaphores, taken once per iteration, at its start
+ * (evl__trace_refresh): a tracer attaching to a running loop sees events
+ * from the next iteration on (the batch tracer did already: its snapshot
+ * is taken there), and a detached one costs each event a load from a
+ * cache line already in use and a branch, instead of two loads from the
+ * semaphores' lines. */
 #ifdef EVL_PROBES
-#define EVL__TRACING(name)                                                    \
-    EVL__UNLIKELY((evl_##name##_semaphore | evl_batch_semaphore) != 0)
+#define EVL__TRACING(loop) EVL__UNLIKELY((loop)->tracing)
+#define EVL__SEM_OR(name, nargs, doc) | evl_##name##_semaphore
+static inline void evl__trace_refresh(evl_loop *loop)
+{
+    loop->tracing = (0 EVL_PROBE_LIST(EVL__SEM_OR)) != 0;
+}
+#undef EVL__SEM_OR
 #else
-#define EVL__TRACING(name) 0
+#define EVL__TRACING(loop) 0
+static inline void evl__trace_refresh(evl_loop *loop) { (void)loop; }
 #endif
 
 void evl__tr_task_create_slow(evl_loop *loop, uint64_t task, uint64_t parent,
@@ -93,6 +106,7 @@ void evl__rec_task_create(evl_loop *loop, uint64_t task, uint64_t parent, const 
 void evl__trace_snapshot(evl_loop *loop, bool fresh);
 static inline void evl__trace_check_attach(evl_loop *loop)
 {
+    evl__trace_refresh(loop);
     bool on = EVL_BATCHING();
     if (EVL__UNLIKELY(on != loop->trace_on)) {
         loop->trace_on = on;
@@ -116,52 +130,52 @@ static inline void evl__pub_begin(evl_loop *loop, uint64_t task, uint32_t phase)
 static inline void evl__tr_task_create(evl_loop *loop, uint64_t task, uint64_t parent,
                                        const char *name, uintptr_t fn)
 {
-    if (EVL__TRACING(task_create))
+    if (EVL__TRACING(loop))
         evl__tr_task_create_slow(loop, task, parent, name, fn);
 }
 
 static inline void evl__tr_task_run(evl_loop *loop, uint64_t task)
 {
     evl__pub_begin(loop, task, EVL_PHASE_TASK);
-    if (EVL__TRACING(task_run))
+    if (EVL__TRACING(loop))
         evl__tr_task_run_slow(loop, task);
 }
 
 static inline void evl__tr_task_suspend(evl_loop *loop, uint64_t task, int reason,
                                         uint64_t obj, uint64_t timeout)
 {
-    if (EVL__TRACING(task_suspend))
+    if (EVL__TRACING(loop))
         evl__tr_task_suspend_slow(loop, task, reason, obj, timeout);
 }
 
 /* sleep(0): suspended and woken at once. */
 static inline void evl__tr_task_yield(evl_loop *loop, uint64_t task)
 {
-    if (EVL__TRACING(task_suspend) || EVL__TRACING(task_wake))
+    if (EVL__TRACING(loop))
         evl__tr_task_yield_slow(loop, task);
 }
 
 static inline void evl__tr_task_wake(evl_loop *loop, uint64_t task, int kind, uint64_t waker)
 {
-    if (EVL__TRACING(task_wake))
+    if (EVL__TRACING(loop))
         evl__tr_task_wake_slow(loop, task, kind, waker);
 }
 
 static inline void evl__tr_task_finish(evl_loop *loop, uint64_t task, int state, intptr_t err)
 {
-    if (EVL__TRACING(task_finish))
+    if (EVL__TRACING(loop))
         evl__tr_task_finish_slow(loop, task, state, err);
 }
 
 static inline void evl__tr_task_cancel(evl_loop *loop, uint64_t task, uint64_t requester)
 {
-    if (EVL__TRACING(task_cancel))
+    if (EVL__TRACING(loop))
         evl__tr_task_cancel_slow(loop, task, requester);
 }
 
 static inline void evl__tr_task_leak(evl_loop *loop, uint64_t task, int kind)
 {
-    if (EVL__TRACING(task_leak))
+    if (EVL__TRACING(loop))
         evl__tr_task_leak_slow(loop, task, kind);
 }
 
@@ -169,27 +183,27 @@ static inline void evl__tr_task_leak(evl_loop *loop, uint64_t task, int kind)
  * in the batch buffer, cut short so that they are handed over in time. */
 static inline int64_t evl__tr_poll_enter(evl_loop *loop, int64_t timeout)
 {
-    if (EVL__TRACING(poll_enter))
+    if (EVL__TRACING(loop))
         return evl__tr_poll_enter_slow(loop, timeout);
     return timeout;
 }
 
 static inline void evl__tr_poll_exit(evl_loop *loop, int n)
 {
-    if (EVL__TRACING(poll_exit))
+    if (EVL__TRACING(loop))
         evl__tr_poll_exit_slow(loop, n);
 }
 
 static inline void evl__tr_callback_begin(evl_loop *loop, uintptr_t fn)
 {
     evl__pub_begin(loop, 0, EVL_PHASE_CALLBACK);
-    if (EVL__TRACING(callback_begin))
+    if (EVL__TRACING(loop))
         evl__tr_callback_begin_slow(loop, fn);
 }
 
 static inline void evl__tr_callback_end(evl_loop *loop, uintptr_t fn)
 {
-    if (EVL__TRACING(callback_end))
+    if (EVL__TRACING(loop))
         evl__tr_callback_end_slow(loop, fn);
     loop->pub.phase = EVL_PHASE_OTHER;
 }
