@@ -316,6 +316,7 @@ struct evl_loop {
     uint64_t trace_first;     /* ts of its oldest record (trace_len > 0) */
     uint8_t trace_on;         /* batching was on last iteration */
     uint8_t tracing;          /* some probe is enabled (trace.h) */
+    uint8_t trace_tick;       /* iterations since evl__trace_refresh */
     uint64_t now;             /* cached time: evl__loop_now */
     uint8_t now_stale;        /* real clock: read now at its next use */
     evl__heap timers;

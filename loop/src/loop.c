@@ -280,6 +280,8 @@ static void evl__iteration(evl_loop *loop)
             loop->pub.phase = EVL_PHASE_POLL;
             n = evl__poll(loop, evl__tr_poll_enter(loop, timeout));
             loop->pub.phase = EVL_PHASE_OTHER;
+            if (timeout != 0)
+                evl__trace_refresh(loop);  /* a tracer may attach while it sleeps */
             if (n != EVL__POLL_SPEC_MISSED)
                 break;
             /* A speculative read the poll did not confirm (rule 16): its

@@ -65,12 +65,16 @@ static inline struct evl_rec *evl__trace_rec(evl_loop *loop, uint16_t kind, uint
  * the event site has in hand: is any lifecycle probe enabled?  The slow
  * paths (trace.c, out of line and cold) then fire each probe only if its
  * own semaphore is up, and record only while batching.  The byte is the OR
- * of the semaphores, taken once per iteration, at its start
- * (evl__trace_refresh): a tracer attaching to a running loop sees events
- * from the next iteration on (the batch tracer did already: its snapshot
- * is taken there), and a detached one costs each event a load from a
- * cache line already in use and a branch, instead of two loads from the
- * semaphores' lines. */
+ * of the semaphores (evl__trace_refresh), taken after each poll that may
+ * have slept (loop.c), every EVL__TRACE_REFRESH_ITERS iterations, and at
+ * once when the batch semaphore, read at every iteration's start, moves:
+ * a tracer attaching to a running loop sees events from the next poll or
+ * within 64 iterations (the batch tracer from the next iteration, as its
+ * snapshot), and a detached one costs each event a load from a cache line
+ * already in use and a branch, instead of two loads from the semaphores'
+ * lines.  Reading all 14 semaphores at every iteration cost a loop that
+ * does little per iteration more than it saved. */
+#define EVL__TRACE_REFRESH_ITERS 64
 #ifdef EVL_PROBES
 #define EVL__TRACING(loop) EVL__UNLIKELY((loop)->tracing)
 #define EVL__SEM_OR(name, nargs, doc) | evl_##name##_semaphore
@@ -106,8 +110,11 @@ void evl__rec_task_create(evl_loop *loop, uint64_t task, uint64_t parent, const 
 void evl__trace_snapshot(evl_loop *loop, bool fresh);
 static inline void evl__trace_check_attach(evl_loop *loop)
 {
-    evl__trace_refresh(loop);
     bool on = EVL_BATCHING();
+    if (EVL__UNLIKELY(++loop->trace_tick >= EVL__TRACE_REFRESH_ITERS || on != loop->trace_on)) {
+        loop->trace_tick = 0;
+        evl__trace_refresh(loop);
+    }
     if (EVL__UNLIKELY(on != loop->trace_on)) {
         loop->trace_on = on;
         if (on)
