@@ -16,17 +16,16 @@ A benchmark, not a test.  Needs wrk (exit 77 without it).
 """
 import argparse
 import os
-import re
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
 import time
 
+from http_overhead import free_port, wrk  # the same helpers, one copy
+
 SHAPES = [None, (20.0, 1.0), (2.0, 0.1), (1.0, 0.05)]   # (period ms, burst ms)
-UNITS = {"us": 1e-6, "ms": 1e-3, "s": 1.0}
 
 
 def neighbour(period_ms, burst_ms):
@@ -39,16 +38,6 @@ def neighbour(period_ms, burst_ms):
             "    while time.perf_counter() < end:\n"
             "        pass\n")
     return subprocess.Popen([sys.executable, "-c", code])
-
-
-def wrk(url, seconds):
-    p = subprocess.run(["wrk", "-t1", "-c8", f"-d{seconds}s", "--latency", url],
-                       capture_output=True, text=True, timeout=seconds + 60)
-    rps = re.search(r"^Requests/sec:\s+([0-9.]+)", p.stdout, re.M)
-    p99 = re.search(r"^\s+99%\s+([0-9.]+)(us|ms|s)\s*$", p.stdout, re.M)
-    if p.returncode != 0 or not (rps and p99):
-        raise RuntimeError(f"wrk failed ({p.returncode}):\n{p.stdout}{p.stderr}")
-    return float(rps.group(1)), float(p99.group(1)) * UNITS[p99.group(2)]
 
 
 def name(shape):
@@ -65,9 +54,7 @@ def main():
         print("burst_latency: wrk is not installed (apt-get install wrk)")
         return 77
     server_bin = os.path.join(os.path.abspath(a.build), "examples", "http_server")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     server = subprocess.Popen([server_bin, "--port", str(port)], stdout=subprocess.PIPE,
                               stderr=subprocess.DEVNULL, text=True)
     p99s = {name(s): [] for s in SHAPES}
@@ -75,7 +62,7 @@ def main():
         server.stdout.readline()          # "pid P"
         server.stdout.readline()          # "port P"
         url = f"http://127.0.0.1:{port}/"
-        wrk(url, 1)                       # warm up
+        wrk(url, 1, 8, 1)                 # warm up
         print(f"burst_latency: {server_bin} GET / under wrk -t1 -c8 -d{a.seconds}s, "
               f"{a.rounds} rounds")
         print(f"{'round':>5} {'neighbour':24} {'req/s':>9} {'p99 ms':>7}")
@@ -84,7 +71,7 @@ def main():
                 n = neighbour(*shape) if shape else None
                 try:
                     time.sleep(0.2)
-                    rps, p99 = wrk(url, a.seconds)
+                    rps, p99, _ = wrk(url, a.seconds, 8, 1)
                 finally:
                     if n:
                         n.kill()
