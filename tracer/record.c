@@ -593,9 +593,9 @@ static int ls_recorder_run(recorder *r, const char **why)
          * longest burst (tests/bench/results/burst_latency.txt: 1 ms of
          * CPU every 20 ms, what a 20 ms drain of a busy server's batches
          * took, moves its p99 from 0.14 to 0.95 ms; 0.05 ms every 1 ms, to
-         * 0.18 ms; http_overhead.txt: 0.38 ms recorded).  A loop hands its batches over every few ms when
-         * busy, every EVL_TRACE_FLUSH_NS at most otherwise: short polls
-         * until LS_DRAIN_BUSY_FOR_NS without a message, then 50 a second. */
+         * 0.18 ms).  A loop hands its batches over every few ms when busy,
+         * every EVL_TRACE_FLUSH_NS at most otherwise: short polls until
+         * LS_DRAIN_BUSY_FOR_NS without a message, then 50 a second. */
         bool busy = now - last_msg < LS_DRAIN_BUSY_FOR_NS;
         if (poll(&pfd, 1, busy ? LS_DRAIN_BUSY_MS : LS_DRAIN_IDLE_MS) < 0 && errno != EINTR) {
             snprintf(fail, sizeof(fail), "poll: %s", strerror(errno));

@@ -72,8 +72,8 @@ static inline struct evl_rec *evl__trace_rec(evl_loop *loop, uint16_t kind, uint
  * within 64 iterations (the batch tracer from the next iteration, as its
  * snapshot), and a detached one costs each event a load from a cache line
  * already in use and a branch, instead of two loads from the semaphores'
- * lines.  Reading all 14 semaphores at every iteration cost a loop that
- * does little per iteration more than it saved. */
+ * lines.  (Not all 14 semaphores at every iteration: a loop that does
+ * little per iteration would pay that instead.) */
 #define EVL__TRACE_REFRESH_ITERS 64
 #ifdef EVL_PROBES
 #define EVL__TRACING(loop) EVL__UNLIKELY((loop)->tracing)
