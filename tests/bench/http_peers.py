@@ -45,9 +45,10 @@ import subprocess
 import sys
 import time
 
+from http_overhead import wrk  # the same helper, one copy (as generic_overhead.py)
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-UNITS = {"us": 1e-6, "ms": 1e-3, "s": 1.0}
 
 # asyncio_http_server.py answers its own fixed response; the launcher loads
 # it as a module and gives it examples/http_server's bytes for GET / (its
@@ -163,21 +164,6 @@ def fetch(url):
     return p.stdout
 
 
-def wrk(url, seconds, connections, threads):
-    """One wrk run: (requests/s, p99 latency in seconds)."""
-    cmd = ["wrk", "-t", str(threads), "-c", str(connections), "-d", f"{seconds}s",
-           "--latency", url]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 60)
-    rps = re.search(r"^Requests/sec:\s+([0-9.]+)", p.stdout, re.M)
-    p99 = re.search(r"^\s+99%\s+([0-9.]+)(us|ms|s)\s*$", p.stdout, re.M)
-    errors = re.search(r"Socket errors:.*|Non-2xx.*", p.stdout)
-    if p.returncode != 0 or not (rps and p99):
-        raise RuntimeError(f"wrk failed ({p.returncode}):\n{p.stdout}{p.stderr}")
-    if errors:
-        raise RuntimeError(f"wrk reported errors: {errors.group(0)}\n{p.stdout}")
-    return float(rps.group(1)), float(p99.group(1)) * UNITS[p99.group(2)]
-
-
 def syscalls_per_request(name, cmd, seconds, connections, threads):
     """One run of the server under strace -f -c: {syscall: calls per request}."""
     import tempfile
@@ -252,7 +238,7 @@ def main():
     for r in range(a.rounds):
         for name, cmd in servers.items():
             with Server(name, cmd) as s:
-                rps, p99 = wrk(s.url, a.seconds, a.connections, a.threads)
+                rps, p99, _ = wrk(s.url, a.seconds, a.connections, a.threads)
             res[name].append((rps, p99))
             print(f"round {r + 1} {name:8} {rps:10.0f} req/s  p99 {p99 * 1e3:8.3f} ms", flush=True)
 
