@@ -7,7 +7,6 @@ against examples/http_server (needs root).
 Each CASE is one ctest entry (tests/tracer/CMakeLists.txt).  Exit 0 pass,
 1 fail, 77 skip (only when not root: BPF needs privileges).
 """
-import argparse
 import http.client
 import os
 import shutil
@@ -19,7 +18,7 @@ import tempfile
 import threading
 import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from lstest import Fail, check, eq, query, meta  # noqa: E402  (the copy every script shares)
+from lstest import Fail, check, eq, query, meta, parse_args, run_case  # noqa: E402  (the copy every script shares)
 
 A = None
 CASES = {}
@@ -487,37 +486,19 @@ def max_size():
     check("(max size reached)" in out, f"info:\n{out}")
 
 
+def cleanup():
+    for p in PROCS:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    for d in TMPDIRS:
+        shutil.rmtree(d, ignore_errors=True)
+
+
 def main():
     global A
-    ap = argparse.ArgumentParser()
-    ap.add_argument("case", choices=sorted(CASES) + ["--list"])
-    ap.add_argument("--loopscope")
-    ap.add_argument("--examples")
-    A = ap.parse_args()
-    for k in ("loopscope", "examples"):
-        if getattr(A, k):
-            setattr(A, k, os.path.abspath(getattr(A, k)))
-    if A.case == "--list":
-        print("\n".join(sorted(CASES)))
-        return 0
-    if os.geteuid() != 0:
-        print("skip: recording needs root (CAP_BPF, CAP_PERFMON)")
-        return 77
-    try:
-        CASES[A.case]()
-    except Fail as e:
-        print(f"FAIL {A.case}: {e}")
-        return 1
-    finally:
-        for p in PROCS:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-        for d in TMPDIRS:
-            shutil.rmtree(d, ignore_errors=True)
-    print(f"ok {A.case}")
-    return 0
-
+    A = parse_args(CASES, ("loopscope", "examples"))
+    return run_case(CASES, A, cleanup)
 
 if __name__ == "__main__":
     sys.exit(main())

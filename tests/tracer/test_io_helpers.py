@@ -12,15 +12,13 @@ Each CASE is one ctest entry (tests/tracer/CMakeLists.txt).  Exit 0 pass,
 1 fail, 77 skip (only when not root).  The helpers (Server, record_requests,
 episodes, sequences, the DNS stub) are test_record.py's.
 """
-import argparse
 import os
-import shutil
 import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_record as tr  # noqa: E402
-from test_record import Fail, check, eq  # noqa: E402
+from lstest import Fail, check, eq, parse_args, run_case  # noqa: E402
 
 CASES = {}
 REQUESTS = 5
@@ -111,33 +109,9 @@ CASES["getaddrinfo_slow_resolver_ns"] = getaddrinfo_slow_resolver_ns
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("case", choices=sorted(CASES) + ["--list"])
-    ap.add_argument("--loopscope")
-    ap.add_argument("--examples")
-    ap.add_argument("--sem-read")
-    a = ap.parse_args()
-    for k in ("loopscope", "examples", "sem_read"):
-        if getattr(a, k):
-            setattr(a, k, os.path.abspath(getattr(a, k)))
+    a = parse_args(CASES, ("loopscope", "examples", "sem_read"))
     tr.A = a                          # test_record's helpers read their arguments there
-    if a.case == "--list":
-        print("\n".join(sorted(CASES)))
-        return 0
-    if os.geteuid() != 0:
-        print("skip: recording needs root (CAP_BPF, CAP_PERFMON)")
-        return 77
-    try:
-        CASES[a.case]()
-    except Fail as e:
-        print(f"FAIL {a.case}: {e}")
-        return 1
-    finally:
-        for d in tr.TMPDIRS:
-            shutil.rmtree(d, ignore_errors=True)
-    print(f"ok {a.case}")
-    return 0
-
+    return run_case(CASES, a, tr.remove_tmpdirs)
 
 if __name__ == "__main__":
     sys.exit(main())

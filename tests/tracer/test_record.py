@@ -6,19 +6,17 @@
 Each CASE is one ctest entry (tests/tracer/CMakeLists.txt).  Exit 0 pass,
 1 fail, 77 skip (only when not root: BPF needs privileges).
 """
-import argparse
 import os
 import re
 import shutil
 import signal
 import stat
-import sqlite3
 import subprocess
 import sys
 import tempfile
 import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from lstest import Fail, check, eq, query, meta  # noqa: E402  (the copy every script shares)
+from lstest import Fail, check, eq, query, meta, parse_args, run_case  # noqa: E402  (the copy every script shares)
 
 A = None
 CASES = {}
@@ -861,34 +859,15 @@ def good_server_no_blocking():
     eq(n, [(40,)], "requests served while recording")
 
 
+def remove_tmpdirs():
+    for d in TMPDIRS:
+        shutil.rmtree(d, ignore_errors=True)
+
+
 def main():
     global A
-    ap = argparse.ArgumentParser()
-    ap.add_argument("case", choices=sorted(CASES) + ["--list"])
-    ap.add_argument("--loopscope")
-    ap.add_argument("--examples")
-    ap.add_argument("--sem-read")
-    A = ap.parse_args()
-    for k in ("loopscope", "examples", "sem_read"):
-        if getattr(A, k):
-            setattr(A, k, os.path.abspath(getattr(A, k)))
-    if A.case == "--list":
-        print("\n".join(sorted(CASES)))
-        return 0
-    if os.geteuid() != 0:
-        print("skip: recording needs root (CAP_BPF, CAP_PERFMON)")
-        return 77
-    try:
-        CASES[A.case]()
-    except Fail as e:
-        print(f"FAIL {A.case}: {e}")
-        return 1
-    finally:
-        for d in TMPDIRS:
-            shutil.rmtree(d, ignore_errors=True)
-    print(f"ok {A.case}")
-    return 0
-
+    A = parse_args(CASES, ("loopscope", "examples", "sem_read"))
+    return run_case(CASES, A, remove_tmpdirs)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -9,12 +9,10 @@ capture-pane); the text mode through a pipe.  Each CASE is one ctest entry
 root: BPF needs privileges).  Deadlines only guard against hangs: each
 wait polls for what it asserts and fails after a generous time.
 """
-import argparse
 import os
 import re
 import shutil
 import socket
-import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -22,7 +20,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import lstrace  # noqa: E402  (tests/lstrace.py: events needs loopscope's SQLite extension)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from lstest import Fail, check, eq  # noqa: E402  (the copy every script shares)
+from lstest import Fail, check, eq, parse_args, run_case  # noqa: E402  (the copy every script shares)
 
 A = None
 CASES = {}
@@ -488,40 +486,21 @@ def errors():
     check(h.stdout.startswith("usage: loopscope top -p PID"), f"help: {h.stdout[:80]!r}")
 
 
+def cleanup():
+    for fn in reversed(CLEANUP):
+        try:
+            fn()
+        except Exception:
+            pass
+    for d in TMPDIRS:
+        shutil.rmtree(d, ignore_errors=True)
+
+
 def main():
     global A
-    ap = argparse.ArgumentParser()
-    ap.add_argument("case", choices=sorted(CASES) + ["--list"])
-    ap.add_argument("--loopscope")
-    ap.add_argument("--examples")
-    ap.add_argument("--sem-read")
-    ap.add_argument("--hostile")
-    A = ap.parse_args()
-    for k in ("loopscope", "examples", "sem_read", "hostile"):
-        if getattr(A, k):
-            setattr(A, k, os.path.abspath(getattr(A, k)))
-    if A.case == "--list":
-        print("\n".join(sorted(CASES)))
-        return 0
-    if os.geteuid() != 0:
-        print("skip: top attaches BPF programs: needs root (CAP_BPF, CAP_PERFMON)")
-        return 77
-    try:
-        CASES[A.case]()
-    except Fail as e:
-        print(f"FAIL {A.case}: {e}")
-        return 1
-    finally:
-        for fn in reversed(CLEANUP):
-            try:
-                fn()
-            except Exception:
-                pass
-        for d in TMPDIRS:
-            shutil.rmtree(d, ignore_errors=True)
-    print(f"ok {A.case}")
-    return 0
-
+    A = parse_args(CASES, ("loopscope", "examples", "sem_read", "hostile"))
+    return run_case(CASES, A, cleanup,
+                    "top attaches BPF programs: needs root (CAP_BPF, CAP_PERFMON)")
 
 if __name__ == "__main__":
     sys.exit(main())
