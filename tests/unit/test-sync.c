@@ -10,6 +10,7 @@
 #define _GNU_SOURCE
 #include "task.h"
 #include "evl-internal.h"
+#include "batch_rec.h"
 
 #define IARG(x) ((void *)(intptr_t)(x))
 
@@ -476,21 +477,6 @@ TEST_IMPL(sync_wrong_loop)
  * between the waiter's suspend and the checker's look at the buffer; the
  * wake record is written by the checker's own step.
  */
-#ifdef EVL_PROBES
-static const struct evl_rec *last_rec(evl_loop *loop, int kind, uint64_t task)
-{
-    const struct evl_rec *found = NULL;
-    for (uint32_t off = 0; off < loop->trace_len;) {
-        const struct evl_rec *r = (const struct evl_rec *)(const void *)(loop->trace_buf + off);
-        ASSERT_GT(r->size, 0);
-        if (r->kind == kind && r->task == task)
-            found = r;
-        off += r->size;
-    }
-    return found;
-}
-#endif
-
 enum { TR_LOCK, TR_EVENT, TR_COND, TR_SEM, TR_QGET, TR_QPUT, TR_QJOIN, TR_CANCEL, TR_N };
 
 static struct {

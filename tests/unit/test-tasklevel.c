@@ -8,6 +8,7 @@
 #define _GNU_SOURCE
 #include "task.h"
 #include "evl-internal.h"
+#include "batch_rec.h"
 
 #include <errno.h>
 
@@ -468,19 +469,6 @@ TEST_IMPL(tasklevel_taskgroup_errors)
  * would; with the virtual clock and no fds no poll hands the buffer over,
  * so every record of the run stays in it). */
 #ifdef EVL_PROBES
-static const struct evl_rec *last_rec(evl_loop *loop, int kind, uint64_t task)
-{
-    const struct evl_rec *found = NULL;
-    for (uint32_t off = 0; off < loop->trace_len;) {
-        const struct evl_rec *r = (const struct evl_rec *)(const void *)(loop->trace_buf + off);
-        ASSERT_GT(r->size, 0);
-        if (r->kind == kind && r->task == task)
-            found = r;
-        off += r->size;
-    }
-    return found;
-}
-
 static void check_suspend(uint64_t task, int reason, uint64_t obj)
 {
     const struct evl_rec *r = last_rec(evl_loop_current(), EVL_PROBE_ID_task_suspend, task);
