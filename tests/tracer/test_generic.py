@@ -21,13 +21,12 @@ import os
 import shutil
 import signal
 import socket
-import sqlite3
 import subprocess
 import sys
 import tempfile
 import time
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-import lstrace  # noqa: E402  (tests/lstrace.py: events needs loopscope's SQLite extension)
+
+from lstest import Fail, check, eq, query, meta  # the copy every script shares
 
 A = None
 CASES = {}
@@ -41,22 +40,8 @@ def case(fn):
     return fn
 
 
-class Fail(Exception):
-    pass
-
-
 class Skip(Exception):
     pass
-
-
-def check(cond, msg):
-    if not cond:
-        raise Fail(msg)
-
-
-def eq(got, want, what):
-    if got != want:
-        raise Fail(f"{what}: expected {want!r}, got {got!r}")
 
 
 def note(msg):
@@ -87,18 +72,6 @@ def tmpdir(**kw):
     d = tempfile.mkdtemp(prefix="lsgen-", **kw)
     TMPDIRS.append(d)
     return d
-
-
-def query(db, sql, *params):
-    con = lstrace.connect(f"file:{db}?mode=ro", uri=True)
-    try:
-        return con.execute(sql, params).fetchall()
-    finally:
-        con.close()
-
-
-def meta(db):
-    return dict(query(db, "SELECT key, value FROM meta"))
 
 
 def integrity(db):

@@ -18,13 +18,13 @@ import json
 import os
 import resource
 import shutil
-import sqlite3
 import subprocess
 import sys
 import tempfile
 import xml.etree.ElementTree as ET
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import lstrace  # noqa: E402  (tests/lstrace.py: events needs loopscope's SQLite extension)
+from lstest import Fail, check  # noqa: E402  (the copy every script shares)
 
 A = None
 MODES = ["random", "lengths", "records", "names", "tasks", "loops", "flood", "pub", "unbatched"]
@@ -34,15 +34,6 @@ MODES = ["random", "lengths", "records", "names", "tasks", "loops", "flood", "pu
 # and libbpf (kernel BTF), libdw and SQLite's page cache need the rest.
 TASKS_RINGBUF_KB = 131072           # holds all of mode tasks' 68 MB: no drops
 RSS_LIMIT_MB = 2 * TASKS_RINGBUF_KB // 1024 + 96
-
-
-class Fail(Exception):
-    pass
-
-
-def check(cond, msg):
-    if not cond:
-        raise Fail(msg)
 
 
 def query(db, sql, *params):

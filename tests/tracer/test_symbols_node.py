@@ -33,6 +33,8 @@ import sys
 import tempfile
 import time
 
+from lstest import Fail, check  # the copy every script shares
+
 SCRIPT = r"""'use strict';
 const fs = require('fs');
 function spinForever() {
@@ -60,15 +62,6 @@ def line_of(fn):
         if l.startswith(f"function {fn}("):
             return i
     raise AssertionError(fn)
-
-
-class Fail(Exception):
-    pass
-
-
-def check(cond, msg):
-    if not cond:
-        raise Fail(msg)
 
 
 A = None
