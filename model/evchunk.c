@@ -117,7 +117,11 @@ int ls_chunk_decode(const uint8_t *p, size_t len, ls_ev *out, int max)
 
 /* --------------------------------------------------------------- writer */
 
-#define LS_TASK_SLOTS (2 * LS_CHUNK_EVENTS)   /* open addressing, half full at most */
+/* the pending events' tasks: open addressing, half full at most */
+#define LS_TASK_BITS 13
+#define LS_TASK_SLOTS (1u << LS_TASK_BITS)
+_Static_assert(LS_TASK_SLOTS >= 2 * LS_CHUNK_EVENTS && LS_TASK_SLOTS <= 65536,
+               "a chunk's tasks fill the table half at most; slots fit a uint16_t");
 
 struct ls_chunkw {
     sqlite3 *db;
@@ -134,6 +138,8 @@ struct ls_chunkw {
      * their events (id 0: free slot; task id 0 is kept aside in task0) */
     struct ls_ctask { int64_t id, min_ts, max_ts; } tasks[LS_TASK_SLOTS], task0;
     bool has_task0;
+    int nused;                /* the slots in use, in the order of use: */
+    uint16_t used[LS_CHUNK_EVENTS];   /* cleared one by one, not the table */
 };
 
 static int ls_prepare_in(sqlite3 *db, const char *schema, const char *fmt, sqlite3_stmt **st)
@@ -205,12 +211,14 @@ static void ls_note_task(ls_chunkw *w, int64_t id, int64_t ts)
             *t = (struct ls_ctask){ 0, ts, ts };
         }
     } else {
-        size_t h = (size_t)(((uint64_t)id * 0x9e3779b97f4a7c15ull) >> 53) % LS_TASK_SLOTS;
+        size_t h = (size_t)(((uint64_t)id * 0x9e3779b97f4a7c15ull) >> (64 - LS_TASK_BITS));
         while (w->tasks[h].id && w->tasks[h].id != id)
             h = (h + 1) % LS_TASK_SLOTS;
         t = &w->tasks[h];
-        if (!t->id)
+        if (!t->id) {
             *t = (struct ls_ctask){ id, ts, ts };
+            w->used[w->nused++] = (uint16_t)h;
+        }
     }
     if (ts < t->min_ts)
         t->min_ts = ts;
@@ -246,7 +254,9 @@ static void ls_clear_pending(ls_chunkw *w)
     w->n = 0;
     w->len = 0;
     w->has_task0 = false;
-    memset(w->tasks, 0, sizeof(w->tasks));
+    for (int i = 0; i < w->nused; i++)
+        w->tasks[w->used[i]].id = 0;
+    w->nused = 0;
 }
 
 int ls_chunkw_flush(ls_chunkw *w)
@@ -267,9 +277,9 @@ int ls_chunkw_flush(ls_chunkw *w)
         rc = ls_step_reset(w->ins_data);
         sqlite3_bind_null(w->ins_data, 2);
     }
-    for (size_t i = 0; i < LS_TASK_SLOTS + 1 && rc == SQLITE_OK; i++) {
-        const struct ls_ctask *t = i < LS_TASK_SLOTS ? &w->tasks[i] : &w->task0;
-        if (i < LS_TASK_SLOTS ? !t->id : !w->has_task0)
+    for (int i = 0; i <= w->nused && rc == SQLITE_OK; i++) {
+        const struct ls_ctask *t = i < w->nused ? &w->tasks[w->used[i]] : &w->task0;
+        if (i == w->nused && !w->has_task0)
             continue;
         sqlite3_bind_int64(w->ins_task, 1, t->id);
         sqlite3_bind_int64(w->ins_task, 2, id);

@@ -44,7 +44,10 @@
 struct sqlite3;
 struct sqlite3_stmt;
 
-#define LS_CHUNK_EVENTS 1024
+#define LS_CHUNK_EVENTS 4096       /* 1024 in schema 3 */
+/* The oldest schema version whose events this encoding reads: a schema 3
+ * trace differs only in holding chunks of 1024 at most. */
+#define LS_SCHEMA_OLDEST_READ 3
 #define LS_EV_MAX_BYTES (1 + 7 * 10)      /* one encoded event, at most */
 
 /* The columns of events, in order. */

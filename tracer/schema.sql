@@ -2,7 +2,7 @@
 -- One file per recording; tracer/SCHEMA.md documents every table.
 -- Times are CLOCK_MONOTONIC nanoseconds (the clock of bpf_ktime_get_ns).
 -- Indexes are created after capture (see INDEXES below), not here.
-PRAGMA user_version = 3;
+PRAGMA user_version = 4;
 PRAGMA application_id = 1280266064;  -- 'LSTP'
 
 CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT) WITHOUT ROWID;
@@ -35,7 +35,7 @@ CREATE TABLE tasks(
 
 -- Events: the virtual table `events` (columns ts_ns, loop_id, task_id, kind,
 -- reason, arg0, arg1; rowid = 1, 2, ... in store order) over chunks of up
--- to 1024 events (model/evchunk.h has the encoding).  Readers other than
+-- to 4096 events (model/evchunk.h has the encoding).  Readers other than
 -- loopscope load the module from loopscope_events.so (tracer/SCHEMA.md).
 CREATE TABLE event_chunks(
   id INTEGER PRIMARY KEY,       -- rowid of its first event

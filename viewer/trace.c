@@ -98,9 +98,10 @@ ls_trace *ls_trace_open(const char *path)
                  "user_version %lld)", path, (long long)app, (long long)ver);
         goto fail;
     }
-    /* Schema 3 stores events in chunks (model/evchunk.h); an older trace
-     * would need its events table copied into them: record it again. */
-    if (ver < LS_SCHEMA_VERSION || ver > LS_SCHEMA_VERSION) {
+    /* Schema 3 stores events in chunks (model/evchunk.h), schema 4 in
+     * larger ones; an older trace would need its events table copied into
+     * them: record it again. */
+    if (ver < LS_SCHEMA_OLDEST_READ || ver > LS_SCHEMA_VERSION) {
         ls_error("cannot open trace '%s': schema version %lld is %s than this loopscope's (%d)%s",
                  path, (long long)ver, ver > LS_SCHEMA_VERSION ? "newer" : "older",
                  LS_SCHEMA_VERSION, ver > LS_SCHEMA_VERSION ? "; upgrade loopscope"

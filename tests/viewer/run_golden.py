@@ -13,7 +13,9 @@ Cases live in tests/viewer/cases/CMD.txt, one per line:
 ARGS is split like a shell would (shlex).  Placeholders:
     {fixture:NAME}   tests/viewer/fixtures/NAME.sql built into DIR/NAME.db
     {bad:KIND}       a broken input: missing, text, empty, foreign, newer,
-                     truncated, directory
+                     older, truncated, directory; or schema3: blocking's
+                     events in chunks of 1024 under schema version 3, which
+                     is read
     {out:FILE}       a file in a scratch directory the command may write
 
 The expected result is tests/viewer/golden/CMD.NAME.out: the exit status,
@@ -38,6 +40,9 @@ import subprocess
 import sys
 import tempfile
 import xml.etree.ElementTree as ET
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import lstrace  # noqa: E402  (tests/lstrace.py: the chunk encoding, for {bad:schema3})
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -77,6 +82,20 @@ def make_bad(kind, fixtures, tmp):
         shutil.copy(good, p)
         con = sqlite3.connect(p)
         con.execute(f"PRAGMA user_version = {99 if kind == 'newer' else 2}")
+        con.commit()
+        con.close()
+    elif kind == "schema3":              # readable: schema 4 only allows larger chunks
+        shutil.copy(os.path.join(fixtures, "blocking.db"), p)
+        con = sqlite3.connect(p)
+        rows = []
+        for (data,) in con.execute("SELECT data FROM event_chunk_data ORDER BY id").fetchall():
+            rows += lstrace.decode_chunk(data)
+        for table in ("event_chunks", "event_chunk_data", "event_chunk_tasks"):
+            con.execute(f"DELETE FROM {table}")
+        lstrace.write_events(con, rows)  # chunks of 1024, as schema 3 wrote them
+        if con.execute("SELECT count(*) FROM event_chunks").fetchone()[0] < 2:
+            raise SystemExit("{bad:schema3}: blocking.db should need several 1024-event chunks")
+        con.execute("PRAGMA user_version = 3")
         con.commit()
         con.close()
     elif kind == "truncated":
