@@ -237,9 +237,10 @@ int BPF_USDT(on_batch, __u64 loop, __u64 addr, __u32 len, __u64 pub, __u32 nrec)
     __u64 size = sizeof(s->h) + len;
     if (size > sizeof(*s))
         return 0;
-    /* No wakeup: the recorder drains on a short timer, which spares an
-     * irq_work interrupt per batch. */
-    if (bpf_ringbuf_output(&events, s, size, BPF_RB_NO_WAKEUP)) {
+    /* A batch wakes the recorder (every other message waits for it, or
+     * for the recorder's idle timer): one wakeup per batch, which is one
+     * per EVL_BATCH_BYTES of records on a busy loop. */
+    if (bpf_ringbuf_output(&events, s, size, BPF_RB_FORCE_WAKEUP)) {
         stat_add(LS_STAT_DROPPED_MSGS, 1);
         stat_add(LS_STAT_DROPPED_BYTES, len);
         stat_add(LS_STAT_CLAIMED_DROPPED, nrec);

@@ -559,9 +559,7 @@ static void ls_live_tick(recorder *r, int64_t now, const char **why, bool *stop)
     }
 }
 
-#define LS_DRAIN_BUSY_MS 2
-#define LS_DRAIN_IDLE_MS 20
-#define LS_DRAIN_BUSY_FOR_NS 100000000ll
+#define LS_DRAIN_MS 20
 
 /* The main loop: drain the ring buffer until the target exits, a signal,
  * the duration, or a live hook stops it.  Sets *why; returns non-zero
@@ -573,8 +571,8 @@ static int ls_recorder_run(recorder *r, const char **why)
     int64_t deadline = r->duration > 0 ? r->start_ns + (int64_t)(r->duration * 1e9) : 0;
     int64_t last_status = r->start_ns, last_tick = 0;
     uint64_t last_ev = 0;
-    struct pollfd pfd = { r->pidfd, POLLIN, 0 };
-    int64_t last_msg = 0;             /* the last drain that found messages */
+    struct pollfd pfd[2] = { { r->pidfd, POLLIN, 0 },
+                             { ring_buffer__epoll_fd(r->rb), POLLIN, 0 } };
     *why = "target exited";
     while (!stop) {
         if (ls_stop_signal) {
@@ -586,29 +584,27 @@ static int ls_recorder_run(recorder *r, const char **why)
             *why = "duration reached";
             break;
         }
-        /* Batches arrive without wakeups (BPF_RB_NO_WAKEUP): poll the
-         * target's pidfd with a short timeout and drain each time.  Short
-         * while messages come: the work of one drain is one burst of CPU,
-         * and on a loaded machine the target's latency grows with the
-         * longest burst (tests/bench/results/burst_latency.txt: 1 ms of
-         * CPU every 20 ms, what a 20 ms drain of a busy server's batches
-         * took, moves its p99 from 0.14 to 0.95 ms; 0.05 ms every 1 ms, to
-         * 0.18 ms).  A loop hands its batches over every few ms when busy,
-         * every EVL_TRACE_FLUSH_NS at most otherwise: short polls until
-         * LS_DRAIN_BUSY_FOR_NS without a message, then 50 a second. */
-        bool busy = now - last_msg < LS_DRAIN_BUSY_FOR_NS;
-        if (poll(&pfd, 1, busy ? LS_DRAIN_BUSY_MS : LS_DRAIN_IDLE_MS) < 0 && errno != EINTR) {
+        /* Sleep until a batch (the BPF side wakes us for each one, and
+         * for nothing else), the target's exit, or LS_DRAIN_MS, then drain
+         * the ring.  One drain is one burst of CPU: a batch's records.  On
+         * a loaded machine the target's latency grows with the longest
+         * such burst, not with their share of the CPU
+         * (tests/bench/results/burst_latency.txt: 1 ms of CPU every 20 ms
+         * moves a server's p99 from 0.14 to 0.95 ms; 0.05 ms every 1 ms, to
+         * 0.18 ms), and a busy loop hands over a batch every
+         * EVL_BATCH_BYTES of records, a quiet one every EVL_TRACE_FLUSH_NS
+         * at most. */
+        if (poll(pfd, 2, LS_DRAIN_MS) < 0 && errno != EINTR) {
             snprintf(fail, sizeof(fail), "poll: %s", strerror(errno));
             break;
         }
-        if (ls_consume(r, 200000000) != 0)
-            last_msg = ls_now();
+        ls_consume(r, 200000000);
         if (r->flight) {
             bool usr1 = ls_usr1;
             ls_usr1 = 0;
             ls_flight_tick(r, ls_now(), usr1, why);
         }
-        if (pfd.revents & POLLIN) {
+        if (pfd[0].revents & POLLIN) {
             r->target_gone = true;    /* drain what it sent before dying */
             while (ls_consume(r, 200000000) < 0)
                 ;
