@@ -13,6 +13,9 @@ struct ls_tasks {
     size_t cap;               /* power of two, or 0 */
     size_t n;                 /* live entries */
     size_t max_live;
+    ls_task *last;            /* the entry found last: the recorder looks a
+                                 task up, then the replay does (checked by
+                                 id, so moves and removals leave it safe) */
 };
 
 static size_t ls_home(uint64_t id, size_t cap)
@@ -52,6 +55,7 @@ static int ls_grow(ls_tasks *t)
     free(t->slot);
     t->slot = a;
     t->cap = cap;
+    t->last = NULL;
     return 0;
 }
 
@@ -59,9 +63,11 @@ ls_task *ls_tasks_find(ls_tasks *t, uint64_t id)
 {
     if (!t->cap || !id)
         return NULL;
+    if (t->last && t->last->id == id)
+        return t->last;
     for (size_t k = ls_home(id, t->cap);; k = (k + 1) & (t->cap - 1)) {
         if (t->slot[k].id == id)
-            return &t->slot[k];
+            return t->last = &t->slot[k];
         if (!t->slot[k].id)
             return NULL;
     }
