@@ -38,10 +38,15 @@ struct ls_replay {
     size_t nloops;
     ls_redge *edges;            /* open addressing, LS_REPLAY_EDGES * 2 slots */
     size_t nedges;
+    /* per lifecycle node, the slot of the edge out of it seen last: a
+     * task's next node is most often the one the last task went to from
+     * there (checked, so only a hint; slot + 1, 0 for none) */
+    uint16_t last_out[1000];
     bool ended;
 };
 
 #define LS_EDGE_SLOTS (2 * LS_REPLAY_EDGES)
+_Static_assert(LS_EDGE_SLOTS < 65535, "last_out holds a slot + 1 in 16 bits");
 
 ls_replay *ls_replay_new(const ls_replay_ops *ops, size_t max_live)
 {
@@ -155,10 +160,13 @@ static int ls_clamp_detail(int64_t v)
 
 static void ls_edge(ls_replay *r, uint64_t loop, int from, int to, int64_t dur, bool timed)
 {
+    bool hint = from >= 0 && from < 1000;           /* nodes are; a guard all the same */
+    ls_redge *x = hint && r->last_out[from] ? &r->edges[r->last_out[from] - 1] : NULL;
+    if (x && x->s.loop == loop && x->s.from == from && x->s.to == to)
+        goto found;
     uint64_t h = (loop * 0x9E3779B97F4A7C15ull) ^ ((uint64_t)from * 1009 + (uint64_t)to);
     h *= 0xff51afd7ed558ccdull;
     size_t k = (size_t)(h >> 40) & (LS_EDGE_SLOTS - 1);
-    ls_redge *x;
     for (;; k = (k + 1) & (LS_EDGE_SLOTS - 1)) {
         x = &r->edges[k];
         if (!x->hist) {
@@ -176,6 +184,9 @@ static void ls_edge(ls_replay *r, uint64_t loop, int from, int to, int64_t dur, 
         if (x->s.loop == loop && x->s.from == from && x->s.to == to)
             break;
     }
+    if (hint)
+        r->last_out[from] = (uint16_t)(k + 1);
+found:
     x->s.count++;
     if (!timed)
         return;
