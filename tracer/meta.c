@@ -95,6 +95,12 @@ void ls_write_end_meta(recorder *r, const char *why)
     ls_store_meta(r->store, "snapshot_request_failures", "%llu",
                   (unsigned long long)r->snapshot_fail);
     ls_store_meta(r->store, "blocking_episodes", "%llu", (unsigned long long)r->blocks);
+    if (!r->offline) {                /* prio.c: the recorder's own, not a flight trace's */
+        ls_store_meta(r->store, "recorder_priority", "%s", r->prio.used ? "idle" : "normal");
+        if (r->prio.used)
+            ls_store_meta(r->store, "priority_raises", "%llu",
+                          (unsigned long long)atomic_load(&r->prio.raises));
+    }
     if (r->generic)
         ls_store_meta(r->store, "untracked_wait_calls", "%llu",
                       (unsigned long long)ls_stat(r, LS_STAT_UNTRACKED_WAITS));

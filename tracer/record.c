@@ -109,6 +109,9 @@ static void ls_usage(FILE *f)
           "                       (default: their own syscall tracepoints) or raw (one\n"
           "                       raw tracepoint on every syscall; see tracer/README.md)\n"
           "  -q, --quiet          no live status line\n"
+          "      --priority P     idle (default: the recorder runs as SCHED_IDLE, on the\n"
+          "                       CPU time the service leaves, and is raised back when\n"
+          "                       starved: tracer/README.md) or normal\n"
           "      --max-size SIZE  stop (as after --duration) once the trace file and its WAL\n"
           "                       reach 90% of SIZE less 4 MiB, so that what is written at\n"
           "                       the end (indexes, derived tables) fits: bytes with a K, M\n"
@@ -212,6 +215,7 @@ static int ls_parse(recorder *r, int argc, char **argv)
         { "trigger", required_argument, NULL, 1003 },
         { "tail", required_argument, NULL, 1004 },
         { "flight-memory", required_argument, NULL, 1005 },
+        { "priority", required_argument, NULL, 1006 },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
@@ -324,6 +328,11 @@ static int ls_parse(recorder *r, int argc, char **argv)
                 return 1 + ls_error("invalid --flight-memory '%s' (bytes with an optional K, M or "
                                     "G suffix, 8M..1T)", optarg);
             memory = true;
+            break;
+        case 1006:
+            if (strcmp(optarg, "idle") && strcmp(optarg, "normal"))
+                return 1 + ls_error("invalid --priority '%s' (idle or normal)", optarg);
+            r->normal_priority = !strcmp(optarg, "normal");
             break;
         case 'h':
             ls_usage(stdout);
@@ -574,6 +583,9 @@ static int ls_recorder_run(recorder *r, const char **why)
     struct pollfd pfd[2] = { { r->pidfd, POLLIN, 0 },
                              { ring_buffer__epoll_fd(r->rb), POLLIN, 0 } };
     *why = "target exited";
+    if (!r->normal_priority)
+        ls_prio_start(&r->prio, gettid(), bpf_map__fd(r->skel->maps.events),
+                      (uint64_t)r->ringbuf_kb * 1024u);   /* prio.c */
     while (!stop) {
         if (ls_stop_signal) {
             *why = ls_stop_signal == SIGINT ? "interrupted (SIGINT)" : "terminated by signal";
@@ -598,7 +610,7 @@ static int ls_recorder_run(recorder *r, const char **why)
             snprintf(fail, sizeof(fail), "poll: %s", strerror(errno));
             break;
         }
-        ls_consume(r, 200000000);
+        ls_prio_beat(&r->prio, ls_consume(r, 200000000) >= 0);
         if (r->flight) {
             bool usr1 = ls_usr1;
             ls_usr1 = 0;
@@ -639,6 +651,7 @@ static int ls_recorder_run(recorder *r, const char **why)
             ls_live_tick(r, now, why, &stop);
         }
     }
+    ls_prio_stop(&r->prio);           /* what is left (drain, derive) at full speed */
     if (tty)
         fputc('\n', stderr);
     if (r->live && r->live->stopped) {

@@ -1,5 +1,5 @@
 /*
- * recorder.h -- private to `loopscope record` and `top` (record.c, target.c,
+ * recorder.h -- private to `loopscope record` and `top` (record.c, prio.c, target.c,
  * attach.c, ingest.c, blocks.c, meta.c, live.c): the recorder's state and the
  * functions these files share.  Which file does what: tracer/README.md.
  */
@@ -18,6 +18,8 @@
 
 #include <bpf/libbpf.h>
 #include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -35,6 +37,21 @@
 #define LS_EPOLL_CALLS 3          /* generic mode: epoll_wait, epoll_pwait, epoll_pwait2 */
 
 struct ls_flight;
+
+/* prio.c: the recorder's thread as SCHED_IDLE, raised when starved */
+typedef struct ls_prio {
+    pid_t tid;
+    pthread_t watchdog;
+    pthread_mutex_t mu;       /* policy changes, from either thread */
+    const uint64_t *cons, *prod;  /* the ring's positions (mapped), or NULL */
+    uint64_t ring_bytes;
+    bool started;             /* the watchdog runs (until ls_prio_stop) */
+    bool used;                /* it ran during this recording */
+    _Atomic bool idle, stop;
+    _Atomic uint64_t beat;    /* the main loop's turns */
+    _Atomic uint64_t raises;  /* times the watchdog raised it */
+    _Atomic int64_t raised_at;
+} ls_prio;
 
 typedef struct recorder {
     /* options */
@@ -132,7 +149,17 @@ typedef struct recorder {
     uint64_t rejected_msgs;   /* messages refused (loops over LS_MAX_LOOPS) */
     uint64_t untracked;       /* tasks beyond LS_TASKS_MAX: no task_stats */
     uint64_t snapshot_fail;   /* snapshot requests that could not be written */
+    bool normal_priority;     /* --priority normal: no SCHED_IDLE (prio.c) */
+    ls_prio prio;
 } recorder;
+
+/* prio.c: SCHED_IDLE for thread tid with its watchdog, which watches the
+ * ring buffer map ring_fd of ring_bytes (-1: unavailable, the thread keeps
+ * its policy); one beat per turn of the main loop, caught_up
+ * when the ring was emptied; normal again and the watchdog gone. */
+int ls_prio_start(ls_prio *p, pid_t tid, int ring_fd, uint64_t ring_bytes);
+void ls_prio_beat(ls_prio *p, bool caught_up);
+void ls_prio_stop(ls_prio *p);
 
 /* record.c: the command and its lifecycle (errors: ls_error, model/error.h) */
 int64_t ls_now(void);

@@ -52,9 +52,10 @@ def integrity(db):
     eq(query(db, "PRAGMA integrity_check"), [("ok",)], "integrity_check")
 
 
-def start(example, *args):
+def start(example, *args, cpu=None):
+    pin = None if cpu is None else (lambda: os.sched_setaffinity(0, {cpu}))
     p = subprocess.Popen([os.path.join(A.examples, example), *args],
-                         stdout=subprocess.PIPE, text=True)
+                         stdout=subprocess.PIPE, text=True, preexec_fn=pin)
     line = p.stdout.readline()
     check(line.startswith("pid "), f"{example} printed {line!r}")
     return p
@@ -424,6 +425,58 @@ def small_ringbuf_drops():
     check(int(m["dropped_bytes"]) >= int(m["dropped_messages"]) * 40, f"dropped bytes: {m}")
     check(int(m["dropped_events_claimed"]) > 0, f"the target's claim is not stored: {m}")
     check("LOSSY" in rec.stderr, f"summary does not say the trace is lossy: {rec.stderr!r}")
+
+
+def sched_policy(pid):
+    """The scheduling policy of thread pid (field 41 of its stat): 0 normal, 5 idle."""
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[38])
+
+
+@case
+def recorder_priority():
+    """The recorder runs as SCHED_IDLE (--priority normal: as it was started)
+    and says so in meta; starved by a busy loop of normal priority on its CPU
+    while the target floods a small ring, its watchdog raises it back."""
+    expect_error(["--priority", "bogus", "-p", "1"], "invalid --priority 'bogus'")
+    for prio, policy in (("idle", 5), ("normal", 0)):
+        t = start("ticker", "--seconds", "20")
+        try:
+            db = tmpdb()
+            rec = subprocess.Popen([A.loopscope, "record", "-q", "-p", str(t.pid), "-o", db,
+                                    "--priority", prio], stderr=subprocess.PIPE, text=True)
+            wait_for(lambda: semaphores(t.pid).get("batch", 0) > 0, 10, "attach")
+            wait_for(lambda: sched_policy(rec.pid) == policy, 10,
+                     f"the recorder's policy to become {policy} ({prio})")
+            rec.send_signal(signal.SIGINT)
+            _, err = rec.communicate(timeout=30)
+            eq(rec.returncode, 0, f"exit status ({err.strip()})")
+            m = meta(db)
+            eq(m.get("recorder_priority"), prio, "meta recorder_priority")
+            eq("priority_raises" in m, prio == "idle", f"meta priority_raises: {m}")
+        finally:
+            t.kill()
+            t.wait()
+    if len(os.sched_getaffinity(0)) < 2:
+        return                        # the starved case needs a CPU for the target
+    cpus = sorted(os.sched_getaffinity(0))
+    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"],
+                           preexec_fn=lambda: os.sched_setaffinity(0, {cpus[0]}))
+    t = start("ticker", "--seconds", "20", "--burst", "20000", cpu=cpus[1])
+    try:
+        db = tmpdb()
+        rec = subprocess.run([A.loopscope, "record", "-q", "-o", db, "--ringbuf-kb", "1024",
+                              "-p", str(t.pid), "-d", "3"], capture_output=True, text=True,
+                             timeout=120, preexec_fn=lambda: os.sched_setaffinity(0, {cpus[0]}))
+        eq(rec.returncode, 0, f"record exit status ({rec.stderr.strip()})")
+        integrity(db)
+        m = meta(db)
+        check(int(m.get("priority_raises", 0)) >= 1, f"the starved recorder was not raised: {m}")
+    finally:
+        hog.kill()
+        hog.wait()
+        t.kill()
+        t.wait()
 
 
 def expect_error(args, pattern, rc=None):

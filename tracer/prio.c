@@ -1,0 +1,130 @@
+/*
+ * prio.c -- the recorder yields the CPU to the service it records.
+ *
+ * On a machine the service keeps busy, every microsecond the recorder runs
+ * is taken from the service or its clients (on the 2-CPU benchmark machine,
+ * http_server under wrk, recording cost 7-9 % of the throughput while the
+ * recorder used 5-6 % of a CPU; stopped with SIGSTOP, the same recording
+ * cost nothing).  So the recorder's thread runs as SCHED_IDLE: it gets the
+ * CPU time nobody else wants and never preempts a normal task.
+ *
+ * A SCHED_IDLE thread is starved on a saturated machine, and the ring
+ * buffer would then fill and drop.  A watchdog thread (normal policy,
+ * asleep but for a wakeup every LS_PRIO_CHECK_NS) raises it back to
+ * SCHED_OTHER when the ring holds more than a quarter of its size (read
+ * from the ring's own producer and consumer positions), or when the thread
+ * has not come round its loop (ls_prio_beat; at least every 20 ms when it
+ * runs) for LS_PRIO_STALL_NS, so that stopping, a flight trigger or `top`
+ * are late by that much at most.  Starved for less, it loses nothing: the
+ * ring holds seconds of a busy server's records.  Once raised it stays so
+ * for LS_PRIO_HOLD_NS and until a drain empties the ring, then yields
+ * again.  Counted: meta priority_raises. */
+#define _GNU_SOURCE
+#include "recorder.h"
+
+#include <sched.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#define LS_PRIO_CHECK_NS 50000000ll    /* the watchdog's period */
+#define LS_PRIO_STALL_NS 1000000000ll  /* no turn of the loop for this long: raise */
+#define LS_PRIO_HOLD_NS 1000000000ll   /* raised for at least this long */
+
+static void ls_prio_set(ls_prio *p, bool idle)
+{
+    struct sched_param sp = { 0 };
+    pthread_mutex_lock(&p->mu);
+    if (p->idle != idle && sched_setscheduler(p->tid, idle ? SCHED_IDLE : SCHED_OTHER, &sp) == 0)
+        atomic_store(&p->idle, idle);
+    pthread_mutex_unlock(&p->mu);
+}
+
+static void *ls_prio_watchdog(void *arg)
+{
+    ls_prio *p = arg;
+    uint64_t last = atomic_load(&p->beat);
+    int64_t last_change = ls_now();
+    struct timespec ts = { 0, LS_PRIO_CHECK_NS };
+    while (!atomic_load(&p->stop)) {
+        nanosleep(&ts, NULL);
+        uint64_t beat = atomic_load(&p->beat);
+        int64_t now = ls_now();
+        if (beat != last) {
+            last = beat;
+            last_change = now;
+        }
+        if (!atomic_load(&p->idle) || atomic_load(&p->stop))
+            continue;
+        /* positions the kernel and libbpf advance: read, never trusted
+         * beyond deciding a priority */
+        uint64_t backlog = p->prod ? __atomic_load_n(p->prod, __ATOMIC_ACQUIRE) -
+                                     __atomic_load_n(p->cons, __ATOMIC_ACQUIRE) : 0;
+        if (backlog > p->ring_bytes / 4 || now - last_change >= LS_PRIO_STALL_NS) {
+            ls_prio_set(p, false);
+            if (!atomic_load(&p->idle)) {
+                atomic_store(&p->raised_at, now);
+                atomic_fetch_add(&p->raises, 1);
+            }
+        }
+    }
+    return NULL;
+}
+
+int ls_prio_start(ls_prio *p, pid_t tid, int ring_fd, uint64_t ring_bytes)
+{
+    memset(p, 0, sizeof(*p));
+    p->tid = tid;
+    p->ring_bytes = ring_bytes;
+    /* The ring buffer map's first page holds the consumer position, the
+     * second the producer's (the layout libbpf maps too).  Without them
+     * only a stalled loop raises the thread. */
+    long pg = sysconf(_SC_PAGESIZE);
+    void *c = mmap(NULL, (size_t)pg, PROT_READ, MAP_SHARED, ring_fd, 0);
+    void *q = c == MAP_FAILED ? MAP_FAILED
+                              : mmap(NULL, (size_t)pg, PROT_READ, MAP_SHARED, ring_fd, pg);
+    if (q != MAP_FAILED) {
+        p->cons = c;
+        p->prod = q;
+    } else if (c != MAP_FAILED) {
+        munmap(c, (size_t)pg);
+    }
+    pthread_mutex_init(&p->mu, NULL);
+    ls_prio_set(p, true);
+    if (!atomic_load(&p->idle))
+        return -1;                    /* no SCHED_IDLE here: stays as it is */
+    if (pthread_create(&p->watchdog, NULL, ls_prio_watchdog, p) != 0) {
+        ls_prio_set(p, false);        /* no watchdog, no idle class */
+        return -1;
+    }
+    p->started = p->used = true;
+    return 0;
+}
+
+void ls_prio_beat(ls_prio *p, bool caught_up)
+{
+    if (!p->started)
+        return;
+    atomic_fetch_add_explicit(&p->beat, 1, memory_order_relaxed);
+    if (caught_up && !atomic_load_explicit(&p->idle, memory_order_relaxed) &&
+        ls_now() - atomic_load(&p->raised_at) >= LS_PRIO_HOLD_NS)
+        ls_prio_set(p, true);
+}
+
+void ls_prio_stop(ls_prio *p)
+{
+    if (!p->started)
+        return;
+    atomic_store(&p->stop, true);
+    pthread_join(p->watchdog, NULL);
+    ls_prio_set(p, false);            /* the end (drain, derive) at full speed */
+    pthread_mutex_destroy(&p->mu);
+    long pg = sysconf(_SC_PAGESIZE);
+    if (p->prod) {
+        munmap((void *)p->cons, (size_t)pg);
+        munmap((void *)p->prod, (size_t)pg);
+        p->cons = p->prod = NULL;
+    }
+    p->started = false;
+}
