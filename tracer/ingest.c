@@ -315,6 +315,8 @@ void ls_flush_loops(recorder *r)
     }
 }
 
+#define LS_CHECK_BYTES 32768
+
 int ls_on_msg(void *ctx, void *data, size_t size)
 {
     recorder *r = ctx;
@@ -324,8 +326,9 @@ int ls_on_msg(void *ctx, void *data, size_t size)
         ls_ingest_msg(r, data, size);
     /* libbpf has already consumed this message when it calls us (a
      * negative return does not give it back): the budget is checked only
-     * once it is stored, and the rest stays queued. */
-    if (++r->since_check >= 64) {
+     * once it is stored, and the rest stays queued.  Checked every
+     * LS_CHECK_BYTES: after each batch, after a thousand small messages. */
+    if ((r->since_check += size) >= LS_CHECK_BYTES) {
         r->since_check = 0;
         if (ls_now() > r->consume_until)
             return -EAGAIN;

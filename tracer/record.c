@@ -109,9 +109,10 @@ static void ls_usage(FILE *f)
           "                       (default: their own syscall tracepoints) or raw (one\n"
           "                       raw tracepoint on every syscall; see tracer/README.md)\n"
           "  -q, --quiet          no live status line\n"
-          "      --priority P     idle (default: the recorder runs as SCHED_IDLE, on the\n"
-          "                       CPU time the service leaves, and is raised back when\n"
-          "                       starved: tracer/README.md) or normal\n"
+          "      --priority P     normal (default) or idle: the recorder runs as SCHED_IDLE,\n"
+          "                       on the CPU time the service leaves, raised back when\n"
+          "                       starved; more throughput for a saturated service, a\n"
+          "                       worse tail latency (tracer/README.md)\n"
           "      --max-size SIZE  stop (as after --duration) once the trace file and its WAL\n"
           "                       reach 90% of SIZE less 4 MiB, so that what is written at\n"
           "                       the end (indexes, derived tables) fits: bytes with a K, M\n"
@@ -332,7 +333,7 @@ static int ls_parse(recorder *r, int argc, char **argv)
         case 1006:
             if (strcmp(optarg, "idle") && strcmp(optarg, "normal"))
                 return 1 + ls_error("invalid --priority '%s' (idle or normal)", optarg);
-            r->normal_priority = !strcmp(optarg, "normal");
+            r->idle_priority = !strcmp(optarg, "idle");
             break;
         case 'h':
             ls_usage(stdout);
@@ -569,6 +570,7 @@ static void ls_live_tick(recorder *r, int64_t now, const char **why, bool *stop)
 }
 
 #define LS_DRAIN_MS 20
+#define LS_DRAIN_SLICE_NS 100000      /* a drain's work as SCHED_IDLE, at most about */
 
 /* The main loop: drain the ring buffer until the target exits, a signal,
  * the duration, or a live hook stops it.  Sets *why; returns non-zero
@@ -583,7 +585,7 @@ static int ls_recorder_run(recorder *r, const char **why)
     struct pollfd pfd[2] = { { r->pidfd, POLLIN, 0 },
                              { ring_buffer__epoll_fd(r->rb), POLLIN, 0 } };
     *why = "target exited";
-    if (!r->normal_priority)
+    if (r->idle_priority)
         ls_prio_start(&r->prio, gettid(), bpf_map__fd(r->skel->maps.events),
                       (uint64_t)r->ringbuf_kb * 1024u);   /* prio.c */
     while (!stop) {
@@ -610,7 +612,11 @@ static int ls_recorder_run(recorder *r, const char **why)
             snprintf(fail, sizeof(fail), "poll: %s", strerror(errno));
             break;
         }
-        ls_prio_beat(&r->prio, ls_consume(r, 200000000) >= 0);
+        /* As SCHED_IDLE, in slices: the service preempts the recorder at
+         * its next syscall, and a wakeup with the recorder running in
+         * user space may wait for the next tick (4 ms at HZ=250) */
+        ls_prio_beat(&r->prio, ls_consume(r, r->prio.started && atomic_load(&r->prio.idle)
+                                                 ? LS_DRAIN_SLICE_NS : 200000000) >= 0);
         if (r->flight) {
             bool usr1 = ls_usr1;
             ls_usr1 = 0;

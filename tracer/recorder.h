@@ -134,7 +134,7 @@ typedef struct recorder {
     int64_t detach_ns;        /* when the programs were detached */
     bool target_gone;
     int64_t consume_until;    /* ls_on_msg yields back to the main loop then */
-    unsigned since_check;
+    size_t since_check;       /* bytes consumed since the budget was checked */
     ls_replay *replay;        /* the one replay of task states (model/replay.h) */
     ls_derive *derive;        /* writes what it derives (model/derive.h) */
     ls_replay_ops derive_ops; /* the derivation's replay callbacks (forwarded) */
@@ -149,7 +149,7 @@ typedef struct recorder {
     uint64_t rejected_msgs;   /* messages refused (loops over LS_MAX_LOOPS) */
     uint64_t untracked;       /* tasks beyond LS_TASKS_MAX: no task_stats */
     uint64_t snapshot_fail;   /* snapshot requests that could not be written */
-    bool normal_priority;     /* --priority normal: no SCHED_IDLE (prio.c) */
+    bool idle_priority;       /* --priority idle: SCHED_IDLE (prio.c) */
     ls_prio prio;
 } recorder;
 

@@ -6,9 +6,10 @@
 
 Needs root (BPF) and wrk.  Starts BUILD/examples/http_server on a free port
 and drives `GET /` (a short body, keep-alive) with `wrk -c C -t T -d S`, in
-rounds of four runs:
+rounds of six runs:
 
-    untraced, recorded (full), untraced, recorded (--no-blocking)
+    untraced, recorded (full), untraced, recorded (--no-blocking),
+    untraced, recorded (--priority idle: the recorder as SCHED_IDLE)
 
 so every recorded run has an untraced neighbour and a slow phase of the
 machine hurts both modes alike.  "recorded" means `loopscope record -p PID
@@ -189,7 +190,9 @@ def main():
             return 1
 
     modes = [("untraced", None), ("recorded (full)", []),
-             ("untraced", None), ("recorded (--no-blocking)", ["--no-blocking"])]
+             ("untraced", None), ("recorded (--no-blocking)", ["--no-blocking"]),
+             ("untraced", None), ("recorded (--priority idle)", ["--priority", "idle"])]
+    recorded = [name for name, extra in modes if extra is not None]
     runs = {name: [] for name, _ in modes}
     order = []                        # (name, rps, p99) in run order, for the paired ratios
     tmp = tempfile.mkdtemp(prefix="ls-http-bench-")
@@ -221,7 +224,7 @@ def main():
                     cpu = (cpu_seconds(pid) - cpu0) / total
                     ev = evs = evr = dropped = rec_ns = bpe = None
                 else:
-                    db = os.path.join(tmp, f"r{r}-{len(extra)}.db")
+                    db = os.path.join(tmp, f"r{r}-{recorded.index(name)}.db")
                     rec = Recorder(loopscope, sem_read, pid, db, extra)
                     with rec:
                         cpu0, rcpu0 = cpu_seconds(pid), cpu_seconds(rec.proc.pid)
@@ -264,7 +267,7 @@ def main():
           f"{'B/ev':>5}")
     print(f"{'untraced':26} {base_rps:9.0f} {1:6.3f} {base_p99 * 1e3:7.2f} {1:6.3f} "
           f"{base_cpu * 1e6:7.2f}")
-    for name in ("recorded (full)", "recorded (--no-blocking)"):
+    for name in recorded:
         v = runs[name]
         rps = statistics.median(x[0] for x in v)
         p99 = statistics.median(x[1] for x in v)
@@ -285,7 +288,7 @@ def main():
     print()
     print("paired: each recorded run / the mean of its two untraced neighbours; median, "
           "(min .. max)")
-    for name in ("recorded (full)", "recorded (--no-blocking)"):
+    for name in recorded:
         tp, lat = [], []
         for i, (n, rps, p99) in enumerate(order):
             nb = [order[j] for j in (i - 1, i + 1)

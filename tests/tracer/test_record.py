@@ -435,16 +435,18 @@ def sched_policy(pid):
 
 @case
 def recorder_priority():
-    """The recorder runs as SCHED_IDLE (--priority normal: as it was started)
-    and says so in meta; starved by a busy loop of normal priority on its CPU
-    while the target floods a small ring, its watchdog raises it back."""
+    """With --priority idle the recorder runs as SCHED_IDLE (by default, as it
+    was started) and says so in meta; starved by a busy loop of normal
+    priority on its CPU while the target floods a small ring, its watchdog
+    raises it back."""
     expect_error(["--priority", "bogus", "-p", "1"], "invalid --priority 'bogus'")
-    for prio, policy in (("idle", 5), ("normal", 0)):
+    for prio, policy in (("idle", 5), ("normal", 0), (None, 0)):
         t = start("ticker", "--seconds", "20")
         try:
             db = tmpdb()
-            rec = subprocess.Popen([A.loopscope, "record", "-q", "-p", str(t.pid), "-o", db,
-                                    "--priority", prio], stderr=subprocess.PIPE, text=True)
+            opt = ["--priority", prio] if prio else []
+            rec = subprocess.Popen([A.loopscope, "record", "-q", "-p", str(t.pid), "-o", db, *opt],
+                                   stderr=subprocess.PIPE, text=True)
             wait_for(lambda: semaphores(t.pid).get("batch", 0) > 0, 10, "attach")
             wait_for(lambda: sched_policy(rec.pid) == policy, 10,
                      f"the recorder's policy to become {policy} ({prio})")
@@ -452,7 +454,7 @@ def recorder_priority():
             _, err = rec.communicate(timeout=30)
             eq(rec.returncode, 0, f"exit status ({err.strip()})")
             m = meta(db)
-            eq(m.get("recorder_priority"), prio, "meta recorder_priority")
+            eq(m.get("recorder_priority"), prio or "normal", "meta recorder_priority")
             eq("priority_raises" in m, prio == "idle", f"meta priority_raises: {m}")
         finally:
             t.kill()
@@ -466,7 +468,7 @@ def recorder_priority():
     try:
         db = tmpdb()
         rec = subprocess.run([A.loopscope, "record", "-q", "-o", db, "--ringbuf-kb", "1024",
-                              "-p", str(t.pid), "-d", "3"], capture_output=True, text=True,
+                              "--priority", "idle", "-p", str(t.pid), "-d", "3"], capture_output=True, text=True,
                              timeout=120, preexec_fn=lambda: os.sched_setaffinity(0, {cpus[0]}))
         eq(rec.returncode, 0, f"record exit status ({rec.stderr.strip()})")
         integrity(db)
