@@ -6,10 +6,17 @@
 
 Needs root (BPF) and wrk.  Starts BUILD/examples/http_server on a free port
 and drives `GET /` (a short body, keep-alive) with `wrk -c C -t T -d S`, in
-rounds of six runs:
+rounds of eight runs:
 
     untraced, recorded (full), untraced, recorded (--no-blocking),
-    untraced, recorded (--priority idle: the recorder as SCHED_IDLE)
+    untraced, recorded (--priority idle: the recorder as SCHED_IDLE),
+    untraced, recorder stopped
+
+("recorder stopped": attached in full, then stopped with SIGSTOP for the
+wrk run and let go after it: the probes and BPF programs run, the ring
+fills and drops, the recorder takes no CPU -- what recording costs the
+server apart from the recorder's own work; its event columns count only
+what the ring held.)
 
 so every recorded run has an untraced neighbour and a slow phase of the
 machine hurts both modes alike.  "recorded" means `loopscope record -p PID
@@ -191,7 +198,8 @@ def main():
 
     modes = [("untraced", None), ("recorded (full)", []),
              ("untraced", None), ("recorded (--no-blocking)", ["--no-blocking"]),
-             ("untraced", None), ("recorded (--priority idle)", ["--priority", "idle"])]
+             ("untraced", None), ("recorded (--priority idle)", ["--priority", "idle"]),
+             ("untraced", None), ("recorder stopped", ["STOP"])]
     recorded = [name for name, extra in modes if extra is not None]
     runs = {name: [] for name, _ in modes}
     order = []                        # (name, rps, p99) in run order, for the paired ratios
@@ -225,12 +233,17 @@ def main():
                     ev = evs = evr = dropped = rec_ns = bpe = None
                 else:
                     db = os.path.join(tmp, f"r{r}-{recorded.index(name)}.db")
-                    rec = Recorder(loopscope, sem_read, pid, db, extra)
+                    stop = extra == ["STOP"]
+                    rec = Recorder(loopscope, sem_read, pid, db, [] if stop else extra)
                     with rec:
+                        if stop:          # the probes fire, nobody drains
+                            rec.proc.send_signal(signal.SIGSTOP)
                         cpu0, rcpu0 = cpu_seconds(pid), cpu_seconds(rec.proc.pid)
                         rps, p99, total = wrk(url, a.seconds, a.connections, a.threads)
                         cpu = (cpu_seconds(pid) - cpu0) / total
                         rcpu = cpu_seconds(rec.proc.pid) - rcpu0
+                        if stop:
+                            rec.proc.send_signal(signal.SIGCONT)
                     ev, dropped = rec.events()
                     bpe = os.path.getsize(db) / max(ev, 1)
                     os.unlink(db)
