@@ -1,12 +1,14 @@
 /*
- * prio.c -- the recorder yields the CPU to the service it records.
+ * prio.c -- `--priority idle`: the recorder yields the CPU to the service.
  *
  * On a machine the service keeps busy, every microsecond the recorder runs
  * is taken from the service or its clients (on the 2-CPU benchmark machine,
- * http_server under wrk, recording cost 7-9 % of the throughput while the
- * recorder used 5-6 % of a CPU; stopped with SIGSTOP, the same recording
- * cost nothing).  So the recorder's thread runs as SCHED_IDLE: it gets the
- * CPU time nobody else wants and never preempts a normal task.
+ * http_server under wrk, recording costs 6-9 % of the throughput, and 1 %
+ * with the recorder stopped by SIGSTOP: tests/bench/results/
+ * http_overhead.txt).  With --priority idle the recorder's thread runs as
+ * SCHED_IDLE: it gets the CPU time nobody else wants and never preempts a
+ * normal task.  Not the default: it worsened the server's p99 there
+ * (tracer/README.md).
  *
  * A SCHED_IDLE thread is starved on a saturated machine, and the ring
  * buffer would then fill and drop.  A watchdog thread (normal policy,
@@ -72,6 +74,17 @@ static void *ls_prio_watchdog(void *arg)
     return NULL;
 }
 
+static void ls_prio_release(ls_prio *p)
+{
+    pthread_mutex_destroy(&p->mu);
+    long pg = sysconf(_SC_PAGESIZE);
+    if (p->prod) {
+        munmap((void *)p->cons, (size_t)pg);
+        munmap((void *)p->prod, (size_t)pg);
+        p->cons = p->prod = NULL;
+    }
+}
+
 int ls_prio_start(ls_prio *p, pid_t tid, int ring_fd, uint64_t ring_bytes)
 {
     memset(p, 0, sizeof(*p));
@@ -92,14 +105,13 @@ int ls_prio_start(ls_prio *p, pid_t tid, int ring_fd, uint64_t ring_bytes)
     }
     pthread_mutex_init(&p->mu, NULL);
     ls_prio_set(p, true);
-    if (!atomic_load(&p->idle))
-        return -1;                    /* no SCHED_IDLE here: stays as it is */
-    if (pthread_create(&p->watchdog, NULL, ls_prio_watchdog, p) != 0) {
-        ls_prio_set(p, false);        /* no watchdog, no idle class */
-        return -1;
+    if (atomic_load(&p->idle) && pthread_create(&p->watchdog, NULL, ls_prio_watchdog, p) == 0) {
+        p->started = p->used = true;
+        return 0;
     }
-    p->started = p->used = true;
-    return 0;
+    ls_prio_set(p, false);            /* no SCHED_IDLE here, or no watchdog: as it was */
+    ls_prio_release(p);
+    return -1;
 }
 
 void ls_prio_beat(ls_prio *p, bool caught_up)
@@ -119,12 +131,6 @@ void ls_prio_stop(ls_prio *p)
     atomic_store(&p->stop, true);
     pthread_join(p->watchdog, NULL);
     ls_prio_set(p, false);            /* the end (drain, derive) at full speed */
-    pthread_mutex_destroy(&p->mu);
-    long pg = sysconf(_SC_PAGESIZE);
-    if (p->prod) {
-        munmap((void *)p->cons, (size_t)pg);
-        munmap((void *)p->prod, (size_t)pg);
-        p->cons = p->prod = NULL;
-    }
+    ls_prio_release(p);
     p->started = false;
 }
