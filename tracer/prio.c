@@ -85,11 +85,12 @@ static void ls_prio_release(ls_prio *p)
     }
 }
 
-int ls_prio_start(ls_prio *p, pid_t tid, int ring_fd, uint64_t ring_bytes)
+int ls_prio_start(ls_prio *p, pid_t tid, const struct bpf_map *ring)
 {
     memset(p, 0, sizeof(*p));
     p->tid = tid;
-    p->ring_bytes = ring_bytes;
+    p->ring_bytes = bpf_map__max_entries(ring);
+    int ring_fd = bpf_map__fd(ring);
     /* The ring buffer map's first page holds the consumer position, the
      * second the producer's (the layout libbpf maps too).  Without them
      * only a stalled loop raises the thread. */

@@ -586,8 +586,7 @@ static int ls_recorder_run(recorder *r, const char **why)
                              { ring_buffer__epoll_fd(r->rb), POLLIN, 0 } };
     *why = "target exited";
     if (r->idle_priority)
-        ls_prio_start(&r->prio, gettid(), bpf_map__fd(r->skel->maps.events),
-                      (uint64_t)r->ringbuf_kb * 1024u);   /* prio.c */
+        ls_prio_start(&r->prio, gettid(), r->skel->maps.events);   /* prio.c */
     while (!stop) {
         if (ls_stop_signal) {
             *why = ls_stop_signal == SIGINT ? "interrupted (SIGINT)" : "terminated by signal";
@@ -612,9 +611,10 @@ static int ls_recorder_run(recorder *r, const char **why)
             snprintf(fail, sizeof(fail), "poll: %s", strerror(errno));
             break;
         }
-        /* As SCHED_IDLE, in slices: the service preempts the recorder at
-         * its next syscall, and a wakeup with the recorder running in
-         * user space may wait for the next tick (4 ms at HZ=250) */
+        /* As SCHED_IDLE, one batch or so per turn (LS_DRAIN_SLICE_NS),
+         * so the watchdog sees the loop come round; it was meant to
+         * shorten the service's wait for the CPU, and did not measurably
+         * (tracer/README.md) */
         ls_prio_beat(&r->prio, ls_consume(r, r->prio.started && atomic_load(&r->prio.idle)
                                                  ? LS_DRAIN_SLICE_NS : 200000000) >= 0);
         if (r->flight) {

@@ -154,10 +154,10 @@ typedef struct recorder {
 } recorder;
 
 /* prio.c: SCHED_IDLE for thread tid with its watchdog, which watches the
- * ring buffer map ring_fd of ring_bytes (-1: unavailable, the thread keeps
- * its policy); one beat per turn of the main loop, caught_up
+ * ring buffer map ring (-1: unavailable, the thread keeps its policy); one
+ * beat per turn of the main loop, caught_up
  * when the ring was emptied; normal again and the watchdog gone. */
-int ls_prio_start(ls_prio *p, pid_t tid, int ring_fd, uint64_t ring_bytes);
+int ls_prio_start(ls_prio *p, pid_t tid, const struct bpf_map *ring);
 void ls_prio_beat(ls_prio *p, bool caught_up);
 void ls_prio_stop(ls_prio *p);
 

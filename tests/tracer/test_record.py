@@ -468,8 +468,9 @@ def recorder_priority():
     try:
         db = tmpdb()
         rec = subprocess.run([A.loopscope, "record", "-q", "-o", db, "--ringbuf-kb", "1024",
-                              "--priority", "idle", "-p", str(t.pid), "-d", "3"], capture_output=True, text=True,
-                             timeout=120, preexec_fn=lambda: os.sched_setaffinity(0, {cpus[0]}))
+                              "--priority", "idle", "-p", str(t.pid), "-d", "3"],
+                             capture_output=True, text=True, timeout=120,
+                             preexec_fn=lambda: os.sched_setaffinity(0, {cpus[0]}))
         eq(rec.returncode, 0, f"record exit status ({rec.stderr.strip()})")
         integrity(db)
         m = meta(db)
