@@ -16,12 +16,14 @@
 #define LS_STR2(x) #x
 #define LS_STR(x) LS_STR2(x)
 
-struct ls_derive {
+typedef struct ls_derive {
     sqlite3 *db;
     sqlite3_stmt *stat, *stat_new, *edge, *bucket, *iter, *mark, *slice, *late;
     int64_t late_floor;       /* late_timers keeps sleeps at least this late */
     int rc;                   /* first SQLite error, or SQLITE_OK */
-};
+} ls_derive;
+
+static void ls_derive_free(ls_derive *d);
 
 #define LS_GENERIC "EXISTS (SELECT 1 FROM meta WHERE key = 'mode' AND value = 'generic')"
 
@@ -47,7 +49,7 @@ static int64_t ls_late_floor(sqlite3 *db)
     return floor;
 }
 
-ls_derive *ls_derive_new(sqlite3 *db, char *err, size_t errlen)
+static ls_derive *ls_derive_new(sqlite3 *db, char *err, size_t errlen)
 {
     ls_derive *d = calloc(1, sizeof(*d));
     if (!d) {
@@ -84,7 +86,7 @@ ls_derive *ls_derive_new(sqlite3 *db, char *err, size_t errlen)
     return d;
 }
 
-void ls_derive_free(ls_derive *d)
+static void ls_derive_free(ls_derive *d)
 {
     if (!d)
         return;
@@ -178,7 +180,7 @@ static void ls_on_mark(void *ctx, const ls_event *e)
     ls_put_mark(ctx, e->rowid, e->ts, e->task, e->kind, e->reason, e->arg0);
 }
 
-ls_replay_ops ls_derive_ops(ls_derive *d)
+static ls_replay_ops ls_derive_ops(ls_derive *d)
 {
     return (ls_replay_ops){ .on_span = ls_on_span, .on_task_done = ls_on_task_done,
                             .on_mark = ls_on_mark, .ctx = d };
@@ -272,7 +274,7 @@ static const char ls_post_after_sql[] =
     " WHERE task_id IN (SELECT task_id FROM blocking);"
     "INSERT OR REPLACE INTO meta(key, value) VALUES('model_version', '" LS_STR(LS_MODEL_VERSION) "');";
 
-int ls_derive_finish(ls_derive *d, ls_replay *r, char *err, size_t errlen)
+static int ls_derive_finish(ls_derive *d, ls_replay *r, char *err, size_t errlen)
 {
     if (sqlite3_exec(d->db, "DELETE FROM transitions; DELETE FROM transition_hist;"
                             "DELETE FROM iteration_hist WHERE NOT " LS_GENERIC ";",
@@ -312,14 +314,23 @@ int64_t ls_derive_last_time(sqlite3 *db)
     return t == -INT64_MAX ? INT64_MIN : t;
 }
 
-int ls_derive_all(sqlite3 *db, int64_t end_ns, char *err, size_t errlen)
+static void ls_replay_ev(void *ctx, int64_t rowid, const ls_ev *v)
+{
+    ls_event e = { .ts = v->v[LS_EV_TS], .loop = (uint64_t)v->v[LS_EV_LOOP],
+                   .task = (uint64_t)v->v[LS_EV_TASK], .kind = (int)v->v[LS_EV_KIND],
+                   .reason = v->v[LS_EV_REASON], .arg0 = v->v[LS_EV_ARG0],
+                   .arg1 = v->v[LS_EV_ARG1], .rowid = rowid };   /* NULL columns decode as 0 */
+    ls_replay_event(ctx, &e);
+}
+
+int ls_derive_all(sqlite3 *db, int64_t end_ns, size_t max_live, char *err, size_t errlen)
 {
     ls_derive *d = ls_derive_new(db, err, errlen);
     if (!d)
         return -1;
     int rc = -1;
     ls_replay *r = NULL;
-    sqlite3_stmt *ev = NULL, *lp = NULL;
+    sqlite3_stmt *lp = NULL;
     char sql[256];
     snprintf(sql, sizeof(sql), "INSERT OR REPLACE INTO meta(key, value) VALUES('derived_end_ns', '%lld');"
              " DELETE FROM task_stats; DELETE FROM task_marks; DELETE FROM task_slices;"
@@ -329,36 +340,26 @@ int ls_derive_all(sqlite3 *db, int64_t end_ns, char *err, size_t errlen)
         goto out;
     }
     ls_replay_ops ops = ls_derive_ops(d);
-    r = ls_replay_new(&ops, SIZE_MAX / 2);
+    r = ls_replay_new(&ops, max_live);
     if (!r) {
         snprintf(err, errlen, "out of memory");
         goto out;
     }
     if (sqlite3_prepare_v2(db, "SELECT id, stopped_ns FROM loops WHERE stopped_ns IS NOT NULL",
-                           -1, &lp, NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(db, "SELECT ts_ns, loop_id, coalesce(task_id, 0), kind,"
-                               " coalesce(reason, 0), coalesce(arg0, 0), coalesce(arg1, 0), rowid"
-                               " FROM events ORDER BY rowid", -1, &ev, NULL) != SQLITE_OK) {
-        ls_fail(db, "cannot read events", err, errlen);
+                           -1, &lp, NULL) != SQLITE_OK) {
+        ls_fail(db, "cannot read loops", err, errlen);
         goto out;
     }
     while (sqlite3_step(lp) == SQLITE_ROW)
         ls_replay_loop_stop(r, (uint64_t)sqlite3_column_int64(lp, 0), sqlite3_column_int64(lp, 1));
-    int step;
-    while ((step = sqlite3_step(ev)) == SQLITE_ROW) {
-        ls_event e = {
-            .ts = sqlite3_column_int64(ev, 0),
-            .loop = (uint64_t)sqlite3_column_int64(ev, 1),
-            .task = (uint64_t)sqlite3_column_int64(ev, 2),
-            .kind = sqlite3_column_int(ev, 3),
-            .reason = sqlite3_column_int64(ev, 4),
-            .arg0 = sqlite3_column_int64(ev, 5),
-            .arg1 = sqlite3_column_int64(ev, 6),
-            .rowid = sqlite3_column_int64(ev, 7),
-        };
-        ls_replay_event(r, &e);
+    int64_t bad;
+    int step = ls_chunks_each(db, ls_replay_ev, r, &bad);
+    if (step == SQLITE_CORRUPT && bad) {
+        snprintf(err, errlen, "cannot read events: the chunk at rowid %lld is malformed",
+                 (long long)bad);
+        goto out;
     }
-    if (step != SQLITE_DONE) {
+    if (step != SQLITE_OK) {
         ls_fail(db, "cannot read events", err, errlen);
         goto out;
     }
@@ -369,7 +370,6 @@ int ls_derive_all(sqlite3 *db, int64_t end_ns, char *err, size_t errlen)
     }
     rc = ls_derive_finish(d, r, err, errlen);
 out:
-    sqlite3_finalize(ev);
     sqlite3_finalize(lp);
     ls_replay_free(r);
     ls_derive_free(d);

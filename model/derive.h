@@ -3,17 +3,16 @@
  * iteration_hist for libevl loops, blocking durations and victims), written
  * from the one replay (replay.h).
  *
- * Two ways in, one result:
- *  - the recorder feeds its replay as it ingests, with ls_derive_ops()
- *    writing each task's task_stats row when the task is done, then calls
- *    ls_derive_finish() at the end;
- *  - a trace whose recording was cut short (no meta end_ns), or that an
- *    older loopscope wrote (meta model_version missing or older), is
- *    completed by ls_derive_all(): everything derived is emptied and
- *    replayed from the events table.
- * Both leave meta model_version = LS_MODEL_VERSION.  They run inside the
- * caller's transaction and write only derived rows, indexes and that meta
- * key: deriving twice gives the same trace.
+ * One way in: ls_derive_all() empties everything derived and replays the
+ * trace's events, read straight from their chunks (model/evchunk.h), in
+ * one pass.  The recorder calls it when a recording ends, after detaching
+ * (recording itself only stores events: the target's CPUs do not pay for
+ * the replay while it runs); the viewer calls it for a trace whose
+ * recording was cut short (no meta model_version: the recorder was killed)
+ * or that an older loopscope wrote (an older model_version).  It leaves
+ * meta model_version = LS_MODEL_VERSION, runs inside the caller's
+ * transaction and writes only derived rows, indexes and meta keys:
+ * deriving twice gives the same trace.
  */
 #ifndef LS_MODEL_DERIVE_H
 #define LS_MODEL_DERIVE_H
@@ -24,28 +23,16 @@
 
 #include "replay.h"
 
-typedef struct ls_derive ls_derive;
-
 /* late_timers keeps sleeps fired at least this late (or the trace's
  * blocking threshold if lower; meta late_timer_floor_ns says which). */
 #define LS_LATE_TIMER_FLOOR_NS 1000000
 
-/* NULL (with a message in err) if a statement cannot be prepared. */
-ls_derive *ls_derive_new(sqlite3 *db, char *err, size_t errlen);
-void ls_derive_free(ls_derive *d);
-/* Replay callbacks that store task_stats rows (ctx = d). */
-ls_replay_ops ls_derive_ops(ls_derive *d);
-
-/* After ls_replay_end(): the transitions, their histograms, libevl loops'
- * iteration_hist, then the SQL-derived parts (indexes, on-CPU episode
- * durations, blocking victims, per-task blocking) and model_version.
- * 0, or -1 with a message in err. */
-int ls_derive_finish(ls_derive *d, ls_replay *r, char *err, size_t errlen);
-
-/* Complete a trace from its events (see above).  end_ns: when the
+/* Derive a trace from its events (see above).  end_ns: when the
  * recording ended (meta end_ns, or for a cut-short trace the last time it
- * holds).  0, or -1 with a message in err. */
-int ls_derive_all(sqlite3 *db, int64_t end_ns, char *err, size_t errlen);
+ * holds).  max_live: live tasks tracked at once (replay.h; the recorder's
+ * LS_TASKS_MAX bounds its memory whatever the target did).  0, or -1
+ * with a message in err. */
+int ls_derive_all(sqlite3 *db, int64_t end_ns, size_t max_live, char *err, size_t errlen);
 
 /* The last time a trace holds (events, blocking episodes' ends, windows),
  * or INT64_MIN if none: where a cut-short recording stopped. */

@@ -115,6 +115,46 @@ int ls_chunk_decode(const uint8_t *p, size_t len, ls_ev *out, int max)
     return p == end ? n : -1;
 }
 
+/* The chunk in column col of st's current row, which says it holds n
+ * events, decoded into out (LS_CHUNK_EVENTS of them): n, or -1 unless the
+ * column is a blob of exactly n well-formed events. */
+int ls_chunk_load(struct sqlite3_stmt *st, int col, int64_t n, ls_ev *out)
+{
+    if (sqlite3_column_type(st, col) != SQLITE_BLOB)
+        return -1;
+    const void *data = sqlite3_column_blob(st, col);
+    int len = sqlite3_column_bytes(st, col);
+    int nev = ls_chunk_decode(data, (size_t)len, out, LS_CHUNK_EVENTS);
+    return nev >= 0 && nev == n ? nev : -1;
+}
+
+int ls_chunks_each(struct sqlite3 *db, void (*fn)(void *ctx, int64_t rowid, const ls_ev *e),
+                   void *ctx, int64_t *bad)
+{
+    *bad = 0;
+    ls_ev *ev = malloc(LS_CHUNK_EVENTS * sizeof(*ev));
+    sqlite3_stmt *st = NULL;
+    int rc = ev ? sqlite3_prepare_v2(db, "SELECT c.id, c.n, d.data FROM event_chunks c"
+                                         " LEFT JOIN event_chunk_data d ON d.id = c.id"
+                                         " ORDER BY c.id", -1, &st, NULL)
+                : SQLITE_NOMEM;
+    while (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+        int64_t id = sqlite3_column_int64(st, 0);
+        int n = ls_chunk_load(st, 2, sqlite3_column_int64(st, 1), ev);
+        if (n < 0) {
+            *bad = id;
+            rc = SQLITE_CORRUPT;
+            break;
+        }
+        for (int i = 0; i < n; i++)
+            fn(ctx, id + i, &ev[i]);
+        rc = SQLITE_OK;
+    }
+    sqlite3_finalize(st);
+    free(ev);
+    return rc == SQLITE_DONE ? SQLITE_OK : rc;
+}
+
 /* --------------------------------------------------------------- writer */
 
 /* the pending events' tasks: open addressing, half full at most */

@@ -65,6 +65,18 @@ typedef struct ls_ev {
  * when the data is malformed (out holds what came before the fault). */
 int ls_chunk_decode(const uint8_t *p, size_t len, ls_ev *out, int max);
 
+/* The chunk in column col of st's current row, which says it holds n
+ * events, decoded into out[0 .. LS_CHUNK_EVENTS): n, or -1 unless the
+ * column is a blob of exactly n well-formed events. */
+int ls_chunk_load(struct sqlite3_stmt *st, int col, int64_t n, ls_ev *out);
+
+/* Every event of db's main schema in rowid order, straight from the
+ * chunks (no SQL per event): fn(ctx, rowid, e) for each.  SQLITE_OK,
+ * SQLite's error, or SQLITE_CORRUPT with *bad the id of the first
+ * malformed chunk (fn has seen the events before it). */
+int ls_chunks_each(struct sqlite3 *db, void (*fn)(void *ctx, int64_t rowid, const ls_ev *e),
+                   void *ctx, int64_t *bad);
+
 /* The writer of a trace's chunks: events are encoded as they come and a
  * chunk row is written when LS_CHUNK_EVENTS are in it, or at a flush. */
 typedef struct ls_chunkw ls_chunkw;

@@ -334,12 +334,9 @@ static int ls_seek(ls_evcur *c)
             rc = sqlite3_step(r->data);
             if (rc != SQLITE_ROW && rc != SQLITE_DONE)
                 return ls_fail(c, rc, sqlite3_errmsg(sqlite3_db_handle(c->cur)));
-            const void *data = rc == SQLITE_ROW ? sqlite3_column_blob(r->data, 0) : NULL;
-            int len = rc == SQLITE_ROW ? sqlite3_column_bytes(r->data, 0) : 0;
-            int nev = ls_chunk_decode(data, (size_t)len, r->ev, LS_CHUNK_EVENTS);
-            bool blob = rc == SQLITE_ROW && sqlite3_column_type(r->data, 0) == SQLITE_BLOB;
+            int nev = rc == SQLITE_ROW ? ls_chunk_load(r->data, 0, n, r->ev) : -1;
             sqlite3_reset(r->data);
-            if (nev < 0 || nev != n || !blob) {
+            if (nev < 0) {
                 char msg[96];
                 snprintf(msg, sizeof(msg), "events: the chunk at rowid %lld is malformed",
                          (long long)c->chunk);

@@ -668,15 +668,8 @@ static void ls_flight_write(recorder *r, int64_t now, bool cut)
     ls_store_meta(o->store, "flight_untracked_tasks", "%llu",
                   (unsigned long long)f->untracked_tasks);
     int err = 0;
-    o->derive = ls_derive_new(ls_store_db(o->store), errbuf, sizeof(errbuf));
-    if (!o->derive)
-        err = ls_error("flight recorder: %s", errbuf);
-    if (!err) {
-        o->derive_ops = ls_derive_ops(o->derive);
-        o->replay = ls_replay_new(&o->derive_ops, LS_TASKS_MAX);
-        if (!o->replay)
-            err = ls_error("flight recorder: out of memory");
-    }
+    if (!(o->rows = ls_tasks_new(LS_TASKS_MAX)))
+        err = ls_error("flight recorder: out of memory");
     if (!err) {
         ls_feed_preexisting(r, o, from);
         struct ls_feed fd = { .o = o, .from = from, .to = to };
@@ -685,7 +678,6 @@ static void ls_flight_write(recorder *r, int64_t now, bool cut)
                                       : "flight recorder: trigger's tail ended");
     }
     if (err) {
-        ls_derive_free(o->derive);
         if (o->store)
             ls_store_finish(o->store, errbuf, sizeof(errbuf));
         f->failed++;
@@ -697,7 +689,7 @@ static void ls_flight_write(recorder *r, int64_t now, bool cut)
                     (to - from) / 1e9, (unsigned long long)o->records,
                     (unsigned long long)o->tasks_created, (unsigned long long)o->blocks);
     }
-    ls_replay_free(o->replay);
+    ls_tasks_free(o->rows);
     free(o->loops);
     free(o);
     (void)now;

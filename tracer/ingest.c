@@ -1,9 +1,9 @@
 /*
  * ingest.c -- what arrives through the ring buffer (record.h's messages):
  * the dispatch, each loop's entry, the lifecycle records of batches
- * (checked at the trust boundary ls_rec_valid, then stored and fed to
- * the one replay of task states, model/replay.h), the snapshot request, and the generic mode's
- * windows.  Blocking episodes go to blocks.c.  Part of the recorder
+ * (checked at the trust boundary ls_rec_valid, then stored; fed to the
+ * one replay of task states, model/replay.h, only while `top` watches),
+ * the snapshot request, and the generic mode's windows.  Blocking episodes go to blocks.c.  Part of the recorder
  * (recorder.h).
  */
 #define _GNU_SOURCE
@@ -57,12 +57,13 @@ ls_syms *ls_get_syms(recorder *r)
     return r->syms;
 }
 
-/* The task an accepted record names: its table entry (NULL when the table
- * is full), and a tasks row in any case, so events never name a task
- * missing from tasks. */
+/* The task an accepted record names: its entry in r->rows (NULL when the
+ * table is full), and a tasks row in any case, so events never name a
+ * task missing from tasks. */
 ls_task *ls_task_seen(recorder *r, uint64_t loop, uint64_t id)
 {
-    ls_task *a = ls_replay_track(r->replay, id, loop);
+    bool made;
+    ls_task *a = ls_tasks_get(r->rows, id, loop, &made);
     if (!a) {                         /* not tracked: make sure of the row */
         ls_store_task_unknown(r->store, id, loop);
         return NULL;
@@ -167,14 +168,18 @@ static void ls_ingest_rec(recorder *r, struct ls_loop_info *li, const struct evl
         reason = pre;
         break;
     }
+    /* A task's last events: its entry goes (a leak verdict after the
+     * finish makes sure of the row again, ignored). */
     case EVL_PROBE_ID_task_leak:
         ls_task_row(r, a, loop, e->task);
         ls_store_task_leak(r->store, e->task, (int)e->a32);
+        if (a)
+            ls_tasks_remove(r->rows, a);
         break;
     case EVL_PROBE_ID_task_finish:
         ls_store_task_finish(r->store, e->task, loop, (int64_t)e->ts, (int)e->a32, (int64_t)e->a0);
-        if (a && a->user == LS_ROW_NONE)
-            a->user = LS_ROW_PLACEHOLDER;
+        if (a)
+            ls_tasks_remove(r->rows, a);
         r->tasks_finished++;
         break;
     default:
@@ -185,15 +190,15 @@ static void ls_ingest_rec(recorder *r, struct ls_loop_info *li, const struct evl
     ls_store_event(r->store, (int64_t)e->ts, loop, e->task, e->kind, reason,
                    (int64_t)e->a0, (int64_t)e->a1);
     r->records++;
-    /* The one replay (model/replay.h): task_stats rows as tasks finish
-     * (model/derive.c), transitions and iteration statistics at the end.
-     * Last, since it may release the task's entry. */
+    if (!r->replay)
+        return;
+    /* `loopscope top` watches: its replay and its feed (live.h). */
     ls_event ev = { .ts = (int64_t)e->ts, .loop = loop, .task = e->task, .kind = e->kind,
                     .reason = reason, .arg0 = (int64_t)e->a0, .arg1 = (int64_t)e->a1,
                     /* rowids are 1, 2, ... in store order */
                     .rowid = (int64_t)ls_store_nevents(r->store) };
     ls_replay_event(r->replay, &ev);
-    ls_live_on_event(r, &ev);         /* `loopscope top` (live.h) */
+    ls_live_on_event(r, &ev);
 }
 
 /* Drain the ring buffer for at most `budget_ns`, so that a producer

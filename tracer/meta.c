@@ -71,7 +71,7 @@ void ls_write_meta(recorder *r, int argc, char **argv)
 
 void ls_write_end_meta(recorder *r, const char *why)
 {
-    int64_t end = r->offline ? r->end_ns : ls_now();   /* a flight trace: its window's end */
+    int64_t end = r->end_ns;          /* the derivation's end too (a flight trace: its window's) */
     time_t now = time(NULL) - (time_t)((ls_now() - end) / 1000000000ll);
     char iso[64];
     strftime(iso, sizeof(iso), "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));

@@ -395,29 +395,12 @@ static void ls_status(recorder *r, int64_t now, uint64_t *last_ev, int64_t *last
     *last_t = now;
 }
 
-/* The replay's callbacks when `top` watches (live.h): the derivation's,
- * if there is a trace file, then top's task_done. */
-static void ls_fwd_span(void *ctx, const ls_span *s)
-{
-    recorder *r = ctx;
-    if (r->derive_ops.on_span)
-        r->derive_ops.on_span(r->derive_ops.ctx, s);
-}
-
+/* The live replay's one callback, when `top` watches (live.h). */
 static void ls_fwd_done(void *ctx, const ls_task *t, bool finished)
 {
     recorder *r = ctx;
-    if (r->derive_ops.on_task_done)
-        r->derive_ops.on_task_done(r->derive_ops.ctx, t, finished);
     if (r->live->task_done)
         r->live->task_done(r->live->ctx, t, finished);
-}
-
-static void ls_fwd_mark(void *ctx, const ls_event *e)
-{
-    recorder *r = ctx;
-    if (r->derive_ops.on_mark)
-        r->derive_ops.on_mark(r->derive_ops.ctx, e);
 }
 
 /* Everything up to the main loop: the target, the BPF programs loaded and
@@ -504,23 +487,17 @@ static int ls_recorder_open(recorder *r, int argc, char **argv)
     if (!r->rb)
         return ls_error("cannot create the ring buffer reader: %s", strerror(errno));
     r->start_ns = ls_now();
-    if (r->store) {
+    if (r->store)
         ls_write_meta(r, argc, argv);
-        /* After the meta: the derivation reads the blocking threshold there. */
-        r->derive = ls_derive_new(ls_store_db(r->store), errbuf, sizeof(errbuf));
-        if (!r->derive)
-            return ls_error("%s", errbuf);
-        r->derive_ops = ls_derive_ops(r->derive);
-    }
-    /* Without a trace (top) the replay still keeps the live tasks. */
-    ls_replay_ops ops = r->derive_ops;
-    if (r->live)
-        ops = (ls_replay_ops){ .on_span = ls_fwd_span, .on_task_done = ls_fwd_done,
-                               .on_mark = ls_fwd_mark, .ctx = r,
-                               .spans_only = r->derive_ops.spans_only };
-    r->replay = ls_replay_new(&ops, LS_TASKS_MAX);
-    if (!r->replay)
+    /* Recording only stores events: what is derived from them is replayed
+     * once they are all in (ls_output_finish), off the target's time. */
+    if (!(r->rows = ls_tasks_new(LS_TASKS_MAX)))
         return ls_error("out of memory");
+    if (r->live) {
+        ls_replay_ops ops = { .on_task_done = ls_fwd_done, .ctx = r, .spans_only = true };
+        if (!(r->replay = ls_replay_new(&ops, LS_TASKS_MAX)))
+            return ls_error("out of memory");
+    }
     if (r->generic && !r->child)
         ls_find_waiting_threads(r);
     if (r->child) {
@@ -669,9 +646,11 @@ static int ls_recorder_run(recorder *r, const char **why)
 
 /* The end of a trace, the recorder's or a flight trace (flight.c, r->offline,
  * whose end_ns is its window's end): the episodes and windows still open
- * in BPF, the end meta, open spans ended at their loop's stop or the end,
- * the derived tables, indexes; r->store is NULL afterwards unless finishing
- * failed.  Without a trace (top) only the replay's end. */
+ * in BPF, the end meta, the derived tables replayed from the stored
+ * events (open spans end at their loop's stop or end_ns; at most
+ * LS_TASKS_MAX live tasks tracked, as while recording), indexes; r->store
+ * is NULL afterwards unless finishing failed.  `top` without a trace:
+ * only its live replay's end. */
 int ls_output_finish(recorder *r, const char *why)
 {
     char errbuf[512];
@@ -683,18 +662,20 @@ int ls_output_finish(recorder *r, const char *why)
         r->end_ns = ls_now();
     if (r->store)
         ls_write_end_meta(r, why);
-    for (size_t l = 0; l < r->nloops; l++)
-        if (r->loops[l].stopped)
-            ls_replay_loop_stop(r->replay, r->loops[l].id, r->loops[l].stopped);
-    ls_replay_end(r->replay, r->end_ns);
+    ls_tasks_free(r->rows);           /* everything is in: the derivation's table next */
+    r->rows = NULL;
+    if (r->replay) {
+        for (size_t l = 0; l < r->nloops; l++)
+            if (r->loops[l].stopped)
+                ls_replay_loop_stop(r->replay, r->loops[l].id, r->loops[l].stopped);
+        ls_replay_end(r->replay, r->end_ns);
+    }
     if (!r->store)
         return 0;
     ls_store_flush(r->store);
-    if (ls_derive_finish(r->derive, r->replay, errbuf, sizeof(errbuf)) < 0)
+    if (ls_derive_all(ls_store_db(r->store), r->end_ns, LS_TASKS_MAX, errbuf, sizeof(errbuf)) < 0)
         err = ls_error("cannot derive the trace's tables (the viewer derives them on first "
                        "read): %s", errbuf);
-    ls_derive_free(r->derive);
-    r->derive = NULL;
     if (ls_store_finish(r->store, errbuf, sizeof(errbuf)) < 0)
         err = ls_error("%s", errbuf);
     r->store = NULL;                  /* ls_store_finish freed it, even on error */
@@ -728,6 +709,10 @@ static int ls_recorder_close(recorder *r, int err, bool finish, const char *why)
         ls_flight_close(r, why);
         goto cleanup;
     }
+    /* Drained for good: its pages (the data mapped twice) go before the
+     * derivation's memory comes. */
+    ring_buffer__free(r->rb);
+    r->rb = NULL;
     uint64_t nev = ls_store_nevents(r->store);
     bool stored = r->store != NULL;
     int ferr = ls_output_finish(r, why);
@@ -766,7 +751,6 @@ cleanup:
     free(r->samplers);
     ring_buffer__free(r->rb);
     record_bpf__destroy(r->skel);
-    ls_derive_free(r->derive);        /* its statements, before the store closes */
     if (r->store && r->start_ns)      /* an error while recording: keep what was written */
         ls_store_finish(r->store, errbuf, sizeof(errbuf));
     else
@@ -774,6 +758,7 @@ cleanup:
     ls_syms_free(r->syms);
     ls_py_free(r->py);
     ls_replay_free(r->replay);
+    ls_tasks_free(r->rows);
     ls_live_free(r);
     ls_flight_free(r);
     free(r->loops);

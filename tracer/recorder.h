@@ -135,9 +135,13 @@ typedef struct recorder {
     bool target_gone;
     int64_t consume_until;    /* ls_on_msg yields back to the main loop then */
     size_t since_check;       /* bytes consumed since the budget was checked */
-    ls_replay *replay;        /* the one replay of task states (model/replay.h) */
-    ls_derive *derive;        /* writes what it derives (model/derive.h) */
-    ls_replay_ops derive_ops; /* the derivation's replay callbacks (forwarded) */
+    /* Which tasks have their tasks row (ls_task.user, enum ls_task_row):
+     * an entry per task seen and not finished, at most LS_TASKS_MAX. */
+    ls_tasks *rows;
+    /* The one replay of task states (model/replay.h), live only while
+     * `top` watches; a trace's derived tables are replayed from its
+     * events when it ends (model/derive.h, ls_derive_all). */
+    ls_replay *replay;
     /* `loopscope top` (live.h): its hooks, NULL for record; the innermost
      * application frame of recent stacks, by stack id (live.c). */
     const ls_live_hooks *live;
@@ -147,7 +151,7 @@ typedef struct recorder {
     uint64_t rejected;        /* records refused as malformed (bad size,
                                * kind, state, task id, time) */
     uint64_t rejected_msgs;   /* messages refused (loops over LS_MAX_LOOPS) */
-    uint64_t untracked;       /* tasks beyond LS_TASKS_MAX: no task_stats */
+    uint64_t untracked;       /* tasks created while rows was full */
     uint64_t snapshot_fail;   /* snapshot requests that could not be written */
     bool idle_priority;       /* --priority idle: SCHED_IDLE (prio.c) */
     ls_prio prio;
@@ -217,8 +221,8 @@ void ls_live_on_block(recorder *r, const struct ls_msg_hdr *h, uint64_t task, in
 void ls_live_on_window(recorder *r, uint64_t loop, const struct ls_window *w);
 void ls_live_free(recorder *r);
 
-/* record.c: finish a trace (end meta, the replay's end, the derived
- * tables, indexes) and close it; 0 or non-zero after one error line. */
+/* record.c: finish a trace (end meta, the derived tables replayed from
+ * its events, indexes) and close it; 0 or non-zero after one error line. */
 int ls_output_finish(recorder *r, const char *why);
 
 /* meta.c: what the trace says about its recording */

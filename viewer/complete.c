@@ -82,7 +82,7 @@ static int ls_derive_file(const char *path, char *err, size_t errlen)
     int64_t end = ls_db_meta_int(db, "end_ns", INT64_MIN);
     if (end == INT64_MIN)
         end = ls_derive_last_time(db);
-    if (ls_derive_all(db, end, err, errlen) < 0) {
+    if (ls_derive_all(db, end, SIZE_MAX / 2, err, errlen) < 0) {
         sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
         goto out;
     }

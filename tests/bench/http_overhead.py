@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """http_overhead.py -- what recording costs a real server: examples/http_server under wrk.
 
-    tests/bench/http_overhead.py [--build DIR] [--rounds N] [--seconds S]
+    tests/bench/http_overhead.py [--build DIR] [--before-build DIR]
+                                 [--rounds N] [--seconds S]
                                  [--connections C] [--threads T]
 
 Needs root (BPF) and wrk.  Starts BUILD/examples/http_server on a free port
@@ -19,7 +20,10 @@ server apart from the recorder's own work; its event columns count only
 what the ring held.)
 
 so every recorded run has an untraced neighbour and a slow phase of the
-machine hurts both modes alike.  "recorded" means `loopscope record -p PID
+machine hurts both modes alike.  With --before-build DIR each round starts
+with one more pair, untraced and "recorded (full, before)": the same
+server recorded by DIR's loopscope, for a change's before and after in
+one run.  "recorded" means `loopscope record -p PID
 -q -o TMP.db` attached to the server for the whole wrk run (wrk starts once
 every probe semaphore of the server is raised, read with probe_sem_read, so
 the run is recorded from its first request).
@@ -28,7 +32,9 @@ Prints one line per run, then per mode: median throughput and p99 latency,
 their ratios to the untraced median, the events recorded per second and per
 request, the recorder's own CPU time per event while wrk ran (on a 2-CPU
 machine it competes with the server and wrk), the trace's bytes per event,
-and two costs per recorded event:
+how long the recorder took to end once wrk was done (SIGINT to exit:
+detach, drain, derive, indexes; the server no longer traced), and two
+costs per recorded event:
 
     wall: (1/rps_recorded - 1/rps_untraced) / events_per_request
     cpu:  (cpu_per_req_recorded - cpu_per_req_untraced) / events_per_request
@@ -138,6 +144,7 @@ class Recorder:
         return self
 
     def __exit__(self, *exc):
+        t0 = time.monotonic()
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGINT)
             try:
@@ -145,6 +152,7 @@ class Recorder:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        self.end_s = time.monotonic() - t0
         out = self.proc.stdout.read()
         self.proc.stdout.close()
         if exc[0] is None and self.proc.returncode != 0:
@@ -173,6 +181,7 @@ def main():
     exit_on_sigterm()
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--build", default="build")
+    ap.add_argument("--before-build", help="also record with this build's loopscope")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--seconds", type=int, default=5, help="seconds per wrk run")
     ap.add_argument("--connections", type=int, default=8)
@@ -191,12 +200,16 @@ def main():
     if not os.access(sem_read, os.X_OK):
         print(f"note: no {sem_read}: waiting 3 s for each attach instead")
         sem_read = None
-    for b in (server_bin, loopscope):
-        if not os.access(b, os.X_OK):
+    before = (os.path.join(os.path.abspath(a.before_build), "viewer", "loopscope")
+              if a.before_build else None)
+    for b in (server_bin, loopscope, before):
+        if b and not os.access(b, os.X_OK):
             print(f"http_overhead: {b} is not built")
             return 1
 
-    modes = [("untraced", None), ("recorded (full)", []),
+    BEFORE = "recorded (full, before)"
+    modes = [("untraced", None), (BEFORE, [])] if before else []
+    modes += [("untraced", None), ("recorded (full)", []),
              ("untraced", None), ("recorded (--no-blocking)", ["--no-blocking"]),
              ("untraced", None), ("recorded (--priority idle)", ["--priority", "idle"]),
              ("untraced", None), ("recorder stopped", ["STOP"])]
@@ -220,21 +233,26 @@ def main():
 
         print(f"http_overhead: {server_bin} GET / under wrk -t{a.threads} -c{a.connections} "
               f"-d{a.seconds}s, {a.rounds} rounds")
+        if before:
+            print(f"before: {before}")
         print(f"{'round':>5} {'mode':26} {'req/s':>9} {'p99 ms':>7} {'cpu us':>7} "
-              f"{'events/s':>9} {'ev/req':>6} {'dropped':>7} {'rec ns/ev':>9} {'B/ev':>5}")
+              f"{'events/s':>9} {'ev/req':>6} {'dropped':>7} {'rec ns/ev':>9} {'B/ev':>5} "
+              f"{'end s':>5}")
         print("(cpu us: the server's CPU time per request; rec ns/ev: the recorder's CPU\n"
-              " time while wrk ran, per event; B/ev: the finished trace's bytes per event)")
+              " time while wrk ran, per event; B/ev: the finished trace's bytes per event;\n"
+              " end s: SIGINT to the recorder's exit)")
         for r in range(a.rounds):
             for name, extra in modes:
                 if extra is None:
                     cpu0 = cpu_seconds(pid)
                     rps, p99, total = wrk(url, a.seconds, a.connections, a.threads)
                     cpu = (cpu_seconds(pid) - cpu0) / total
-                    ev = evs = evr = dropped = rec_ns = bpe = None
+                    ev = evs = evr = dropped = rec_ns = bpe = end_s = None
                 else:
                     db = os.path.join(tmp, f"r{r}-{recorded.index(name)}.db")
                     stop = extra == ["STOP"]
-                    rec = Recorder(loopscope, sem_read, pid, db, [] if stop else extra)
+                    rec = Recorder(before if name == BEFORE else loopscope, sem_read, pid, db,
+                                   [] if stop else extra)
                     with rec:
                         if stop:          # the probes fire, nobody drains
                             rec.proc.send_signal(signal.SIGSTOP)
@@ -249,10 +267,12 @@ def main():
                     os.unlink(db)
                     evs, evr = ev / a.seconds, ev / total
                     rec_ns = rcpu / max(ev, 1) * 1e9
-                runs[name].append((rps, p99, evs, evr, dropped, cpu, rec_ns, bpe))
+                    end_s = rec.end_s
+                runs[name].append((rps, p99, evs, evr, dropped, cpu, rec_ns, bpe, end_s))
                 order.append((name, rps, p99))
                 extra_cols = ("" if evs is None else
-                              f" {evs:9.0f} {evr:6.2f} {dropped:7d} {rec_ns:9.0f} {bpe:5.1f}")
+                              f" {evs:9.0f} {evr:6.2f} {dropped:7d} {rec_ns:9.0f} {bpe:5.1f}"
+                              f" {end_s:5.2f}")
                 print(f"{r + 1:5d} {name:26} {rps:9.0f} {p99 * 1e3:7.2f} {cpu * 1e6:7.2f}"
                       f"{extra_cols}", flush=True)
             if server.poll() is not None:
@@ -277,7 +297,7 @@ def main():
     print("server's CPU time per request (cpu)")
     print(f"{'mode':26} {'req/s':>9} {'ratio':>6} {'p99 ms':>7} {'ratio':>6} {'cpu us':>7} "
           f"{'events/s':>9} {'ev/req':>6} {'ns/ev wall':>10} {'ns/ev cpu':>9} {'rec ns/ev':>9} "
-          f"{'B/ev':>5}")
+          f"{'B/ev':>5} {'end s':>5}")
     print(f"{'untraced':26} {base_rps:9.0f} {1:6.3f} {base_p99 * 1e3:7.2f} {1:6.3f} "
           f"{base_cpu * 1e6:7.2f}")
     for name in recorded:
@@ -289,11 +309,12 @@ def main():
         cpu = statistics.median(x[5] for x in v)
         rec_ns = statistics.median(x[6] for x in v)
         bpe = statistics.median(x[7] for x in v)
+        end_s = statistics.median(x[8] for x in v)
         wall_ns = (1 / rps - 1 / base_rps) / evr * 1e9
         cpu_ns = (cpu - base_cpu) / evr * 1e9
         print(f"{name:26} {rps:9.0f} {rps / base_rps:6.3f} {p99 * 1e3:7.2f} "
               f"{p99 / base_p99:6.3f} {cpu * 1e6:7.2f} {evs:9.0f} {evr:6.2f} "
-              f"{wall_ns:10.0f} {cpu_ns:9.0f} {rec_ns:9.0f} {bpe:5.1f}")
+              f"{wall_ns:10.0f} {cpu_ns:9.0f} {rec_ns:9.0f} {bpe:5.1f} {end_s:5.2f}")
     # The machine's speed drifts between runs (the untraced runs above
     # spread wider than the cost sought), so the ratio of two medians
     # taken from different runs moves with it.  Paired: each recorded run

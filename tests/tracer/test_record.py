@@ -17,6 +17,7 @@ import tempfile
 import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from lstest import Fail, check, eq, query, meta, parse_args, run_case  # noqa: E402  (the copy every script shares)
+import lstrace  # noqa: E402  (on sys.path through lstest)
 
 A = None
 CASES = {}
@@ -140,6 +141,56 @@ def lifecycle_sequence():
     eq(int(m["records"]), query(db, "SELECT count(*) FROM events WHERE kind NOT IN (1, 2)")[0][0],
        "records counted by the recorder")
     eq(query(db, "SELECT count(*) FROM loops WHERE stopped_ns IS NOT NULL"), [(1,)], "loops")
+
+
+DERIVED = ("task_stats", "iteration_hist", "transitions", "transition_hist", "task_marks",
+           "task_slices", "late_timers", "blocking_victims")
+
+
+@case
+def derived_like_first_read():
+    """The recorder derives a trace's tables at its end the way the viewer
+    completes a cut-short trace on first read: the same rows, whichever
+    made them.  Two traces: lifecycle's (failures, a cancel, leak verdicts;
+    its loop stops, so open spans end there) and a ticker's recorded with
+    -d while it runs on (its live tasks' spans end at meta end_ns)."""
+    db = tmpdb()
+    record("-o", db, "--", os.path.join(A.examples, "lifecycle"))
+    rederived_same(db)
+    t = start("ticker", "--seconds", "20")
+    try:
+        db = tmpdb("ticker.db")
+        record("-p", str(t.pid), "-d", "1", "-o", db)
+        eq(query(db, "SELECT count(*) FROM loops WHERE stopped_ns IS NULL"), [(1,)],
+           "a loop still running at the end")
+        rederived_same(db)
+    finally:
+        t.kill()
+        t.wait()
+
+
+def rederived_same(db):
+    again = db + ".again.db"
+    shutil.copy(db, again)
+    con = lstrace.connect(again)
+    con.execute("DELETE FROM meta WHERE key = 'model_version'")
+    for t in DERIVED:
+        con.execute(f"DELETE FROM {t}")
+    con.commit()
+    con.close()
+    p = subprocess.run([A.loopscope, "info", again], capture_output=True, text=True, timeout=60)
+    eq(p.returncode, 0, f"info on the emptied copy ({p.stderr.strip()})")
+    eq(query(again, "SELECT value FROM meta WHERE key = 'model_version'"), [(model_version(),)],
+       "model_version after the first read")
+    for t in DERIVED:
+        want = query(db, f"SELECT * FROM {t} ORDER BY 1, 2, 3")
+        check(want or t in ("late_timers", "blocking_victims", "task_marks"),
+              f"the recorder derived no {t} rows")
+        got = query(again, f"SELECT * FROM {t} ORDER BY 1, 2, 3")
+        if got != want:
+            first = next(((w, g) for w, g in zip(want, got) if w != g), None)
+            raise Fail(f"{t} derived again: {len(got)} rows for {len(want)}, the first that "
+                       f"differs (recorder's, viewer's): {first}")
 
 
 @case
