@@ -2,7 +2,7 @@
 """http_overhead.py -- what recording costs a real server: examples/http_server under wrk.
 
     tests/bench/http_overhead.py [--build DIR] [--before-build DIR]
-                                 [--rounds N] [--seconds S]
+                                 [--modes LIST] [--rounds N] [--seconds S]
                                  [--connections C] [--threads T]
 
 Needs root (BPF) and wrk.  Starts BUILD/examples/http_server on a free port
@@ -23,7 +23,9 @@ so every recorded run has an untraced neighbour and a slow phase of the
 machine hurts both modes alike.  With --before-build DIR each round starts
 with one more pair, untraced and "recorded (full, before)": the same
 server recorded by DIR's loopscope, for a change's before and after in
-one run.  "recorded" means `loopscope record -p PID
+one run.  --modes full,stopped (a comma list of full, no-blocking, idle,
+stopped; default all four) keeps only those pairs, for more rounds of a
+comparison in the same time.  "recorded" means `loopscope record -p PID
 -q -o TMP.db` attached to the server for the whole wrk run (wrk starts once
 every probe semaphore of the server is raised, read with probe_sem_read, so
 the run is recorded from its first request).
@@ -182,6 +184,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--build", default="build")
     ap.add_argument("--before-build", help="also record with this build's loopscope")
+    ap.add_argument("--modes", default="full,no-blocking,idle,stopped",
+                    help="which recorded modes (comma list of full, no-blocking, idle, stopped)")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--seconds", type=int, default=5, help="seconds per wrk run")
     ap.add_argument("--connections", type=int, default=8)
@@ -208,11 +212,17 @@ def main():
             return 1
 
     BEFORE = "recorded (full, before)"
+    known = {"full": ("recorded (full)", []),
+             "no-blocking": ("recorded (--no-blocking)", ["--no-blocking"]),
+             "idle": ("recorded (--priority idle)", ["--priority", "idle"]),
+             "stopped": ("recorder stopped", ["STOP"])}
+    wanted = [m for m in a.modes.split(",") if m]
+    if not wanted or any(m not in known for m in wanted):
+        print(f"http_overhead: --modes: a comma list of {', '.join(known)}")
+        return 2
     modes = [("untraced", None), (BEFORE, [])] if before else []
-    modes += [("untraced", None), ("recorded (full)", []),
-             ("untraced", None), ("recorded (--no-blocking)", ["--no-blocking"]),
-             ("untraced", None), ("recorded (--priority idle)", ["--priority", "idle"]),
-             ("untraced", None), ("recorder stopped", ["STOP"])]
+    for m in wanted:
+        modes += [("untraced", None), known[m]]
     recorded = [name for name, extra in modes if extra is not None]
     runs = {name: [] for name, _ in modes}
     order = []                        # (name, rps, p99) in run order, for the paired ratios
