@@ -30,7 +30,7 @@ A = None
 MODES = ["random", "lengths", "records", "names", "tasks", "loops", "flood", "pub", "unbatched"]
 # The recorder's memory (tracer/README.md, "Memory"): the ring buffer is
 # mapped twice (its data pages are resident), the task table holds at most
-# LS_TASKS_MAX (262144) live tasks of 80 bytes at most half full (40 MiB),
+# LS_TASKS_MAX (262144) live tasks of 152 bytes at most half full (76 MiB),
 # and libbpf (kernel BTF), libdw and SQLite's page cache need the rest.
 TASKS_RINGBUF_KB = 131072           # holds all of mode tasks' 68 MB: no drops
 RSS_LIMIT_MB = 2 * TASKS_RINGBUF_KB // 1024 + 96
