@@ -354,7 +354,7 @@ int ls_derive_all(sqlite3 *db, int64_t end_ns, size_t max_live, char *err, size_
         ls_replay_loop_stop(r, (uint64_t)sqlite3_column_int64(lp, 0), sqlite3_column_int64(lp, 1));
     int64_t bad;
     int step = ls_chunks_each(db, ls_replay_ev, r, &bad);
-    if (step == SQLITE_CORRUPT && bad) {
+    if (bad != INT64_MIN) {
         snprintf(err, errlen, "cannot read events: the chunk at rowid %lld is malformed",
                  (long long)bad);
         goto out;

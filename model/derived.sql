@@ -1,8 +1,8 @@
 -- derived.sql -- the tables derived from events by the one replay of task
 -- states (model/replay.h) over the stored events, written by the recorder
 -- when it stops and, for a trace whose recording was cut short or that an
--- older loopscope wrote, by the viewer on first read (model/derive.h).  Deriving again gives the same rows: every
--- table is emptied first.  meta model_version says which version of these
+-- older loopscope wrote, by the viewer on first read (model/derive.h).
+-- Deriving again gives the same rows: every table is emptied first.  meta model_version says which version of these
 -- definitions the rows follow; the line below is its one home.
 -- model_version 2
 

@@ -131,7 +131,7 @@ int ls_chunk_load(struct sqlite3_stmt *st, int col, int64_t n, ls_ev *out)
 int ls_chunks_each(struct sqlite3 *db, void (*fn)(void *ctx, int64_t rowid, const ls_ev *e),
                    void *ctx, int64_t *bad)
 {
-    *bad = 0;
+    *bad = INT64_MIN;
     ls_ev *ev = malloc(LS_CHUNK_EVENTS * sizeof(*ev));
     sqlite3_stmt *st = NULL;
     int rc = ev ? sqlite3_prepare_v2(db, "SELECT c.id, c.n, d.data FROM event_chunks c"

@@ -73,7 +73,8 @@ int ls_chunk_load(struct sqlite3_stmt *st, int col, int64_t n, ls_ev *out);
 /* Every event of db's main schema in rowid order, straight from the
  * chunks (no SQL per event): fn(ctx, rowid, e) for each.  SQLITE_OK,
  * SQLite's error, or SQLITE_CORRUPT with *bad the id of the first
- * malformed chunk (fn has seen the events before it). */
+ * malformed chunk (fn has seen the events before it); *bad is INT64_MIN
+ * unless a chunk was malformed. */
 int ls_chunks_each(struct sqlite3 *db, void (*fn)(void *ctx, int64_t rowid, const ls_ev *e),
                    void *ctx, int64_t *bad);
 

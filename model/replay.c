@@ -418,12 +418,6 @@ void ls_replay_end(ls_replay *r, int64_t end_ns)
     r->ended = true;
 }
 
-ls_task *ls_replay_track(ls_replay *r, uint64_t id, uint64_t loop)
-{
-    bool made = false;
-    return ls_get(r, id, loop, &made);
-}
-
 void ls_replay_each_edge(ls_replay *r, void (*edge)(void *ctx, const ls_edge_stats *e),
                          void (*bucket)(void *ctx, const ls_edge_stats *e, int64_t lo,
                                         int64_t hi, uint64_t count),

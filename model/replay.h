@@ -116,11 +116,6 @@ void ls_replay_loop_stop(ls_replay *r, uint64_t loop, int64_t ts);
  * loop's stop), on_task_done runs for each unfinished task.  Call once. */
 void ls_replay_end(ls_replay *r, int64_t end_ns);
 
-/* The task's entry, made (with no state yet) if new, so the caller can
- * keep its own per-task field (ls_task.user) from the task's first record
- * on; NULL when the table is full. */
-ls_task *ls_replay_track(ls_replay *r, uint64_t id, uint64_t loop);
-
 /* Call fn on every task the replay holds (live ones, and finished ones
  * kept for a verdict: t->done), in no particular order; for live views
  * (`loopscope top`).  fn must not feed the replay. */

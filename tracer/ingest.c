@@ -3,8 +3,8 @@
  * the dispatch, each loop's entry, the lifecycle records of batches
  * (checked at the trust boundary ls_rec_valid, then stored; fed to the
  * one replay of task states, model/replay.h, only while `top` watches),
- * the snapshot request, and the generic mode's windows.  Blocking episodes go to blocks.c.  Part of the recorder
- * (recorder.h).
+ * the snapshot request, and the generic mode's windows.  Blocking
+ * episodes go to blocks.c.  Part of the recorder (recorder.h).
  */
 #define _GNU_SOURCE
 #include "recorder.h"
