@@ -33,12 +33,14 @@
 #include <unistd.h>
 
 /* --max-size: recording stops when the file and its WAL reach this part
- * of the cap less LS_MAX_SIZE_RESERVE: what is still in SQLite's page
- * cache, the indexes and the derived tables written at the end fit in the
- * rest (measured with busy targets: the end added up to 2.4 MiB to an
- * 8 MiB trace, 0.6 MiB to a 128 MiB one; tracer/README.md). */
+ * of the cap less LS_MAX_SIZE_RESERVE and LS_END_BYTES_PER_TASK for each
+ * task created so far: what is still in SQLite's page cache, the indexes
+ * and the derived tables written at the end (a task_stats and a
+ * task_slices row a task, 38 bytes with their B-tree pages in a trace of
+ * 484 000 tasks) fit in the rest (tracer/README.md has the measurements). */
 #define LS_MAX_SIZE_STOP 0.90
 #define LS_MAX_SIZE_RESERVE (4ull << 20)
+#define LS_END_BYTES_PER_TASK 48
 #define LS_MAX_SIZE_MIN (8ull << 20)
 
 static volatile sig_atomic_t ls_stop_signal, ls_usr1;
@@ -614,7 +616,8 @@ static int ls_recorder_run(recorder *r, const char **why)
         /* --max-size: the file and its WAL, against LS_MAX_SIZE_STOP of the
          * cap (the end adds indexes and derived tables: README). */
         if (r->max_size && r->store &&
-            (double)ls_store_size(r->store) + (double)LS_MAX_SIZE_RESERVE >=
+            (double)ls_store_size(r->store) + (double)LS_MAX_SIZE_RESERVE +
+                    (double)r->tasks_created * LS_END_BYTES_PER_TASK >=
                 LS_MAX_SIZE_STOP * (double)r->max_size) {
             *why = "max size reached";
             break;
