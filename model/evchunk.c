@@ -115,9 +115,6 @@ int ls_chunk_decode(const uint8_t *p, size_t len, ls_ev *out, int max)
     return p == end ? n : -1;
 }
 
-/* The chunk in column col of st's current row, which says it holds n
- * events, decoded into out (LS_CHUNK_EVENTS of them): n, or -1 unless the
- * column is a blob of exactly n well-formed events. */
 int ls_chunk_load(struct sqlite3_stmt *st, int col, int64_t n, ls_ev *out)
 {
     if (sqlite3_column_type(st, col) != SQLITE_BLOB)

@@ -13,9 +13,10 @@ struct ls_tasks {
     size_t cap;               /* power of two, or 0 */
     size_t n;                 /* live entries */
     size_t max_live;
-    ls_task *last;            /* the entry found last: the recorder looks a
-                                 task up, then the replay does (checked by
-                                 id, so moves and removals leave it safe) */
+    ls_task *last;            /* the entry found last: a task's events come
+                                 in runs (a step's run, then its suspend;
+                                 checked by id, so moves and removals
+                                 leave it safe) */
 };
 
 static size_t ls_home(uint64_t id, size_t cap)

@@ -3,9 +3,9 @@
  *
  * On a machine the service keeps busy, every microsecond the recorder runs
  * is taken from the service or its clients (on the 2-CPU benchmark machine,
- * http_server under wrk, recording costs 6-9 % of the throughput, and 1 %
- * with the recorder stopped by SIGSTOP: tests/bench/results/
- * http_overhead.txt).  With --priority idle the recorder's thread runs as
+ * http_server under wrk, recording costs 2-7 % of the throughput, and the
+ * recorder stopped by SIGSTOP less than the runs' noise: tests/bench/
+ * results/http_overhead.txt, http_overhead_ab.txt).  With --priority idle the recorder's thread runs as
  * SCHED_IDLE: it gets the CPU time nobody else wants and never preempts a
  * normal task.  Not the default: it worsened the server's p99 there
  * (tracer/README.md).
