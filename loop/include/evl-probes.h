@@ -194,7 +194,7 @@ struct evl_loop_pub {
     __u32 phase;    /* enum evl_phase */
     __u32 steps;    /* bumped at every step or callback start */
     /* Snapshot request, the one word a tracer writes: while batching, the
-     * loop compares it with `snapshot_done` at the start of each iteration
+     * loop compares it with `snapshot_done` after each iteration's poll
      * and, when they differ, copies it there and emits the task_create
      * snapshot again (and a batch at once).  A tracer that attaches while
      * another is attached, or before the loop noticed the previous one

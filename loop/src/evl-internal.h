@@ -18,6 +18,7 @@
     ((type *)(void *)((char *)(ptr) - offsetof(type, member)))
 #define EVL__LIKELY(x) __builtin_expect(!!(x), 1)
 #define EVL__UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define EVL__COLD __attribute__((cold, noinline)) /* the tracing slow paths */
 
 typedef struct evl__handle evl__handle;
 typedef struct evl__task evl__task;
@@ -316,7 +317,6 @@ struct evl_loop {
     uint64_t trace_first;     /* ts of its oldest record (trace_len > 0) */
     uint8_t trace_on;         /* batching was on last iteration */
     uint8_t tracing;          /* some probe is enabled (trace.h) */
-    uint8_t trace_tick;       /* iterations since evl__trace_refresh */
     uint64_t now;             /* cached time: evl__loop_now */
     uint8_t now_stale;        /* real clock: read now at its next use */
     evl__heap timers;

@@ -261,7 +261,6 @@ static void evl__iteration(evl_loop *loop)
     bool have_timer;
     bool virt = loop->flags & EVL_LOOP_VIRTUAL_CLOCK;
 
-    evl__trace_check_attach(loop);
     int64_t timeout = evl__poll_timeout(loop, virt, &have_timer, &deadline);
 
     int n = 0;
@@ -280,8 +279,6 @@ static void evl__iteration(evl_loop *loop)
             loop->pub.phase = EVL_PHASE_POLL;
             n = evl__poll(loop, evl__tr_poll_enter(loop, timeout));
             loop->pub.phase = EVL_PHASE_OTHER;
-            if (timeout != 0)
-                evl__trace_refresh(loop);  /* a tracer may attach while it sleeps */
             if (n != EVL__POLL_SPEC_MISSED)
                 break;
             /* A speculative read the poll did not confirm (rule 16): its
@@ -301,6 +298,10 @@ static void evl__iteration(evl_loop *loop)
         evl__tr_poll_exit(loop, n);
         loop->io_quiet = 1;
     }
+
+    /* After the poll, where a tracer may have attached, and before any
+     * callback of the iteration runs (trace.h). */
+    evl__trace_check_attach(loop);
 
     if (!virt)
         loop->now_stale = 1;          /* read at its first use: evl__loop_now */

@@ -240,14 +240,22 @@ void evl__task_wakeup_run(evl__handle *h)
     evl__task_step(t, out < 0 ? out : 0);
 }
 
+/* The wake event's arguments are worked out only while tracing: left in
+ * the hot path, the compiler loads them before the test. */
+static EVL__COLD void evl__task_wake_traced(evl_loop *loop, evl__task *t, evl_future *f)
+{
+    evl__tr_task_wake_slow(loop, t->id,
+                           f->state == EVL_FUTURE_CANCELLED && f->kind != EVL__FUT_TASK
+                               ? EVL_WAKER_CANCEL : f->waker_kind,
+                           loop->current ? loop->current->id : 0);
+}
+
 void evl__task_wake_probe(evl__task *t, evl_future *f)
 {
     evl_loop *loop = t->fut.loop;
     t->tstate = EVL_TASK_READY;
-    evl__tr_task_wake(loop, t->id,
-                      f->state == EVL_FUTURE_CANCELLED && f->kind != EVL__FUT_TASK
-                          ? EVL_WAKER_CANCEL : f->waker_kind,
-                      loop->current ? loop->current->id : 0);
+    if (EVL__TRACING(loop))
+        evl__task_wake_traced(loop, t, f);
 }
 
 static intptr_t evl__task_switch_out(evl__task *t)
@@ -258,10 +266,12 @@ static intptr_t evl__task_switch_out(evl__task *t)
 
 intptr_t evl__task_wait(evl__task *t, evl_future *f, int reason, uint64_t obj, uint64_t timeout)
 {
+    /* The event first: reason, obj and timeout are then dead before the
+     * call below instead of held in saved registers across it. */
+    evl__tr_task_suspend(t->fut.loop, t->id, reason, obj, timeout);
     evl__future_add_waiter(f, &t->wait, evl__task_wakeup_run);
     t->fut_waiter = f;
     t->tstate = EVL_TASK_SUSPENDED;
-    evl__tr_task_suspend(t->fut.loop, t->id, reason, obj, timeout);
     if (t->must_cancel && evl_cancel(f))
         t->must_cancel = 0;
     return evl__task_switch_out(t);
@@ -372,6 +382,20 @@ void evl__trace_snapshot(evl_loop *loop, bool fresh)
     EVL_PROBE(batch, loop->id, (uintptr_t)loop->trace_buf, loop->trace_len,
               (uintptr_t)&loop->pub, loop->trace_nrec);
     loop->trace_len = loop->trace_nrec = 0;
+}
+
+/* Some probe is up, or batching was on: has batching started or stopped,
+ * or does a tracer ask for the snapshot again? */
+EVL__COLD void evl__trace_attach_slow(evl_loop *loop)
+{
+    bool on = EVL_BATCHING();
+    if (on != loop->trace_on) {
+        loop->trace_on = on;
+        if (on)
+            evl__trace_snapshot(loop, true);
+    } else if (on && *(volatile uint32_t *)&loop->pub.snapshot_req != loop->pub.snapshot_done) {
+        evl__trace_snapshot(loop, false);
+    }
 }
 
 /* ----------------------------------------------------------- public calls */

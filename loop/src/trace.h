@@ -65,24 +65,23 @@ static inline struct evl_rec *evl__trace_rec(evl_loop *loop, uint16_t kind, uint
  * the event site has in hand: is any lifecycle probe enabled?  The slow
  * paths (trace.c, out of line and cold) then fire each probe only if its
  * own semaphore is up, and record only while batching.  The byte is the OR
- * of the semaphores (evl__trace_refresh), taken after each poll that may
- * have slept (loop.c), every EVL__TRACE_REFRESH_ITERS iterations, and at
- * once when the batch semaphore, read at every iteration's start, moves:
- * a tracer attaching to a running loop sees events from the next poll or
- * within 64 iterations (the batch tracer from the next iteration, as its
- * snapshot), and a detached one costs each event a load from a cache line
- * already in use and a branch, instead of two loads from the semaphores'
- * lines.  (Not all 14 semaphores at every iteration: a loop that does
- * little per iteration would pay that instead.) */
-#define EVL__TRACE_REFRESH_ITERS 64
+ * of the semaphores (evl__trace_refresh), taken once an iteration, after
+ * its poll and before its callbacks (evl__trace_check_attach, loop.c), and
+ * in evl_loop_new and evl_loop_free: a tracer attaching to a running loop
+ * sees events from the end of the next poll (the batch tracer too, with
+ * its snapshot), and a detached one costs each event a load from a cache
+ * line already in use and a branch, instead of two loads from the
+ * semaphores' line.  The refresh is four loads from one line: the
+ * semaphores are one 32-byte block (probes.c). */
 #ifdef EVL_PROBES
 #define EVL__TRACING(loop) EVL__UNLIKELY((loop)->tracing)
-#define EVL__SEM_OR(name, nargs, doc) | evl_##name##_semaphore
+typedef uint64_t __attribute__((may_alias)) evl__sem_word;
+extern volatile const evl__sem_word evl__semaphores[4];
 static inline void evl__trace_refresh(evl_loop *loop)
 {
-    loop->tracing = (0 EVL_PROBE_LIST(EVL__SEM_OR)) != 0;
+    loop->tracing = (evl__semaphores[0] | evl__semaphores[1] | evl__semaphores[2] |
+                     evl__semaphores[3]) != 0;
 }
-#undef EVL__SEM_OR
 #else
 #define EVL__TRACING(loop) 0
 static inline void evl__trace_refresh(evl_loop *loop) { (void)loop; }
@@ -105,24 +104,16 @@ void evl__tr_callback_end_slow(evl_loop *loop, uintptr_t fn);
 void evl__rec_task_create(evl_loop *loop, uint64_t task, uint64_t parent, const char *name,
                           uintptr_t fn, uint32_t flags);
 
-/* Once per iteration: a tracer that just attached (or asked through
- * pub.snapshot_req) first learns the tasks that already exist. */
+/* Once per iteration, after the poll: a tracer that just attached (or
+ * asked through pub.snapshot_req) first learns the tasks that already
+ * exist, before any callback of the iteration runs. */
 void evl__trace_snapshot(evl_loop *loop, bool fresh);
+void evl__trace_attach_slow(evl_loop *loop);
 static inline void evl__trace_check_attach(evl_loop *loop)
 {
-    bool on = EVL_BATCHING();
-    if (EVL__UNLIKELY(++loop->trace_tick >= EVL__TRACE_REFRESH_ITERS || on != loop->trace_on)) {
-        loop->trace_tick = 0;
-        evl__trace_refresh(loop);
-    }
-    if (EVL__UNLIKELY(on != loop->trace_on)) {
-        loop->trace_on = on;
-        if (on)
-            evl__trace_snapshot(loop, true);
-    } else if (EVL__UNLIKELY(on && *(volatile uint32_t *)&loop->pub.snapshot_req !=
-                                       loop->pub.snapshot_done)) {
-        evl__trace_snapshot(loop, false);
-    }
+    evl__trace_refresh(loop);
+    if (EVL__UNLIKELY(loop->tracing | loop->trace_on))
+        evl__trace_attach_slow(loop);
 }
 
 /* A task step or callback begins: publish it (evl_loop_pub; `since` is

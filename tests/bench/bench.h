@@ -38,6 +38,7 @@ typedef struct bench_opts {
     int repeats;         /* --repeats N */
     const char *impl;    /* --impl NAME, or NULL for all */
     long n;              /* --n N, or 0 for the benchmark's default */
+    const char *series;  /* --series NAME: only that series, or NULL for all */
 } bench_opts;
 
 static inline uint64_t bench_ns(clockid_t clk)
@@ -85,9 +86,11 @@ static inline void bench_parse(bench_opts *o, int argc, char **argv)
             o->impl = argv[++i];
         } else if (!strcmp(a, "--n") && i + 1 < argc) {
             o->n = atol(argv[++i]);
+        } else if (!strcmp(a, "--series") && i + 1 < argc) {
+            o->series = argv[++i];
         } else {
             fprintf(stderr,
-                    "usage: %s [--quick] [--repeats N] [--impl NAME] [--n N]\n",
+                    "usage: %s [--quick] [--repeats N] [--impl NAME] [--n N] [--series NAME]\n",
                     argv[0]);
             exit(2);
         }
@@ -102,6 +105,12 @@ static inline void bench_parse(bench_opts *o, int argc, char **argv)
 static inline int bench_want(const bench_opts *o, const char *name)
 {
     return o->impl == NULL || strcmp(o->impl, name) == 0;
+}
+
+/* Whether the series named name (bench_series.bench) should be measured. */
+static inline int bench_series_want(const bench_opts *o, const char *name)
+{
+    return o->series == NULL || strcmp(o->series, name) == 0;
 }
 
 /* The iteration count: --n, else the quick or the full default. */

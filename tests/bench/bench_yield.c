@@ -75,8 +75,10 @@ int main(int argc, char **argv)
     for (int r = 0; r < o.repeats; r++) {
         if (!bench_want(&o, BENCH_EVL_IMPL))
             continue;
-        bench_add(&many, run_evl(1000, yields));
-        bench_add(&two, run_evl(2, yields * 1000));
+        if (bench_series_want(&o, many.bench))
+            bench_add(&many, run_evl(1000, yields));
+        if (bench_series_want(&o, two.bench))
+            bench_add(&two, run_evl(2, yields * 1000));
     }
     bench_print(&many);
     bench_print(&two);
