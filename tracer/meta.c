@@ -95,6 +95,8 @@ void ls_write_end_meta(recorder *r, const char *why)
     ls_store_meta(r->store, "snapshot_request_failures", "%llu",
                   (unsigned long long)r->snapshot_fail);
     ls_store_meta(r->store, "blocking_episodes", "%llu", (unsigned long long)r->blocks);
+    ls_store_meta(r->store, "lost_episodes", "%llu",
+                  (unsigned long long)ls_stat(r, LS_STAT_LOST_EPISODES));
     if (!r->offline) {                /* prio.c: the recorder's own, not a flight trace's */
         ls_store_meta(r->store, "recorder_priority", "%s", r->prio.used ? "idle" : "normal");
         if (r->prio.used)

@@ -108,8 +108,7 @@ struct {
 
 struct {
     __uint(type, BPF_MAP_TYPE_HASH);
-    __uint(max_entries, 256);
-    __uint(map_flags, BPF_F_NO_PREALLOC);
+    __uint(max_entries, LS_OPEN_EPISODES);
     __type(key, __u32);
     __type(value, struct block_msg);
 } offcpu SEC(".maps");
@@ -129,8 +128,7 @@ struct {
  * wait call), with its duration; until then it waits here. */
 struct {
     __uint(type, BPF_MAP_TYPE_HASH);
-    __uint(max_entries, 256);
-    __uint(map_flags, BPF_F_NO_PREALLOC);
+    __uint(max_entries, LS_OPEN_EPISODES);
     __type(key, __u32);
     __type(value, struct block_msg);
 } oncpu_open SEC(".maps");
@@ -579,7 +577,8 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
     struct block_msg *m = block_begin(ptid, &v, LS_BLOCK_OFFCPU, regs, nr, now);
     if (m) {
         m->h.pad = LS_ASLEEP;
-        bpf_map_update_elem(&offcpu, &ptid, m, BPF_ANY);
+        if (bpf_map_update_elem(&offcpu, &ptid, m, BPF_ANY))
+            stat_add(LS_STAT_LOST_EPISODES, 1);
         m->h.pad = 0;
     }
     return 0;
@@ -611,9 +610,10 @@ int on_cpu_sample(struct bpf_perf_event_data *ctx)
     if (!m)
         return 0;
     bpf_map_update_elem(&oncpu_reported, &tid, &v.steps, BPF_ANY);
-    if (generic)
-        bpf_map_update_elem(&oncpu_open, &tid, m, BPF_ANY);
-    else
+    if (generic) {
+        if (bpf_map_update_elem(&oncpu_open, &tid, m, BPF_ANY))
+            stat_add(LS_STAT_LOST_EPISODES, 1);
+    } else
         block_send(m);
     return 0;
 }

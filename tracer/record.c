@@ -463,6 +463,11 @@ static int ls_recorder_open(recorder *r, int argc, char **argv)
     int ncpu = libbpf_num_possible_cpus();
     bpf_map__set_max_entries(r->skel->maps.block_scratch, ncpu > 0 ? (uint32_t)ncpu : 1);
     bpf_map__set_max_entries(r->skel->maps.scratch, ncpu > 0 ? (uint32_t)ncpu : 1);
+    /* Preallocated (record.h, LS_OPEN_EPISODES): no room where unused. */
+    if (r->no_blocking)
+        bpf_map__set_max_entries(r->skel->maps.offcpu, 1);
+    if (r->no_blocking || !r->generic)
+        bpf_map__set_max_entries(r->skel->maps.oncpu_open, 1);
     if ((err = record_bpf__load(r->skel)))
         return ls_error("cannot load the BPF programs: %s%s", strerror(-err),
                         err == -EPERM || err == -EACCES ? " (needs CAP_SYS_ADMIN)" : "");

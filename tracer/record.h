@@ -43,6 +43,12 @@ _Static_assert(sizeof(struct ls_msg_hdr) == 48, "ls_msg_hdr layout");
 /* kind: enum ls_blocking_kind (model/codes.h): LS_BLOCK_OFFCPU, LS_BLOCK_ONCPU */
 
 #define LS_STACK_BYTES 65536
+/* Blocking episodes open at once (maps offcpu and oncpu_open, one per loop
+ * thread that is blocked now): preallocated, because an element is a
+ * block_msg (its stack copy: over 64 KiB), which the kernel would have to
+ * find as contiguous memory inside sched_switch otherwise -- and under
+ * memory pressure it does not (an episode was lost that way). */
+#define LS_OPEN_EPISODES 64
 #define LS_NREGS 17         /* rax rdx rcx rbx rsi rdi rbp rsp r8-r15 rip */
 
 struct ls_block {
@@ -126,7 +132,8 @@ enum ls_stat {
     LS_STAT_READ_ERRORS = 4,    /* user memory that could not be read, bad lengths */
     LS_STAT_DROPPED_BYTES = 5,  /* payload bytes of the dropped messages */
     LS_STAT_UNTRACKED_WAITS = 6,/* generic: wait calls of threads beyond the 1024 loop threads */
-    LS_STAT_COUNT = 7,
+    LS_STAT_LOST_EPISODES = 7,  /* episodes not kept open: LS_OPEN_EPISODES were */
+    LS_STAT_COUNT = 8,
 };
 
 #endif /* LOOPSCOPE_RECORD_H */

@@ -58,6 +58,10 @@ static void print_drops(const ls_drops *d, bool cut_short)
     if (d->read_errors > 0)
         printf("read errors: %lld batch%s could not be read\n", (long long)d->read_errors,
                d->read_errors == 1 ? "" : "es");
+    if (d->lost_episodes > 0)
+        printf("lost:      %lld blocking episode%s (too many loop threads blocked at once) -- "
+               "this trace is LOSSY\n", (long long)d->lost_episodes,
+               d->lost_episodes == 1 ? "" : "s");
 }
 
 #define HIST_BAR 40            /* width of a histogram bar */
@@ -339,8 +343,9 @@ int cmd_info(int argc, char **argv)
         /* drop counters: null when the recorder did not write them */
         static const char *const keys[] = { "dropped_messages", "dropped_bytes",
                                             "rejected_records", "read_errors",
-                                            "dropped_events_claimed" };
-        int64_t vals[] = { dr.messages, dr.bytes, dr.rejected, dr.read_errors, dr.claimed };
+                                            "dropped_events_claimed", "lost_episodes" };
+        int64_t vals[] = { dr.messages, dr.bytes, dr.rejected, dr.read_errors, dr.claimed,
+                           dr.lost_episodes };
         for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
             ls_json_key(&j, keys[i]);
             if (vals[i] < 0)

@@ -351,7 +351,7 @@ static void lossy(lint *L)
     ls_read_drops(L->t, &d);
     if (!ls_drops_lossy(&d))
         return;
-    char what[320] = "", part[128];
+    char what[512] = "", part[128];
     const char *sep = "";
     if (d.messages > 0) {
         char extra[96] = "";
@@ -383,12 +383,21 @@ static void lossy(lint *L)
         snprintf(part, sizeof(part), "%s%lld unreadable batch%s", sep, (long long)d.read_errors,
                  d.read_errors == 1 ? "" : "es");
         strcat(what, part);
+        sep = ", ";
+    }
+    if (d.lost_episodes > 0) {
+        snprintf(part, sizeof(part), "%s%lld blocking episode%s not kept (too many loop threads "
+                 "blocked at once)", sep, (long long)d.lost_episodes,
+                 d.lost_episodes == 1 ? "" : "s");
+        strcat(what, part);
     }
     lint_warn_begin(L, R_LOSSY, -1, NULL, "the recording lost data: %s; other warnings may be "
-               "missing or wrong (record with a larger --ringbuf-kb)", what);
+               "missing or wrong%s", what,
+               d.messages > 0 ? " (record with a larger --ringbuf-kb)" : "");
     static const char *const keys[] = { "dropped_messages", "dropped_bytes", "rejected_records",
-                                        "read_errors", "dropped_events_claimed" };
-    int64_t vals[] = { d.messages, d.bytes, d.rejected, d.read_errors, d.claimed };
+                                        "read_errors", "dropped_events_claimed", "lost_episodes" };
+    int64_t vals[] = { d.messages, d.bytes, d.rejected, d.read_errors, d.claimed,
+                       d.lost_episodes };
     for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
         if (vals[i] >= 0)
             lint_ev_int(L, keys[i], vals[i]);

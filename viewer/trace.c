@@ -203,7 +203,9 @@ void ls_read_drops(ls_trace *t, ls_drops *d)
     d->claimed = ls_meta_int(t, "dropped_events_claimed", -1);
     if (d->claimed < 0)
         d->claimed = ls_meta_int(t, "dropped_events", -1);
-    int64_t *all[] = { &d->messages, &d->bytes, &d->rejected, &d->read_errors, &d->claimed };
+    d->lost_episodes = ls_meta_int(t, "lost_episodes", -1);
+    int64_t *all[] = { &d->messages, &d->bytes, &d->rejected, &d->read_errors, &d->claimed,
+                       &d->lost_episodes };
     for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
         if (*all[i] < -1)
             *all[i] = -1;                 /* a negative count is no count */
@@ -211,7 +213,8 @@ void ls_read_drops(ls_trace *t, ls_drops *d)
 
 bool ls_drops_lossy(const ls_drops *d)
 {
-    return d->messages > 0 || d->rejected > 0 || d->read_errors > 0 || d->claimed > 0;
+    return d->messages > 0 || d->rejected > 0 || d->read_errors > 0 || d->claimed > 0 ||
+           d->lost_episodes > 0;
 }
 
 int64_t ls_col_ts(sqlite3_stmt *st, int i)

@@ -59,7 +59,8 @@ int64_t ls_meta_ts(ls_trace *t, const char *key, int64_t dflt);
 
 /* What the recording lost, from meta (tracer/SCHEMA.md); -1 for a counter
  * that is absent (an older recorder) or not a count.  messages, bytes,
- * rejected and read_errors are counted by the recorder or the kernel;
+ * rejected, read_errors and lost_episodes are counted by the recorder or
+ * the kernel;
  * claimed is what the target reported for the lost batches
  * (dropped_events_claimed, or the older dropped_events), unverified. */
 typedef struct ls_drops {
@@ -68,6 +69,7 @@ typedef struct ls_drops {
     int64_t rejected;         /* rejected_records: malformed records refused */
     int64_t read_errors;      /* read_errors: batches that could not be read */
     int64_t claimed;          /* events the target claims were in the lost batches */
+    int64_t lost_episodes;    /* lost_episodes: blocking episodes not kept */
 } ls_drops;
 void ls_read_drops(ls_trace *t, ls_drops *d);
 /* Anything lost or refused (a lossy trace). */

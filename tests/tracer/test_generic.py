@@ -205,6 +205,7 @@ def check_generic_meta(db, runtime=None, wait_calls="epoll", lossy=False):
     eq(m["wait_calls"], wait_calls, "meta wait_calls")
     if not lossy:
         eq(m["dropped_messages"], "0", "dropped messages")
+        eq(m["lost_episodes"], "0", "blocking episodes lost")
     if runtime:
         check(m["runtime"].startswith(runtime), f"meta runtime {m['runtime']!r}, want {runtime}*")
     eq(int(m["blocking_episodes"]), query(db, "SELECT count(*) FROM blocking")[0][0],
@@ -1018,7 +1019,8 @@ def thread_flood():
         eq(r.returncode, 0, f"loopscope {' '.join(cmd[:1])}: {r.stderr.strip()}")
     check(n < 1024 or int(m["untracked_wait_calls"]) > 0,
           f"1300 loop threads, {n} kept, but untracked_wait_calls is {m['untracked_wait_calls']}")
-    note(f"{n} loop threads kept of 1300; untracked wait calls {m['untracked_wait_calls']}")
+    note(f"{n} loop threads kept of 1300; untracked wait calls {m['untracked_wait_calls']}; "
+         f"blocking episodes {m['blocking_episodes']} kept, {m['lost_episodes']} lost")
 
 
 def main():
