@@ -132,7 +132,7 @@ enum ls_stat {
     LS_STAT_READ_ERRORS = 4,    /* user memory that could not be read, bad lengths */
     LS_STAT_DROPPED_BYTES = 5,  /* payload bytes of the dropped messages */
     LS_STAT_UNTRACKED_WAITS = 6,/* generic: wait calls of threads beyond the 1024 loop threads */
-    LS_STAT_LOST_EPISODES = 7,  /* episodes not kept open: LS_OPEN_EPISODES were */
+    LS_STAT_LOST_EPISODES = 7,  /* episodes not kept: LS_OPEN_EPISODES already open */
     LS_STAT_COUNT = 8,
 };
 

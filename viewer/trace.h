@@ -60,8 +60,7 @@ int64_t ls_meta_ts(ls_trace *t, const char *key, int64_t dflt);
 /* What the recording lost, from meta (tracer/SCHEMA.md); -1 for a counter
  * that is absent (an older recorder) or not a count.  messages, bytes,
  * rejected, read_errors and lost_episodes are counted by the recorder or
- * the kernel;
- * claimed is what the target reported for the lost batches
+ * the kernel; claimed is what the target reported for the lost batches
  * (dropped_events_claimed, or the older dropped_events), unverified. */
 typedef struct ls_drops {
     int64_t messages;         /* dropped_messages: ring-buffer messages lost */

@@ -7,7 +7,6 @@
  */
 #include "evl-internal.h"
 
-
 #define EVL__REC(loop, name, task, a32, a0, a1)                                \
     do {                                                                      \
         if (EVL_BATCHING())                                                   \
