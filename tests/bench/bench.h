@@ -33,6 +33,14 @@
 
 #define BENCH_MAX_REPEATS 64
 
+/* --traced raises libevl's batch semaphore by hand, as an attached
+ * recorder does: the loop then records every event into its buffer and
+ * hands it to the batch probe, a no-op with no uprobe on it, so what is
+ * measured is libevl's own share of recording.  Weak: benchmarks without
+ * libevl, or with its probes compiled out, still link (and refuse the
+ * option). */
+extern volatile unsigned short evl_batch_semaphore __attribute__((weak));
+
 typedef struct bench_opts {
     int quick;           /* --quick: smoke-test sizes */
     int repeats;         /* --repeats N */
@@ -88,10 +96,14 @@ static inline void bench_parse(bench_opts *o, int argc, char **argv)
             o->n = atol(argv[++i]);
         } else if (!strcmp(a, "--series") && i + 1 < argc) {
             o->series = argv[++i];
+        } else if (!strcmp(a, "--traced")) {
+            if (!&evl_batch_semaphore)
+                BENCH_DIE("--traced: this binary has no libevl probes");
+            evl_batch_semaphore = 1;
         } else {
             fprintf(stderr,
-                    "usage: %s [--quick] [--repeats N] [--impl NAME] [--n N] [--series NAME]\n",
-                    argv[0]);
+                    "usage: %s [--quick] [--repeats N] [--impl NAME] [--n N] [--series NAME]"
+                    " [--traced]\n", argv[0]);
             exit(2);
         }
     }
