@@ -14,40 +14,20 @@
 set -euo pipefail
 build=$(realpath "${1:-build}")
 secs=${2:-5}
-[ "$(id -u)" -eq 0 ] || { echo "bpf_prog_cost: needs root" >&2; exit 77; }
-for t in wrk bpftool; do
-  command -v $t >/dev/null || { echo "bpf_prog_cost: $t not installed" >&2; exit 77; }
-done
-tmp=$(mktemp -d)
-pids=()
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/http_record.sh"
+hr_require bpf_prog_cost wrk bpftool
 was=$(sysctl -n kernel.bpf_stats_enabled)
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  sysctl -q kernel.bpf_stats_enabled="$was"
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-"$build/examples/http_server" --port "$port" >"$tmp/server.out" 2>/dev/null &
-pids+=($!)
-for _ in $(seq 50); do grep -q '^port' "$tmp/server.out" && break; sleep 0.1; done
-server=$(awk '/^pid/ {print $2}' "$tmp/server.out")
-url=http://127.0.0.1:$port/
-wrk -t1 -c8 -d1s "$url" >/dev/null                   # warm up
-
+hr_on_exit() { sysctl -q kernel.bpf_stats_enabled="$was"; }
+hr_start_server "$build"
 sysctl -q kernel.bpf_stats_enabled=1
-"$build/viewer/loopscope" record -p "$server" -o "$tmp/trace.db" 2>"$tmp/record.err" &
-rec=$!
-pids+=($rec)
-for _ in $(seq 100); do grep -q '^recording' "$tmp/record.err" && break; sleep 0.1; done
+hr_start_recorder "$build"
 sleep 1
 bpftool prog show -j >"$tmp/before.json"
 echo "bpf_prog_cost: $build/examples/http_server under wrk -t1 -c8 -d${secs}s, recorded by pid"
 wrk -t1 -c8 -d"${secs}s" "$url" | grep -E "Requests/sec"
 bpftool prog show -j >"$tmp/after.json"
-kill -INT "$rec"; wait "$rec" || true
-tail -1 "$tmp/record.err"
+hr_stop_recorder
 python3 - "$tmp/before.json" "$tmp/after.json" "$secs" <<'PY'
 import json, sys
 before = {p["id"]: p for p in json.load(open(sys.argv[1]))}
