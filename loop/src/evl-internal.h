@@ -314,7 +314,6 @@ struct evl_loop {
     struct evl_loop_pub pub;  /* running task / phase, for tracers */
     uint32_t trace_len;       /* bytes used in trace_buf */
     uint32_t trace_nrec;      /* records in trace_buf */
-    uint64_t trace_first;     /* ts of its oldest record (trace_len > 0) */
     uint8_t trace_on;         /* batching was on last iteration */
     uint8_t tracing;          /* some probe is enabled (trace.h) */
     uint64_t now;             /* cached time: evl__loop_now */

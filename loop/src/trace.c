@@ -95,7 +95,7 @@ EVL__COLD int64_t evl__tr_poll_enter_slow(evl_loop *loop, int64_t timeout)
     /* The records go to the tracer once the oldest has waited
      * EVL_TRACE_FLUSH_NS; until then a poll sleeps no longer than that
      * (the record keeps the timeout the loop asked for). */
-    uint64_t age = now - loop->trace_first;
+    uint64_t age = now - evl__trace_first(loop);
     if (age >= EVL_TRACE_FLUSH_NS) {
         evl__trace_flush(loop);
         return timeout;

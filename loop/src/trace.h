@@ -24,18 +24,20 @@ static inline void evl__trace_flush(evl_loop *loop)
     }
 }
 
-/* Reserve size bytes (multiple of 8) for a record stamped ts, flushing if
- * full. */
-static inline struct evl_rec *evl__trace_rec_at(evl_loop *loop, uint16_t kind, uint16_t size,
-                                                uint64_t task, uint32_t a32, uint64_t a0,
-                                                uint64_t a1, uint64_t ts)
+/* The record writer, inlined into each slow path of trace.c (they are
+ * cold, so without always_inline the compiler would call one shared copy,
+ * and pay a call and six saved registers a record).  It reserves size
+ * bytes (a multiple of 8) for a record and fills all but its time, handing
+ * the buffer over first if it is full.  The buffer's oldest record is its first, so its
+ * time needs no field of its own (evl__tr_poll_enter_slow). */
+#define EVL__INLINE inline __attribute__((always_inline))
+static EVL__INLINE struct evl_rec *evl__trace_put(evl_loop *loop, uint16_t kind, uint16_t size,
+                                                  uint64_t task, uint32_t a32, uint64_t a0,
+                                                  uint64_t a1)
 {
     if (EVL__UNLIKELY(loop->trace_len + size > EVL_BATCH_BYTES))
         evl__trace_flush(loop);
-    if (!loop->trace_len)
-        loop->trace_first = ts;
     struct evl_rec *r = (struct evl_rec *)(void *)(loop->trace_buf + loop->trace_len);
-    r->ts = ts;
     r->task = task;
     r->a0 = a0;
     r->a1 = a1;
@@ -47,18 +49,39 @@ static inline struct evl_rec *evl__trace_rec_at(evl_loop *loop, uint16_t kind, u
     return r;
 }
 
-static inline uint64_t evl__trace_clock(void)
+static EVL__INLINE uint64_t evl__trace_clock(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* The same, stamped now. */
-static inline struct evl_rec *evl__trace_rec(evl_loop *loop, uint16_t kind, uint16_t size,
-                                             uint64_t task, uint32_t a32, uint64_t a0, uint64_t a1)
+/* A record stamped ts. */
+static EVL__INLINE struct evl_rec *evl__trace_rec_at(evl_loop *loop, uint16_t kind,
+                                                     uint16_t size, uint64_t task,
+                                                     uint32_t a32, uint64_t a0, uint64_t a1,
+                                                     uint64_t ts)
 {
-    return evl__trace_rec_at(loop, kind, size, task, a32, a0, a1, evl__trace_clock());
+    struct evl_rec *r = evl__trace_put(loop, kind, size, task, a32, a0, a1);
+    r->ts = ts;
+    return r;
+}
+
+/* A record stamped now: filled first and stamped last, so that only its
+ * address lives across the clock call. */
+static EVL__INLINE struct evl_rec *evl__trace_rec(evl_loop *loop, uint16_t kind, uint16_t size,
+                                                  uint64_t task, uint32_t a32, uint64_t a0,
+                                                  uint64_t a1)
+{
+    struct evl_rec *r = evl__trace_put(loop, kind, size, task, a32, a0, a1);
+    r->ts = evl__trace_clock();
+    return r;
+}
+
+/* The time of the oldest record waiting in the buffer (trace_len > 0). */
+static inline uint64_t evl__trace_first(const evl_loop *loop)
+{
+    return ((const struct evl_rec *)(const void *)loop->trace_buf)->ts;
 }
 
 /* The hot path of every event is one test of a byte of the loop, which

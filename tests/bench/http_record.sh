@@ -44,7 +44,7 @@ hr_start_server() {
 }
 
 hr_start_recorder() {
-  "$1/viewer/loopscope" record -p "$server" -o "$tmp/trace.db" 2>"$tmp/record.err" &
+  "$1/viewer/loopscope" record -p "$server" -o "$tmp/trace.db" ${HR_RECORD_ARGS:-} 2>"$tmp/record.err" &
   rec=$!
   hr_pids+=($rec)
   for _ in $(seq 100); do grep -q '^recording' "$tmp/record.err" && break; sleep 0.1; done
