@@ -45,30 +45,35 @@ static inline const uint8_t *ls_get(const uint8_t *p, const uint8_t *end, uint64
 static const int ls_opt_cols[4] = { LS_EV_TASK, LS_EV_REASON, LS_EV_ARG0, LS_EV_ARG1 };
 enum { LS_ST_NULL = 0, LS_ST_ZERO = 1, LS_ST_VALUE = 2 };
 
+/* The state of optional column c of e (written without a loop: this and
+ * ls_encode run once per event the recorder stores). */
+static inline unsigned ls_state(const ls_ev *e, int c)
+{
+    return e->null & (1u << c) ? LS_ST_NULL : e->v[c] ? LS_ST_VALUE : LS_ST_ZERO;
+}
+
 /* prev: ts, loop, task of the previous event of the chunk (zero at its
  * start); updated. */
 static uint8_t *ls_encode(uint8_t *p, const ls_ev *e, int64_t prev[3])
 {
-    unsigned st = 0, mul = 1;
-    int state[4];
-    for (int i = 0; i < 4; i++, mul *= 3) {
-        int c = ls_opt_cols[i];
-        state[i] = e->null & (1u << c) ? LS_ST_NULL : e->v[c] == 0 ? LS_ST_ZERO : LS_ST_VALUE;
-        st += (unsigned)state[i] * mul;
-    }
-    *p++ = (uint8_t)st;
+    unsigned s_task = ls_state(e, LS_EV_TASK), s_reason = ls_state(e, LS_EV_REASON),
+             s_arg0 = ls_state(e, LS_EV_ARG0), s_arg1 = ls_state(e, LS_EV_ARG1);
+    *p++ = (uint8_t)(s_task + 3 * s_reason + 9 * s_arg0 + 27 * s_arg1);
     p = ls_put(p, ls_zz(e->v[LS_EV_KIND]));
     p = ls_put(p, ls_zz(ls_wsub(e->v[LS_EV_TS], prev[0])));
     p = ls_put(p, ls_zz(ls_wsub(e->v[LS_EV_LOOP], prev[1])));
     prev[0] = e->v[LS_EV_TS];
     prev[1] = e->v[LS_EV_LOOP];
-    if (state[0] == LS_ST_VALUE) {
+    if (s_task == LS_ST_VALUE) {
         p = ls_put(p, ls_zz(ls_wsub(e->v[LS_EV_TASK], prev[2])));
         prev[2] = e->v[LS_EV_TASK];
     }
-    for (int i = 1; i < 4; i++)
-        if (state[i] == LS_ST_VALUE)
-            p = ls_put(p, ls_zz(e->v[ls_opt_cols[i]]));
+    if (s_reason == LS_ST_VALUE)
+        p = ls_put(p, ls_zz(e->v[LS_EV_REASON]));
+    if (s_arg0 == LS_ST_VALUE)
+        p = ls_put(p, ls_zz(e->v[LS_EV_ARG0]));
+    if (s_arg1 == LS_ST_VALUE)
+        p = ls_put(p, ls_zz(e->v[LS_EV_ARG1]));
     return p;
 }
 
