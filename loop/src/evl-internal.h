@@ -314,6 +314,12 @@ struct evl_loop {
     struct evl_loop_pub pub;  /* running task / phase, for tracers */
     uint32_t trace_len;       /* bytes used in trace_buf */
     uint32_t trace_nrec;      /* records in trace_buf */
+    /* the records' clock (trace.h, evl__trace_now): CLOCK_MONOTONIC read
+     * at an anchor, the TSC in between; tc_span 0: not calibrated */
+    uint64_t tc_ns, tc_tsc;   /* the anchor: a clock read and the TSC then */
+    uint64_t tc_mult;         /* ns per TSC tick, times 2^32 */
+    uint64_t tc_span;         /* TSC ticks the anchor serves (EVL__TC_ANCHOR_NS) */
+    uint64_t tc_last;         /* the latest time given to a record */
     uint8_t trace_on;         /* batching was on last iteration */
     uint8_t tracing;          /* some probe is enabled (trace.h) */
     uint64_t now;             /* cached time: evl__loop_now */

@@ -7,6 +7,120 @@
  */
 #include "evl-internal.h"
 
+#include <stdlib.h>
+#include <sys/prctl.h>
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
+/* ------------------------------------------------ the records' clock */
+
+/* Whether the TSC may stand in for the clock between anchors: invariant
+ * (it ticks at one rate in every power state: CPUID 0x80000007 EDX bit 8),
+ * readable (a process may make RDTSC fault: PR_SET_TSC), and not turned
+ * off by the environment (EVL_TRACE_TSC=0: every record reads the clock).
+ * Asked once a process; a race only asks twice. */
+static bool evl__tsc_usable(void)
+{
+    static int known = -1;
+    int v = __atomic_load_n(&known, __ATOMIC_RELAXED);
+    if (v < 0) {
+        v = 0;
+#if defined(__x86_64__)
+        unsigned a, b, c, d;
+        int tsc_mode = PR_TSC_ENABLE;
+        const char *env = getenv("EVL_TRACE_TSC");
+        if ((!env || strcmp(env, "0")) && __get_cpuid(0x80000007, &a, &b, &c, &d) &&
+            (d & (1u << 8)) &&
+            (prctl(PR_GET_TSC, &tsc_mode, 0, 0, 0) != 0 || tsc_mode == PR_TSC_ENABLE))
+            v = 1;
+#endif
+        __atomic_store_n(&known, v, __ATOMIC_RELAXED);
+    }
+    return v;
+}
+
+/* The clock now, and the TSC at the same instant (*tsc): the middle of
+ * the two TSC reads around the clock read, of the tightest of a few tries
+ * (on a virtual machine a try can be stretched by the hypervisor, and
+ * an anchor's error over its span is an error of the rate). */
+#if defined(__x86_64__)
+static uint64_t evl__tc_pair(uint64_t *tsc)
+{
+    uint64_t ns = 0, best = UINT64_MAX;
+    for (int i = 0; i < 4; i++) {
+        uint64_t t0 = __builtin_ia32_rdtsc();
+        uint64_t n = evl__clock_ns();
+        uint64_t t1 = __builtin_ia32_rdtsc();
+        if (t1 - t0 < best) {
+            best = t1 - t0;
+            ns = n;
+            *tsc = t0 + best / 2;
+        }
+    }
+    return ns;
+}
+#endif
+
+/* A new anchor: the clock now and the TSC with it (or the clock alone,
+ * without a usable TSC), which it returns.  Once the previous anchor is
+ * EVL__TC_CALIBRATE_NS old (and at most 1 s: a longer span says nothing
+ * more), the rate between the two becomes the rate; until the first rate,
+ * the first anchor stays. */
+static uint64_t evl__tc_anchor(evl_loop *loop)
+{
+#if defined(__x86_64__)
+    if (!evl__tsc_usable())
+        return evl__clock_ns();
+    uint64_t tsc = 0;
+    uint64_t ns = evl__tc_pair(&tsc);
+    uint64_t span = ns - loop->tc_ns, ticks = tsc - loop->tc_tsc;
+    if (loop->tc_ns && !loop->tc_span && span < EVL__TC_CALIBRATE_NS)
+        return ns;                    /* calibrating: keep the first anchor */
+    if (loop->tc_ns && span >= EVL__TC_CALIBRATE_NS && span <= 1000000000ull &&
+        (int64_t)ticks > 0) {
+        uint64_t mult = (uint64_t)(((unsigned __int128)span << 32) / ticks);
+        /* a TSC of 100 MHz to 20 GHz, or something is wrong: no TSC */
+        bool sane = mult >= (1ull << 32) / 20 && mult <= (10ull << 32);
+        loop->tc_mult = sane ? mult : 0;
+        loop->tc_span = sane ? (EVL__TC_ANCHOR_NS << 32) / mult : 0;
+    }
+    loop->tc_ns = ns;
+    loop->tc_tsc = tsc;
+    return ns;
+#else
+    (void)loop;
+    return evl__clock_ns();
+#endif
+}
+
+/* A record's time from the clock itself (trace.h, evl__trace_now). */
+uint64_t evl__trace_anchor(evl_loop *loop)
+{
+    uint64_t ns = evl__tc_anchor(loop);
+    if (ns < loop->tc_last)
+        ns = loop->tc_last;
+    return loop->tc_last = ns;
+}
+
+/* Before a batch goes out: if the TSC ran ahead of the clock, the records
+ * later than the clock now are brought back to it (they stay in order),
+ * and a new anchor is taken. */
+void evl__trace_settle(evl_loop *loop)
+{
+    uint64_t now = evl__clock_ns();
+    if (EVL__LIKELY(loop->tc_last <= now))
+        return;
+    for (uint32_t off = 0; off < loop->trace_len;) {
+        struct evl_rec *r = (struct evl_rec *)(void *)(loop->trace_buf + off);
+        if (r->ts > now)
+            r->ts = now;
+        off += r->size;
+    }
+    loop->tc_last = now;
+    evl__tc_anchor(loop);
+}
+
 #define EVL__REC(loop, name, task, a32, a0, a1)                                \
     do {                                                                      \
         if (EVL_BATCHING())                                                   \

@@ -150,6 +150,9 @@
     XX(sync_wrong_loop) \
     XX(sync_trace_records) \
     XX(threads_two_loops) \
+    XX(trace_clock_follows_clock) \
+    XX(trace_clock_settle) \
+    XX(trace_clock_env_off) \
     XX(stress_threads_many_tasks) \
     XX(stress_1e6_tasks) \
     XX(stress_1e5_sleepers) \
