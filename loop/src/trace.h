@@ -79,13 +79,15 @@ static inline uint64_t evl__clock_ns(void)
 static EVL__INLINE uint64_t evl__trace_now(evl_loop *loop)
 {
 #if defined(__x86_64__)
-    uint64_t d = __builtin_ia32_rdtsc() - loop->tc_tsc;
-    if (EVL__LIKELY(d <= loop->tc_span)) {
-        /* d * tc_mult < EVL__TC_ANCHOR_NS * 2^32: no overflow */
-        uint64_t t = loop->tc_ns + ((d * loop->tc_mult) >> 32);
-        if (EVL__UNLIKELY(t < loop->tc_last))
-            t = loop->tc_last;
-        return loop->tc_last = t;
+    if (EVL__LIKELY(loop->tc_span)) { /* calibrated (else no TSC read) */
+        uint64_t d = __builtin_ia32_rdtsc() - loop->tc_tsc;
+        if (EVL__LIKELY(d <= loop->tc_span)) {
+            /* d * tc_mult <= EVL__TC_ANCHOR_NS * 2^32: no overflow */
+            uint64_t t = loop->tc_ns + ((d * loop->tc_mult) >> 32);
+            if (EVL__UNLIKELY(t < loop->tc_last))
+                t = loop->tc_last;
+            return loop->tc_last = t;
+        }
     }
 #endif
     return evl__trace_anchor(loop);
