@@ -98,7 +98,9 @@ void ls_write_end_meta(recorder *r, const char *why)
     ls_store_meta(r->store, "lost_episodes", "%llu",
                   (unsigned long long)ls_stat(r, LS_STAT_LOST_EPISODES));
     if (!r->offline) {                /* prio.c: the recorder's own, not a flight trace's */
-        ls_store_meta(r->store, "recorder_priority", "%s", r->prio.used ? "idle" : "normal");
+        ls_store_meta(r->store, "recorder_priority", "%s",
+                      ls_prio_names[r->prio.used ? LS_PRIO_IDLE
+                                    : r->prio.batch ? LS_PRIO_BATCH : LS_PRIO_NORMAL]);
         if (r->prio.used)
             ls_store_meta(r->store, "priority_raises", "%llu",
                           (unsigned long long)atomic_load(&r->prio.raises));

@@ -30,6 +30,8 @@
 #include <time.h>
 #include <unistd.h>
 
+const char *const ls_prio_names[3] = { "normal", "idle", "batch" };
+
 #define LS_PRIO_CHECK_NS 50000000ll    /* the watchdog's period */
 #define LS_PRIO_STALL_NS 1000000000ll  /* no turn of the loop for this long: raise */
 #define LS_PRIO_HOLD_NS 1000000000ll   /* raised for at least this long */
@@ -115,6 +117,15 @@ int ls_prio_start(ls_prio *p, pid_t tid, const struct bpf_map *ring)
     return -1;
 }
 
+int ls_prio_batch(ls_prio *p, pid_t tid)
+{
+    struct sched_param sp = { 0 };
+    memset(p, 0, sizeof(*p));
+    p->tid = tid;
+    p->batch = p->batch_set = sched_setscheduler(tid, SCHED_BATCH, &sp) == 0;
+    return p->batch ? 0 : -1;
+}
+
 void ls_prio_beat(ls_prio *p, bool caught_up)
 {
     if (!p->started)
@@ -127,6 +138,11 @@ void ls_prio_beat(ls_prio *p, bool caught_up)
 
 void ls_prio_stop(ls_prio *p)
 {
+    if (p->batch_set) {               /* the end (drain, derive) as a normal thread */
+        struct sched_param sp = { 0 };
+        sched_setscheduler(p->tid, SCHED_OTHER, &sp);
+        p->batch_set = false;
+    }
     if (!p->started)
         return;
     atomic_store(&p->stop, true);

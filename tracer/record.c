@@ -334,9 +334,12 @@ static int ls_parse(recorder *r, int argc, char **argv)
             memory = true;
             break;
         case 1006:
-            if (strcmp(optarg, "idle") && strcmp(optarg, "normal"))
-                return 1 + ls_error("invalid --priority '%s' (idle or normal)", optarg);
-            r->idle_priority = !strcmp(optarg, "idle");
+            r->priority = -1;
+            for (int i = 0; i < 3; i++)
+                if (!strcmp(optarg, ls_prio_names[i]))
+                    r->priority = i;
+            if (r->priority < 0)
+                return 1 + ls_error("invalid --priority '%s' (normal, batch or idle)", optarg);
             break;
         case 'h':
             ls_usage(stdout);
@@ -570,8 +573,10 @@ static int ls_recorder_run(recorder *r, const char **why)
     struct pollfd pfd[2] = { { r->pidfd, POLLIN, 0 },
                              { ring_buffer__epoll_fd(r->rb), POLLIN, 0 } };
     *why = "target exited";
-    if (r->idle_priority)
+    if (r->priority == LS_PRIO_IDLE)
         ls_prio_start(&r->prio, gettid(), r->skel->maps.events);   /* prio.c */
+    else if (r->priority == LS_PRIO_BATCH)
+        ls_prio_batch(&r->prio, gettid());
     while (!stop) {
         if (ls_stop_signal) {
             *why = ls_stop_signal == SIGINT ? "interrupted (SIGINT)" : "terminated by signal";

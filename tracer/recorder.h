@@ -38,7 +38,10 @@
 
 struct ls_flight;
 
-/* prio.c: the recorder's thread as SCHED_IDLE, raised when starved */
+/* prio.c: --priority; idle is the recorder's thread as SCHED_IDLE, raised
+ * when starved; batch is SCHED_BATCH for the recording */
+enum { LS_PRIO_NORMAL, LS_PRIO_IDLE, LS_PRIO_BATCH };
+extern const char *const ls_prio_names[3];
 typedef struct ls_prio {
     pid_t tid;
     pthread_t watchdog;
@@ -46,7 +49,9 @@ typedef struct ls_prio {
     const uint64_t *cons, *prod;  /* the ring's positions (mapped), or NULL */
     uint64_t ring_bytes;
     bool started;             /* the watchdog runs (until ls_prio_stop) */
-    bool used;                /* it ran during this recording */
+    bool used;                /* SCHED_IDLE ran during this recording */
+    bool batch;               /* SCHED_BATCH ran during this recording */
+    bool batch_set;           /* and is set (until ls_prio_stop) */
     _Atomic bool idle, stop;
     _Atomic uint64_t beat;    /* the main loop's turns */
     _Atomic uint64_t raises;  /* times the watchdog raised it */
@@ -153,7 +158,7 @@ typedef struct recorder {
     uint64_t rejected_msgs;   /* messages refused (loops over LS_MAX_LOOPS) */
     uint64_t untracked;       /* tasks created while rows was full */
     uint64_t snapshot_fail;   /* snapshot requests that could not be written */
-    bool idle_priority;       /* --priority idle: SCHED_IDLE (prio.c) */
+    int priority;             /* --priority: LS_PRIO_NORMAL, _IDLE or _BATCH (prio.c) */
     ls_prio prio;
 } recorder;
 
@@ -162,6 +167,8 @@ typedef struct recorder {
  * beat per turn of the main loop, caught_up
  * when the ring was emptied; normal again and the watchdog gone. */
 int ls_prio_start(ls_prio *p, pid_t tid, const struct bpf_map *ring);
+/* SCHED_BATCH for thread tid until ls_prio_stop: 0, or -1 (policy kept). */
+int ls_prio_batch(ls_prio *p, pid_t tid);
 void ls_prio_beat(ls_prio *p, bool caught_up);
 void ls_prio_stop(ls_prio *p);
 

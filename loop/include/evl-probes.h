@@ -152,7 +152,10 @@ enum evl_leak_kind { EVL_LEAK_LIST(EVL__ENUM_LEAK) };
 #define EVL_REC_PREEXISTING 0x80000000u /* task_create a32 flag */
 
 struct evl_rec {
-    __u64 ts;       /* CLOCK_MONOTONIC, ns */
+    __u64 ts;       /* CLOCK_MONOTONIC, ns (between clock reads the loop
+                     * may count it with the TSC: loop/README.md, "The
+                     * records' clock"; never decreasing, never later
+                     * than the clock when its batch is handed over) */
     __u64 task;     /* task id, 0 if none */
     __u64 a0;       /* see below */
     __u64 a1;

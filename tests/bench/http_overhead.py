@@ -215,6 +215,7 @@ def main():
     known = {"full": ("recorded (full)", []),
              "no-blocking": ("recorded (--no-blocking)", ["--no-blocking"]),
              "idle": ("recorded (--priority idle)", ["--priority", "idle"]),
+             "batch": ("recorded (--priority batch)", ["--priority", "batch"]),
              "stopped": ("recorder stopped", ["STOP"])}
     wanted = [m for m in a.modes.split(",") if m]
     if not wanted or any(m not in known for m in wanted):

@@ -479,7 +479,8 @@ def small_ringbuf_drops():
 
 
 def sched_policy(pid):
-    """The scheduling policy of thread pid (field 41 of its stat): 0 normal, 5 idle."""
+    """The scheduling policy of thread pid (field 41 of its stat): 0 normal, 3
+    batch, 5 idle."""
     with open(f"/proc/{pid}/stat") as f:
         return int(f.read().rsplit(")", 1)[1].split()[38])
 
@@ -491,7 +492,7 @@ def recorder_priority():
     priority on its CPU while the target floods a small ring, its watchdog
     raises it back."""
     expect_error(["--priority", "bogus", "-p", "1"], "invalid --priority 'bogus'")
-    for prio, policy in (("idle", 5), ("normal", 0), (None, 0)):
+    for prio, policy in (("idle", 5), ("batch", 3), ("normal", 0), (None, 0)):
         t = start("ticker", "--seconds", "20")
         try:
             db = tmpdb()
