@@ -3,7 +3,7 @@
 
     tests/bench/http_overhead.py [--build DIR] [--before-build DIR]
                                  [--modes LIST] [--rounds N] [--seconds S]
-                                 [--connections C] [--threads T]
+                                 [--connections C] [--threads T] [--max-steal PCT]
 
 Needs root (BPF) and wrk.  Starts BUILD/examples/http_server on a free port
 and drives `GET /` (a short body, keep-alive) with `wrk -c C -t T -d S`, in
@@ -12,6 +12,7 @@ rounds of eight runs:
     untraced, recorded (full), untraced, recorded (--no-blocking),
     untraced, recorded (--priority idle: the recorder as SCHED_IDLE),
     untraced, recorder stopped
+    (and, only when asked for: untraced, recorded (--priority batch))
 
 ("recorder stopped": attached in full, then stopped with SIGSTOP for the
 wrk run and let go after it: the probes and BPF programs run, the ring
@@ -24,8 +25,8 @@ machine hurts both modes alike.  With --before-build DIR each round starts
 with one more pair, untraced and "recorded (full, before)": the same
 server recorded by DIR's loopscope, for a change's before and after in
 one run.  --modes full,stopped (a comma list of full, no-blocking, idle,
-stopped; default all four) keeps only those pairs, for more rounds of a
-comparison in the same time.  "recorded" means `loopscope record -p PID
+batch, stopped; default all but batch) keeps only those pairs, for more
+rounds of a comparison in the same time.  "recorded" means `loopscope record -p PID
 -q -o TMP.db` attached to the server for the whole wrk run (wrk starts once
 every probe semaphore of the server is raised, read with probe_sem_read, so
 the run is recorded from its first request).
@@ -53,7 +54,11 @@ Last, the paired ratios: each recorded run against the mean of the
 untraced runs right before and after it, median and range over the rounds.
 The machine's speed drifts between runs by more than the cost sought, and
 the ratio of two medians taken from different runs drifts with it; the
-paired ratio compares runs made seconds apart.
+paired ratio compares runs made seconds apart.  The test machine is a
+virtual machine whose host takes CPU time from it at times (the "steal"
+of /proc/stat, printed per run): a second paired summary keeps only the
+recorded runs where the run and both its neighbours saw less steal than
+--max-steal percent of the machine's CPU time (default 1).
 
 A benchmark, not a test: it prints numbers, it does not pass or fail.  Exit
 status 77 when not root or wrk is missing, 1 when a run fails.  Temporary
@@ -79,8 +84,18 @@ import lstrace  # noqa: E402  (tests/lstrace.py: events needs loopscope's SQLite
 UNITS = {"us": 1e-6, "ms": 1e-3, "s": 1.0}
 
 
+def cpu_ticks():
+    """The machine's CPU time so far from /proc/stat: (steal, total) ticks."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    return v[7], sum(v[:8])
+
+
 def wrk(url, seconds, connections, threads):
-    """One wrk run: (requests/s, p99 latency in seconds, requests)."""
+    """One wrk run: (requests/s, p99 latency in seconds, requests, steal):
+    steal is the share of the machine's CPU time the hypervisor gave to
+    others during the run (the steal column of /proc/stat)."""
+    s0 = cpu_ticks()
     cmd = ["wrk", "-t", str(threads), "-c", str(connections), "-d", f"{seconds}s",
            "--latency", url]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 60)
@@ -92,7 +107,10 @@ def wrk(url, seconds, connections, threads):
         raise RuntimeError(f"wrk failed ({p.returncode}):\n{p.stdout}{p.stderr}")
     if errors:
         raise RuntimeError(f"wrk reported errors: {errors.group(0)}\n{p.stdout}")
-    return float(rps.group(1)), float(p99.group(1)) * UNITS[p99.group(2)], int(total.group(1))
+    s1 = cpu_ticks()
+    steal = (s1[0] - s0[0]) / max(s1[1] - s0[1], 1)
+    return (float(rps.group(1)), float(p99.group(1)) * UNITS[p99.group(2)], int(total.group(1)),
+            steal)
 
 
 
@@ -185,11 +203,14 @@ def main():
     ap.add_argument("--build", default="build")
     ap.add_argument("--before-build", help="also record with this build's loopscope")
     ap.add_argument("--modes", default="full,no-blocking,idle,stopped",
-                    help="which recorded modes (comma list of full, no-blocking, idle, stopped)")
+                    help="which recorded modes (comma list of full, no-blocking, idle, batch, stopped)")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--seconds", type=int, default=5, help="seconds per wrk run")
     ap.add_argument("--connections", type=int, default=8)
     ap.add_argument("--threads", type=int, default=1, help="wrk threads")
+    ap.add_argument("--max-steal", type=float, default=1.0,
+                    help="percent: the second paired summary keeps the recorded runs "
+                         "whose run and untraced neighbours all had less steal")
     a = ap.parse_args()
     if os.geteuid() != 0:
         print("http_overhead: recording needs root (BPF)")
@@ -226,7 +247,7 @@ def main():
         modes += [("untraced", None), known[m]]
     recorded = [name for name, extra in modes if extra is not None]
     runs = {name: [] for name, _ in modes}
-    order = []                        # (name, rps, p99) in run order, for the paired ratios
+    order = []                        # (name, rps, p99, steal) in run order, for the paired ratios
     tmp = tempfile.mkdtemp(prefix="ls-http-bench-")
     server = None
     try:
@@ -247,16 +268,17 @@ def main():
         if before:
             print(f"before: {before}")
         print(f"{'round':>5} {'mode':26} {'req/s':>9} {'p99 ms':>7} {'cpu us':>7} "
-              f"{'events/s':>9} {'ev/req':>6} {'dropped':>7} {'rec ns/ev':>9} {'B/ev':>5} "
+              f"{'steal%':>6} {'events/s':>9} {'ev/req':>6} {'dropped':>7} {'rec ns/ev':>9} {'B/ev':>5} "
               f"{'end s':>5}")
-        print("(cpu us: the server's CPU time per request; rec ns/ev: the recorder's CPU\n"
+        print("(cpu us: the server's CPU time per request; steal%: the machine's CPU time\n"
+              " the hypervisor gave to others during the run; rec ns/ev: the recorder's CPU\n"
               " time while wrk ran, per event; B/ev: the finished trace's bytes per event;\n"
               " end s: SIGINT to the recorder's exit)")
         for r in range(a.rounds):
             for name, extra in modes:
                 if extra is None:
                     cpu0 = cpu_seconds(pid)
-                    rps, p99, total = wrk(url, a.seconds, a.connections, a.threads)
+                    rps, p99, total, steal = wrk(url, a.seconds, a.connections, a.threads)
                     cpu = (cpu_seconds(pid) - cpu0) / total
                     ev = evs = evr = dropped = rec_ns = bpe = end_s = None
                 else:
@@ -268,7 +290,7 @@ def main():
                         if stop:          # the probes fire, nobody drains
                             rec.proc.send_signal(signal.SIGSTOP)
                         cpu0, rcpu0 = cpu_seconds(pid), cpu_seconds(rec.proc.pid)
-                        rps, p99, total = wrk(url, a.seconds, a.connections, a.threads)
+                        rps, p99, total, steal = wrk(url, a.seconds, a.connections, a.threads)
                         cpu = (cpu_seconds(pid) - cpu0) / total
                         rcpu = cpu_seconds(rec.proc.pid) - rcpu0
                         if stop:
@@ -280,12 +302,12 @@ def main():
                     rec_ns = rcpu / max(ev, 1) * 1e9
                     end_s = rec.end_s
                 runs[name].append((rps, p99, evs, evr, dropped, cpu, rec_ns, bpe, end_s))
-                order.append((name, rps, p99))
+                order.append((name, rps, p99, steal))
                 extra_cols = ("" if evs is None else
                               f" {evs:9.0f} {evr:6.2f} {dropped:7d} {rec_ns:9.0f} {bpe:5.1f}"
                               f" {end_s:5.2f}")
                 print(f"{r + 1:5d} {name:26} {rps:9.0f} {p99 * 1e3:7.2f} {cpu * 1e6:7.2f}"
-                      f"{extra_cols}", flush=True)
+                      f" {steal * 100:6.2f}{extra_cols}", flush=True)
             if server.poll() is not None:
                 raise RuntimeError(f"http_server exited ({server.returncode})")
     finally:
@@ -330,21 +352,30 @@ def main():
     # spread wider than the cost sought), so the ratio of two medians
     # taken from different runs moves with it.  Paired: each recorded run
     # against the mean of the untraced runs just before and after it.
-    print()
-    print("paired: each recorded run / the mean of its two untraced neighbours; median, "
-          "(min .. max)")
-    for name in recorded:
-        tp, lat = [], []
-        for i, (n, rps, p99) in enumerate(order):
-            nb = [order[j] for j in (i - 1, i + 1)
-                  if 0 <= j < len(order) and order[j][0] == "untraced"]
-            if n != name or not nb:
+    for limit in (None, a.max_steal / 100):
+        print()
+        print("paired: each recorded run / the mean of its two untraced neighbours; median, "
+              "(min .. max)" + ("" if limit is None else
+                               f";\nonly where the run and both neighbours had steal < "
+                               f"{a.max_steal:g} %"))
+        for name in recorded:
+            tp, lat = [], []
+            for i, (n, rps, p99, steal) in enumerate(order):
+                nb = [order[j] for j in (i - 1, i + 1)
+                      if 0 <= j < len(order) and order[j][0] == "untraced"]
+                if n != name or not nb:
+                    continue
+                if limit is not None and (len(nb) < 2 or
+                                          max([steal] + [x[3] for x in nb]) >= limit):
+                    continue
+                tp.append(rps / statistics.mean(x[1] for x in nb))
+                lat.append(p99 / statistics.mean(x[2] for x in nb))
+            if not tp:
+                print(f"{name:26} no such run")
                 continue
-            tp.append(rps / statistics.mean(x[1] for x in nb))
-            lat.append(p99 / statistics.mean(x[2] for x in nb))
-        print(f"{name:26} throughput {statistics.median(tp):.3f}x ({min(tp):.3f} .. "
-              f"{max(tp):.3f})  p99 {statistics.median(lat):.2f}x ({min(lat):.2f} .. "
-              f"{max(lat):.2f})")
+            print(f"{name:26} throughput {statistics.median(tp):.3f}x ({min(tp):.3f} .. "
+                  f"{max(tp):.3f})  p99 {statistics.median(lat):.2f}x ({min(lat):.2f} .. "
+                  f"{max(lat):.2f})  {len(tp)} runs")
     return 0
 
 
