@@ -58,7 +58,9 @@ paired ratio compares runs made seconds apart.  The test machine is a
 virtual machine whose host takes CPU time from it at times (the "steal"
 of /proc/stat, printed per run): a second paired summary keeps only the
 recorded runs where the run and both its neighbours saw less steal than
---max-steal percent of the machine's CPU time (default 1).
+--max-steal percent of the machine's CPU time (default 1).  With
+--wait-calm SECONDS each round first waits, up to that long, until two
+CPUs spinning for a second see less steal than that.
 
 A benchmark, not a test: it prints numbers, it does not pass or fail.  Exit
 status 77 when not root or wrk is missing, 1 when a run fails.  Temporary
@@ -89,6 +91,30 @@ def cpu_ticks():
     with open("/proc/stat") as f:
         v = [int(x) for x in f.readline().split()[1:]]
     return v[7], sum(v[:8])
+
+
+def probe_steal(seconds=1.0):
+    """The steal seen while every CPU spins for `seconds` (a share)."""
+    s0 = cpu_ticks()
+    spin = "import time\nt = time.monotonic() + %f\nwhile time.monotonic() < t: pass" % seconds
+    procs = [subprocess.Popen([sys.executable, "-c", spin]) for _ in range(os.cpu_count() or 1)]
+    for p in procs:
+        p.wait()
+    s1 = cpu_ticks()
+    return (s1[0] - s0[0]) / max(s1[1] - s0[1], 1)
+
+
+def wait_calm(limit, budget):
+    """Before a round: until the host leaves the machine its CPUs (steal
+    below limit while spinning) or `budget` seconds passed; prints what it
+    saw.  Returns the last steal measured."""
+    end = time.monotonic() + budget
+    while True:
+        steal = probe_steal()
+        if steal < limit or time.monotonic() >= end:
+            print(f"      (host steal while spinning: {steal * 100:.2f} %)", flush=True)
+            return steal
+        time.sleep(5)
 
 
 def wrk(url, seconds, connections, threads):
@@ -211,6 +237,9 @@ def main():
     ap.add_argument("--max-steal", type=float, default=1.0,
                     help="percent: the second paired summary keeps the recorded runs "
                          "whose run and untraced neighbours all had less steal")
+    ap.add_argument("--wait-calm", type=float, default=0, metavar="SECONDS",
+                    help="before each round, wait up to this long for the host to steal "
+                         "less than --max-steal from CPUs that spin")
     a = ap.parse_args()
     if os.geteuid() != 0:
         print("http_overhead: recording needs root (BPF)")
@@ -275,6 +304,8 @@ def main():
               " time while wrk ran, per event; B/ev: the finished trace's bytes per event;\n"
               " end s: SIGINT to the recorder's exit)")
         for r in range(a.rounds):
+            if a.wait_calm > 0:
+                wait_calm(a.max_steal / 100, a.wait_calm)
             for name, extra in modes:
                 if extra is None:
                     cpu0 = cpu_seconds(pid)
