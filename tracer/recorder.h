@@ -158,7 +158,8 @@ typedef struct recorder {
     uint64_t rejected_msgs;   /* messages refused (loops over LS_MAX_LOOPS) */
     uint64_t untracked;       /* tasks created while rows was full */
     uint64_t snapshot_fail;   /* snapshot requests that could not be written */
-    int priority;             /* --priority: LS_PRIO_NORMAL, _IDLE or _BATCH (prio.c) */
+    int priority;             /* --priority: LS_PRIO_BATCH (default), _NORMAL or _IDLE
+                               * (prio.c) */
     ls_prio prio;
 } recorder;
 

@@ -12,7 +12,8 @@ rounds of eight runs:
     untraced, recorded (full), untraced, recorded (--no-blocking),
     untraced, recorded (--priority idle: the recorder as SCHED_IDLE),
     untraced, recorder stopped
-    (and, only when asked for: untraced, recorded (--priority batch))
+    (and, only when asked for: untraced, recorded (--priority normal: the
+    recorder as any thread, not SCHED_BATCH as by default))
 
 ("recorder stopped": attached in full, then stopped with SIGSTOP for the
 wrk run and let go after it: the probes and BPF programs run, the ring
@@ -25,7 +26,7 @@ machine hurts both modes alike.  With --before-build DIR each round starts
 with one more pair, untraced and "recorded (full, before)": the same
 server recorded by DIR's loopscope, for a change's before and after in
 one run.  --modes full,stopped (a comma list of full, no-blocking, idle,
-batch, stopped; default all but batch) keeps only those pairs, for more
+normal, stopped; default all but normal) keeps only those pairs, for more
 rounds of a comparison in the same time.  "recorded" means `loopscope record -p PID
 -q -o TMP.db` attached to the server for the whole wrk run (wrk starts once
 every probe semaphore of the server is raised, read with probe_sem_read, so
@@ -229,7 +230,7 @@ def main():
     ap.add_argument("--build", default="build")
     ap.add_argument("--before-build", help="also record with this build's loopscope")
     ap.add_argument("--modes", default="full,no-blocking,idle,stopped",
-                    help="which recorded modes (comma list of full, no-blocking, idle, batch, stopped)")
+                    help="which recorded modes (comma list of full, no-blocking, idle, normal, stopped)")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--seconds", type=int, default=5, help="seconds per wrk run")
     ap.add_argument("--connections", type=int, default=8)
@@ -265,7 +266,7 @@ def main():
     known = {"full": ("recorded (full)", []),
              "no-blocking": ("recorded (--no-blocking)", ["--no-blocking"]),
              "idle": ("recorded (--priority idle)", ["--priority", "idle"]),
-             "batch": ("recorded (--priority batch)", ["--priority", "batch"]),
+             "normal": ("recorded (--priority normal)", ["--priority", "normal"]),
              "stopped": ("recorder stopped", ["STOP"])}
     wanted = [m for m in a.modes.split(",") if m]
     if not wanted or any(m not in known for m in wanted):
