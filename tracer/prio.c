@@ -1,7 +1,15 @@
 /*
- * prio.c -- `--priority idle`: the recorder yields the CPU to the service.
+ * prio.c -- `--priority`: how the recorder's thread shares the CPU.
  *
- * On a machine the service keeps busy, every microsecond the recorder runs
+ * batch (the default): SCHED_BATCH while recording.  Each batch wakes the
+ * recorder from the service's own thread (the BPF side's ring-buffer
+ * wakeup), so the scheduler puts it on the service's CPU; a normal thread
+ * woken there preempts the service, a SCHED_BATCH one waits for the
+ * service to sleep, for its time slice to end or for the other CPU.  It
+ * keeps a normal thread's share of the CPU otherwise: it is never starved.
+ * (tracer/README.md, "Sharing the CPU", for the counts.)
+ *
+ * idle: on a machine the service keeps busy, every microsecond the recorder runs
  * is taken from the service or its clients (on the 2-CPU benchmark machine,
  * http_server under wrk, recording costs 2-7 % of the throughput, and the
  * recorder stopped by SIGSTOP less than the runs' noise: tests/bench/

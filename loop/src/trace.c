@@ -72,11 +72,14 @@ static uint64_t evl__tc_anchor(evl_loop *loop)
 #if defined(__x86_64__)
     if (!evl__tsc_usable())
         return evl__clock_ns();
+    if (loop->tc_ns && !loop->tc_span) {  /* calibrating: keep the first anchor */
+        uint64_t ns = evl__clock_ns();
+        if (ns - loop->tc_ns < EVL__TC_CALIBRATE_NS)
+            return ns;
+    }
     uint64_t tsc = 0;
     uint64_t ns = evl__tc_pair(&tsc);
     uint64_t span = ns - loop->tc_ns, ticks = tsc - loop->tc_tsc;
-    if (loop->tc_ns && !loop->tc_span && span < EVL__TC_CALIBRATE_NS)
-        return ns;                    /* calibrating: keep the first anchor */
     if (loop->tc_ns && span >= EVL__TC_CALIBRATE_NS && span <= 1000000000ull &&
         (int64_t)ticks > 0) {
         uint64_t mult = (uint64_t)(((unsigned __int128)span << 32) / ticks);

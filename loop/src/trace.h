@@ -31,8 +31,8 @@ static inline void evl__trace_flush(evl_loop *loop)
  * cold, so without always_inline the compiler would call one shared copy,
  * and pay a call and six saved registers a record).  It reserves size
  * bytes (a multiple of 8) for a record and fills all but its time, handing
- * the buffer over first if it is full.  The buffer's oldest record is its first, so its
- * time needs no field of its own (evl__tr_poll_enter_slow). */
+ * the buffer over first if it is full.  The buffer's oldest record is its
+ * first, so its time needs no field of its own (evl__tr_poll_enter_slow). */
 #define EVL__INLINE inline __attribute__((always_inline))
 static EVL__INLINE struct evl_rec *evl__trace_put(evl_loop *loop, uint16_t kind, uint16_t size,
                                                   uint64_t task, uint32_t a32, uint64_t a0,
@@ -64,7 +64,7 @@ static EVL__INLINE struct evl_rec *evl__trace_put(evl_loop *loop, uint16_t kind,
  * Times never go backwards, and a batch is never handed over holding a
  * time later than the clock then (evl__trace_flush): what a tracer checks
  * of a record's time still holds.  The error otherwise is the rate's
- * change over one anchor, a few ns against NTP's usual corrections. */
+ * change over one anchor (loop/README.md, "The records' clock"). */
 #define EVL__TC_ANCHOR_NS 20000000ull     /* 20 ms */
 #define EVL__TC_CALIBRATE_NS 1000000ull   /* 1 ms */
 uint64_t evl__trace_anchor(evl_loop *loop);
