@@ -71,7 +71,7 @@ def main():
                 n = neighbour(*shape) if shape else None
                 try:
                     time.sleep(0.2)
-                    rps, p99, _ = wrk(url, a.seconds, 8, 1)
+                    rps, p99, _, _ = wrk(url, a.seconds, 8, 1)
                 finally:
                     if n:
                         n.kill()

@@ -391,7 +391,7 @@ def part_http(a, tools, tmp):
                 foreign = set(foreign_tracers())
                 if name == "untraced":
                     c0 = cpu_seconds(pid)
-                    rps, p99, total = wrk(url, a.seconds, 8, 1)
+                    rps, p99, total, _ = wrk(url, a.seconds, 8, 1)
                     cpu = (cpu_seconds(pid) - c0) / total
                     foreign.update(foreign_tracers())
                     marked += bool(foreign)
@@ -404,7 +404,7 @@ def part_http(a, tools, tmp):
                 rec = Recorder(tools["loopscope"], pid, db, ["--wait-hook", a.wait_hook])
                 with rec:
                     c0, t0 = cpu_seconds(pid), time.monotonic_ns()
-                    rps, p99, total = wrk(url, a.seconds, 8, 1)
+                    rps, p99, total, _ = wrk(url, a.seconds, 8, 1)
                     t1, cpu = time.monotonic_ns(), (cpu_seconds(pid) - c0) / total
                     foreign.update(foreign_tracers({rec.bg.proc.pid}))
                 marked += bool(foreign)

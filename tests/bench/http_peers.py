@@ -238,7 +238,7 @@ def main():
     for r in range(a.rounds):
         for name, cmd in servers.items():
             with Server(name, cmd) as s:
-                rps, p99, _ = wrk(s.url, a.seconds, a.connections, a.threads)
+                rps, p99, _, _ = wrk(s.url, a.seconds, a.connections, a.threads)
             res[name].append((rps, p99))
             print(f"round {r + 1} {name:8} {rps:10.0f} req/s  p99 {p99 * 1e3:8.3f} ms", flush=True)
 
