@@ -40,6 +40,7 @@ for prio in normal batch idle; do
   read -r s1 t1 < <(steal)
   kill -INT "$bt"; wait "$bt" || true
   hr_stop_recorder >/dev/null
+  rm -f "$tmp/trace.db"                               # the next run writes its own
   echo "--priority $prio: $rps requests/s, steal $(( (s1 - s0) * 100 / (t1 - t0 > 0 ? t1 - t0 : 1) )) %"
   grep -E '^@' "$tmp/bt.out" | sort -t: -k2 -n -r | head -6 | sed 's/^/  /'
 done
