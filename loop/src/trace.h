@@ -53,14 +53,15 @@ static EVL__INLINE struct evl_rec *evl__trace_put(evl_loop *loop, uint16_t kind,
 }
 
 /* The records' clock: CLOCK_MONOTONIC in ns, as the kernel stamps the
- * events a tracer sees beside them, but without a clock_gettime per record
- * (about 28 ns here; a TSC read is 11).  On x86-64 with an invariant TSC
- * a record's time is the last anchor (a clock_gettime and a TSC read taken
- * together) plus the TSC ticks since, scaled by the rate measured between
- * the last two anchors.  An anchor serves EVL__TC_ANCHOR_NS at most, then
- * the next record takes a new one (evl__trace_anchor, trace.c); so does a
- * record while the rate is unknown (the first EVL__TC_CALIBRATE_NS of a
- * recording), or whose TSC reads behind the anchor's (another CPU's).
+ * events a tracer sees beside them, but without a clock_gettime per
+ * record (most of a record's cost: tests/bench/results/trace_clock_ab.txt).
+ * On x86-64 with an invariant TSC a record's time is the last anchor (a
+ * clock_gettime and a TSC read taken together) plus the TSC ticks since,
+ * scaled by the rate measured between the last two anchors.  An anchor
+ * serves EVL__TC_ANCHOR_NS at most, then the next record takes a new one
+ * (evl__trace_anchor, trace.c); so does a record while the rate is unknown
+ * (the first EVL__TC_CALIBRATE_NS of a recording), or whose TSC reads
+ * behind the anchor's (another CPU's).
  * Times never go backwards, and a batch is never handed over holding a
  * time later than the clock then (evl__trace_flush): what a tracer checks
  * of a record's time still holds.  The error otherwise is the rate's
