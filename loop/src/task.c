@@ -379,10 +379,7 @@ void evl__trace_snapshot(evl_loop *loop, bool fresh)
                              EVL_REC_PREEXISTING);
     /* Out at once (even empty: the batch also announces the loop thread),
      * before any callback of this iteration can block. */
-    evl__trace_settle(loop);
-    EVL_PROBE(batch, loop->id, (uintptr_t)loop->trace_buf, loop->trace_len,
-              (uintptr_t)&loop->pub, loop->trace_nrec);
-    loop->trace_len = loop->trace_nrec = 0;
+    evl__trace_hand_over(loop);
 }
 
 /* Some probe is up, or batching was on: has batching started or stopped,

@@ -13,18 +13,24 @@
 #define EVL_BATCHING() EVL_PROBE_ENABLED(batch)
 
 
-/* Hand the buffer to the tracer (no-op when empty or nobody listens),
- * first making sure that no record's time is later than the clock's. */
+/* Hand the buffer to the tracer, even empty (a no-op when nobody
+ * listens), first making sure that no record's time is later than the
+ * clock's. */
 void evl__trace_settle(evl_loop *loop);
+static inline void evl__trace_hand_over(evl_loop *loop)
+{
+    evl__trace_settle(loop);
+    EVL_PROBE(batch, loop->id, (uintptr_t)loop->trace_buf, loop->trace_len,
+              (uintptr_t)&loop->pub, loop->trace_nrec);
+    loop->trace_len = 0;
+    loop->trace_nrec = 0;
+}
+
+/* The same unless the buffer is empty. */
 static inline void evl__trace_flush(evl_loop *loop)
 {
-    if (loop->trace_len) {
-        evl__trace_settle(loop);
-        EVL_PROBE(batch, loop->id, (uintptr_t)loop->trace_buf, loop->trace_len,
-                  (uintptr_t)&loop->pub, loop->trace_nrec);
-        loop->trace_len = 0;
-        loop->trace_nrec = 0;
-    }
+    if (loop->trace_len)
+        evl__trace_hand_over(loop);
 }
 
 /* The record writer, inlined into each slow path of trace.c (they are
