@@ -445,7 +445,7 @@ void ls_flight_on_msg(recorder *r, const void *data, size_t size)
     int64_t now = ls_now();
     if (size < sizeof(*h) || h->len > size - sizeof(*h))
         return;
-    ls_ring_push(r, data, size, now);
+    ls_ring_push(r, data, sizeof(*h) + h->len, now);   /* not a batch's unused room */
     if (h->type == LS_MSG_BLOCK) {
         ls_flight_block(r, h, now);
         return;

@@ -50,19 +50,11 @@ struct {
     __type(value, __u64);
 } stats SEC(".maps");
 
-struct scratch {
+/* A batch message as it sits in the ring (data: h.len bytes of records). */
+struct batch_msg {
     struct ls_msg_hdr h;
     __u8 data[EVL_BATCH_BYTES];
 };
-
-/* Per-CPU by index (sized to the CPU count by the loader): a per-CPU
- * array's values are limited to 32 KiB. */
-struct {
-    __uint(type, BPF_MAP_TYPE_ARRAY);
-    __uint(max_entries, 1);
-    __type(key, __u32);
-    __type(value, struct scratch);
-} scratch SEC(".maps");
 
 /* Loop threads of the target: tid -> where its evl_loop_pub lives. */
 struct loop_thread {
@@ -209,14 +201,42 @@ int BPF_USDT(on_loop_stop, __u64 loop, __u32 tid)
     return emit_loop(LS_MSG_LOOP_STOP, loop, 0);
 }
 
+/* The batch goes straight from the loop's buffer into the ring, one
+ * copy.  A reservation's size must be a constant, so it takes the
+ * smallest of the sizes EVL_BATCH_BYTES >> k (k = 0..BATCH_CLASSES-1)
+ * that holds the batch; the rest of it is left as it was (the recorder
+ * reads h.len bytes).  False if the ring is full. */
+#define BATCH_CLASSES 8       /* 64 KiB down to 512 B */
+
+static __always_inline bool batch_class_out(__u32 cls, __u64 loop, __u64 pub, __u64 addr,
+                                            __u32 len, __u32 nrec)
+{
+    const __u32 room = EVL_BATCH_BYTES >> cls;
+    struct batch_msg *m = bpf_ringbuf_reserve(&events, sizeof(m->h) + room, 0);
+    if (!m)
+        return false;
+    fill_hdr(&m->h, LS_MSG_BATCH, loop, pub);
+    m->h.len = len;
+    m->h.nrec = nrec;
+    barrier_var(len);
+    if (len > room || bpf_probe_read_user(m->data, len, (void *)addr)) {
+        bpf_ringbuf_discard(m, 0);
+        stat_add(LS_STAT_READ_ERRORS, 1);
+        return true;
+    }
+    /* A batch wakes the recorder (every other message waits for it, or
+     * for the recorder's idle timer): one wakeup per batch, which is one
+     * per EVL_BATCH_BYTES of records on a busy loop. */
+    bpf_ringbuf_submit(m, BPF_RB_FORCE_WAKEUP);
+    stat_add(LS_STAT_BATCHES, 1);
+    stat_add(LS_STAT_CLAIMED_RECS, nrec);
+    return true;
+}
+
 SEC("usdt")
 int BPF_USDT(on_batch, __u64 loop, __u64 addr, __u32 len, __u64 pub, __u32 nrec)
 {
-    __u32 cpu = bpf_get_smp_processor_id();
     if (!from_target())
-        return 0;
-    struct scratch *s = bpf_map_lookup_elem(&scratch, &cpu);
-    if (!s)
         return 0;
     if (len > EVL_BATCH_BYTES) {
         stat_add(LS_STAT_READ_ERRORS, 1);
@@ -225,27 +245,27 @@ int BPF_USDT(on_batch, __u64 loop, __u64 addr, __u32 len, __u64 pub, __u32 nrec)
     note_loop_thread(loop, pub);
     if (detect_blocking)              /* the loop is about to poll */
         episode_close((__u32)bpf_get_current_pid_tgid());
-    fill_hdr(&s->h, LS_MSG_BATCH, loop, pub);
-    s->h.len = len;
-    s->h.nrec = nrec;
-    if (bpf_probe_read_user(s->data, len, (void *)addr)) {
-        stat_add(LS_STAT_READ_ERRORS, 1);
-        return 0;
+    __u32 cls = 0;
+    for (__u32 k = 1; k < BATCH_CLASSES; k++)   /* the smallest that holds len */
+        if (len <= (EVL_BATCH_BYTES >> k))
+            cls = k;
+    bool out;
+    switch (cls) {
+    case 0: out = batch_class_out(0, loop, pub, addr, len, nrec); break;
+    case 1: out = batch_class_out(1, loop, pub, addr, len, nrec); break;
+    case 2: out = batch_class_out(2, loop, pub, addr, len, nrec); break;
+    case 3: out = batch_class_out(3, loop, pub, addr, len, nrec); break;
+    case 4: out = batch_class_out(4, loop, pub, addr, len, nrec); break;
+    case 5: out = batch_class_out(5, loop, pub, addr, len, nrec); break;
+    case 6: out = batch_class_out(6, loop, pub, addr, len, nrec); break;
+    default: out = batch_class_out(7, loop, pub, addr, len, nrec); break;
     }
-    __u64 size = sizeof(s->h) + len;
-    if (size > sizeof(*s))
-        return 0;
-    /* A batch wakes the recorder (every other message waits for it, or
-     * for the recorder's idle timer): one wakeup per batch, which is one
-     * per EVL_BATCH_BYTES of records on a busy loop. */
-    if (bpf_ringbuf_output(&events, s, size, BPF_RB_FORCE_WAKEUP)) {
+    _Static_assert(BATCH_CLASSES == 8, "one case per class");
+    if (!out) {
         stat_add(LS_STAT_DROPPED_MSGS, 1);
         stat_add(LS_STAT_DROPPED_BYTES, len);
         stat_add(LS_STAT_CLAIMED_DROPPED, nrec);
-        return 0;
     }
-    stat_add(LS_STAT_BATCHES, 1);
-    stat_add(LS_STAT_CLAIMED_RECS, nrec);
     return 0;
 }
 

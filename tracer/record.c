@@ -466,7 +466,6 @@ static int ls_recorder_open(recorder *r, int argc, char **argv)
     bpf_map__set_max_entries(r->skel->maps.events, r->ringbuf_kb * 1024u);
     int ncpu = libbpf_num_possible_cpus();
     bpf_map__set_max_entries(r->skel->maps.block_scratch, ncpu > 0 ? (uint32_t)ncpu : 1);
-    bpf_map__set_max_entries(r->skel->maps.scratch, ncpu > 0 ? (uint32_t)ncpu : 1);
     /* Preallocated (record.h, LS_OPEN_EPISODES): no room where unused. */
     if (r->no_blocking)
         bpf_map__set_max_entries(r->skel->maps.offcpu, 1);
