@@ -325,6 +325,8 @@ void ls_flush_loops(recorder *r)
 int ls_on_msg(void *ctx, void *data, size_t size)
 {
     recorder *r = ctx;
+    if (size >= sizeof(struct ls_msg_hdr) && ((struct ls_msg_hdr *)data)->type == LS_MSG_BATCH)
+        r->batches_in++;
     if (r->flight)
         ls_flight_on_msg(r, data, size);  /* into the ring (flight.c) */
     else

@@ -38,6 +38,14 @@ const volatile bool generic = false;
 const volatile __u64 window_ns = 20000000;
 const volatile bool wait_all = false;   /* --wait-calls all */
 
+/* Written by the recorder while it runs: nonzero while it drains the ring
+ * on a short timer of its own (record.c, ls_recorder_run), so a batch
+ * need not wake it.  A wakeup from here is an interrupt in the target's
+ * thread (the ring buffer's irq_work) and the recorder's wakeup behind
+ * it, about two thirds of on_batch's time on a virtual machine
+ * (tests/bench/results/bpf_prog_cost_wakeup.txt). */
+volatile __u32 recorder_polling = 0;
+
 struct {
     __uint(type, BPF_MAP_TYPE_RINGBUF);
     __uint(max_entries, 64 << 20);      /* resized by --ringbuf-kb */
@@ -224,10 +232,10 @@ static __always_inline bool batch_class_out(__u32 cls, __u64 loop, __u64 pub, __
         stat_add(LS_STAT_READ_ERRORS, 1);
         return true;
     }
-    /* A batch wakes the recorder (every other message waits for it, or
-     * for the recorder's idle timer): one wakeup per batch, which is one
-     * per EVL_BATCH_BYTES of records on a busy loop. */
-    bpf_ringbuf_submit(m, BPF_RB_FORCE_WAKEUP);
+    /* A batch wakes the recorder, unless it is polling: one wakeup per
+     * batch at most, which is one per EVL_BATCH_BYTES of records on a busy
+     * loop (other messages wake it only when it has drained the ring). */
+    bpf_ringbuf_submit(m, recorder_polling ? BPF_RB_NO_WAKEUP : BPF_RB_FORCE_WAKEUP);
     stat_add(LS_STAT_BATCHES, 1);
     stat_add(LS_STAT_CLAIMED_RECS, nrec);
     return true;

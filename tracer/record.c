@@ -558,6 +558,11 @@ static void ls_live_tick(recorder *r, int64_t now, const char **why, bool *stop)
 }
 
 #define LS_DRAIN_MS 20
+/* While batches come, the recorder drains on this timer and the BPF side
+ * does not wake it for each batch (record.bpf.c, recorder_polling); after
+ * LS_POLL_QUIET empty drains in a row it sleeps until woken again. */
+#define LS_POLL_MS 4
+#define LS_POLL_QUIET 5
 #define LS_DRAIN_SLICE_NS 100000      /* a drain's work as SCHED_IDLE, at most about */
 
 /* The main loop: drain the ring buffer until the target exits, a signal,
@@ -570,6 +575,8 @@ static int ls_recorder_run(recorder *r, const char **why)
     int64_t deadline = r->duration > 0 ? r->start_ns + (int64_t)(r->duration * 1e9) : 0;
     int64_t last_status = r->start_ns, last_tick = 0;
     uint64_t last_ev = 0;
+    int quiet = 0;                    /* empty drains in a row while polling */
+    volatile uint32_t *polling = &r->skel->bss->recorder_polling;
     struct pollfd pfd[2] = { { r->pidfd, POLLIN, 0 },
                              { ring_buffer__epoll_fd(r->rb), POLLIN, 0 } };
     *why = "target exited";
@@ -587,17 +594,19 @@ static int ls_recorder_run(recorder *r, const char **why)
             *why = "duration reached";
             break;
         }
-        /* Sleep until a batch (the BPF side wakes us for each one, and
-         * for nothing else), the target's exit, or LS_DRAIN_MS, then drain
-         * the ring.  One drain is one burst of CPU: a batch's records.  On
-         * a loaded machine the target's latency grows with the longest
-         * such burst, not with their share of the CPU
+        /* Sleep until a batch wakes us (when not polling), a message
+         * after an empty ring, the target's exit, or the timer, then drain
+         * the ring.  One drain is one burst of CPU: the records that came
+         * since the last.  On a loaded machine the target's latency grows
+         * with the longest such burst, not with their share of the CPU
          * (tests/bench/results/burst_latency.txt: 1 ms of CPU every 20 ms
          * moves a server's p99 from 0.14 to 0.95 ms; 0.05 ms every 1 ms, to
-         * 0.18 ms), and a busy loop hands over a batch every
-         * EVL_BATCH_BYTES of records, a quiet one every EVL_TRACE_FLUSH_NS
-         * at most. */
-        if (poll(pfd, 2, LS_DRAIN_MS) < 0 && errno != EINTR) {
+         * 0.18 ms).  A busy loop hands over a batch every EVL_BATCH_BYTES
+         * of records, a quiet one every EVL_TRACE_FLUSH_NS at most: while
+         * they come, a drain every LS_POLL_MS takes about one batch, as a
+         * wakeup per batch did, without the target's thread paying for
+         * the wakeup (record.bpf.c, recorder_polling). */
+        if (poll(pfd, 2, *polling ? LS_POLL_MS : LS_DRAIN_MS) < 0 && errno != EINTR) {
             snprintf(fail, sizeof(fail), "poll: %s", strerror(errno));
             break;
         }
@@ -605,8 +614,15 @@ static int ls_recorder_run(recorder *r, const char **why)
          * so the watchdog sees the loop come round; it was meant to
          * shorten the service's wait for the CPU, and did not measurably
          * (tracer/README.md) */
+        uint64_t batches = r->batches_in;
         ls_prio_beat(&r->prio, ls_consume(r, r->prio.started && atomic_load(&r->prio.idle)
                                                  ? LS_DRAIN_SLICE_NS : 200000000) >= 0);
+        if (r->batches_in != batches) {
+            quiet = 0;
+            *polling = 1;
+        } else if (*polling && ++quiet >= LS_POLL_QUIET) {
+            *polling = 0;             /* a batch sent meanwhile waits LS_DRAIN_MS at most */
+        }
         if (r->flight) {
             bool usr1 = ls_usr1;
             ls_usr1 = 0;

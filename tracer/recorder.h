@@ -156,6 +156,7 @@ typedef struct recorder {
     uint64_t rejected;        /* records refused as malformed (bad size,
                                * kind, state, task id, time) */
     uint64_t rejected_msgs;   /* messages refused (loops over LS_MAX_LOOPS) */
+    uint64_t batches_in;      /* batch messages taken from the ring (record.c's polling) */
     uint64_t untracked;       /* tasks created while rows was full */
     uint64_t snapshot_fail;   /* snapshot requests that could not be written */
     int priority;             /* --priority: LS_PRIO_BATCH (default), _NORMAL or _IDLE
