@@ -59,7 +59,10 @@ paired ratio compares runs made seconds apart.  The test machine is a
 virtual machine whose host takes CPU time from it at times (the "steal"
 of /proc/stat, printed per run): a second paired summary keeps only the
 recorded runs where the run and both its neighbours saw less steal than
---max-steal percent of the machine's CPU time (default 1).  With
+--max-steal percent of the machine's CPU time (default 1).  Each paired
+median comes with its 95 % confidence interval where there are 6 runs or
+more (distribution-free: order statistics of the paired ratios, by the
+binomial distribution; it assumes the pairs independent).  With
 --wait-calm SECONDS each round first waits, up to that long, until two
 CPUs spinning for a second see less steal than that.
 
@@ -68,6 +71,7 @@ status 77 when not root or wrk is missing, 1 when a run fails.  Temporary
 traces go to a directory that is removed on exit, even on failure.
 """
 import argparse
+import math
 import os
 import re
 import shutil
@@ -139,6 +143,18 @@ def wrk(url, seconds, connections, threads):
     return (float(rps.group(1)), float(p99.group(1)) * UNITS[p99.group(2)], int(total.group(1)),
             steal)
 
+
+
+def median_ci(xs, level=0.95):
+    """A distribution-free confidence interval for the median of xs: the
+    order statistics x(d) and x(n+1-d) (1-based), d the largest with
+    P(Binomial(n, 1/2) <= d - 1) <= (1 - level) / 2; None below 6 values."""
+    s, n = sorted(xs), len(xs)
+    d, tail = 0, 0.0
+    while d < n and tail + math.comb(n, d) / 2 ** n <= (1 - level) / 2:
+        tail += math.comb(n, d) / 2 ** n
+        d += 1
+    return (s[d - 1], s[n - d]) if d >= 1 else None
 
 
 def cpu_seconds(pid):
@@ -408,6 +424,10 @@ def main():
             print(f"{name:26} throughput {statistics.median(tp):.3f}x ({min(tp):.3f} .. "
                   f"{max(tp):.3f})  p99 {statistics.median(lat):.2f}x ({min(lat):.2f} .. "
                   f"{max(lat):.2f})  {len(tp)} runs")
+            ci_tp, ci_lat = median_ci(tp), median_ci(lat)
+            if ci_tp:
+                print(f"{'':26} 95 % confidence interval of the median: throughput "
+                      f"{ci_tp[0]:.3f} .. {ci_tp[1]:.3f}x, p99 {ci_lat[0]:.2f} .. {ci_lat[1]:.2f}x")
     return 0
 
 
