@@ -558,11 +558,14 @@ static void ls_live_tick(recorder *r, int64_t now, const char **why, bool *stop)
 }
 
 #define LS_DRAIN_MS 20
-/* While batches come, the recorder drains on this timer and the BPF side
- * does not wake it for each batch (record.bpf.c, recorder_polling); after
- * LS_POLL_QUIET empty drains in a row it sleeps until woken again. */
-#define LS_POLL_MS 4
-#define LS_POLL_QUIET 5
+/* While batches come, the recorder drains on a timer of its own and the
+ * BPF side does not wake it for each batch (record.bpf.c,
+ * recorder_polling).  The timer aims at one batch per drain: an empty
+ * drain lengthens it by a millisecond, one that took several shortens it,
+ * within LS_POLL_MIN_MS..LS_POLL_MAX_MS.  After LS_DRAIN_MS without a
+ * batch the recorder sleeps until woken again. */
+#define LS_POLL_MIN_MS 1
+#define LS_POLL_MAX_MS 10
 #define LS_DRAIN_SLICE_NS 100000      /* a drain's work as SCHED_IDLE, at most about */
 
 /* The main loop: drain the ring buffer until the target exits, a signal,
@@ -575,7 +578,8 @@ static int ls_recorder_run(recorder *r, const char **why)
     int64_t deadline = r->duration > 0 ? r->start_ns + (int64_t)(r->duration * 1e9) : 0;
     int64_t last_status = r->start_ns, last_tick = 0;
     uint64_t last_ev = 0;
-    int quiet = 0;                    /* empty drains in a row while polling */
+    int poll_ms = 4;                  /* the timer while polling */
+    int64_t last_batch = 0;           /* when a drain last took a batch */
     volatile uint32_t *polling = &r->skel->bss->recorder_polling;
     struct pollfd pfd[2] = { { r->pidfd, POLLIN, 0 },
                              { ring_buffer__epoll_fd(r->rb), POLLIN, 0 } };
@@ -603,10 +607,10 @@ static int ls_recorder_run(recorder *r, const char **why)
          * moves a server's p99 from 0.14 to 0.95 ms; 0.05 ms every 1 ms, to
          * 0.18 ms).  A busy loop hands over a batch every EVL_BATCH_BYTES
          * of records, a quiet one every EVL_TRACE_FLUSH_NS at most: while
-         * they come, a drain every LS_POLL_MS takes about one batch, as a
-         * wakeup per batch did, without the target's thread paying for
-         * the wakeup (record.bpf.c, recorder_polling). */
-        if (poll(pfd, 2, *polling ? LS_POLL_MS : LS_DRAIN_MS) < 0 && errno != EINTR) {
+         * they come, a drain on the polling timer takes about one batch,
+         * as a wakeup per batch did, without the target's thread paying
+         * for the wakeup (record.bpf.c, recorder_polling). */
+        if (poll(pfd, 2, *polling ? poll_ms : LS_DRAIN_MS) < 0 && errno != EINTR) {
             snprintf(fail, sizeof(fail), "poll: %s", strerror(errno));
             break;
         }
@@ -617,10 +621,16 @@ static int ls_recorder_run(recorder *r, const char **why)
         uint64_t batches = r->batches_in;
         ls_prio_beat(&r->prio, ls_consume(r, r->prio.started && atomic_load(&r->prio.idle)
                                                  ? LS_DRAIN_SLICE_NS : 200000000) >= 0);
+        if (*polling) {
+            if (r->batches_in == batches)
+                poll_ms += poll_ms < LS_POLL_MAX_MS;
+            else if (r->batches_in - batches > 1)
+                poll_ms -= poll_ms > LS_POLL_MIN_MS;
+        }
         if (r->batches_in != batches) {
-            quiet = 0;
+            last_batch = ls_now();
             *polling = 1;
-        } else if (*polling && ++quiet >= LS_POLL_QUIET) {
+        } else if (*polling && ls_now() - last_batch >= LS_DRAIN_MS * 1000000ll) {
             *polling = 0;             /* a batch sent meanwhile waits LS_DRAIN_MS at most */
         }
         if (r->flight) {

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# tests/bench/bpf_prog_cost.sh [BUILD] [SECONDS]
+# tests/bench/bpf_prog_cost.sh [BUILD] [SECONDS] [CONNECTIONS]
 #
 # What the recorder's BPF programs cost, per program: examples/http_server
-# under `wrk -t1 -c8` (default: build/, 5 s), recorded by pid with
+# under `wrk -t1 -cCONNECTIONS` (default: build/, 5 s, 8), recorded by pid with
 # kernel.bpf_stats_enabled=1, then each loaded program's run count and run
 # time from `bpftool prog show` (the kernel's own accounting: the time
 # inside the program, not the uprobe trap or the tracepoint's dispatch),
@@ -17,6 +17,7 @@
 set -euo pipefail
 build=$(realpath "${1:-build}")
 secs=${2:-5}
+conns=${3:-8}
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/http_record.sh"
 hr_require bpf_prog_cost wrk bpftool
@@ -32,8 +33,8 @@ steal() { awk '/^cpu / {print $9, $2+$3+$4+$5+$6+$7+$8+$9}' /proc/stat; }
 bpftool prog show -j >"$tmp/before.json"
 read -r sc0 rc0 rs0 < <(echo "$(cpu_ticks "$server") $(cpu_ticks "$rec") $(sleeps "$rec")")
 read -r st0 tt0 < <(steal)
-echo "bpf_prog_cost: $build/examples/http_server under wrk -t1 -c8 -d${secs}s, recorded by pid"
-wrk -t1 -c8 -d"${secs}s" "$url" | grep -E "Requests/sec"
+echo "bpf_prog_cost: $build/examples/http_server under wrk -t1 -c$conns -d${secs}s, recorded by pid"
+wrk -t1 -c"$conns" -d"${secs}s" "$url" | grep -E "Requests/sec"
 read -r st1 tt1 < <(steal)
 read -r sc1 rc1 rs1 < <(echo "$(cpu_ticks "$server") $(cpu_ticks "$rec") $(sleeps "$rec")")
 bpftool prog show -j >"$tmp/after.json"
