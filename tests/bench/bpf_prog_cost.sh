@@ -10,8 +10,8 @@
 # server's thread: on_batch (the batch probe, in the server), on_switch
 # (every context switch of the machine; it leaves at once unless one side
 # is the target), on_cpu_sample (a timer on each CPU).  Then, over the
-# same run, the CPU time of the server and of the recorder (utime + stime,
-# /proc/PID/stat), the recorder's sleeps (voluntary context switches of
+# same run, the CPU time of the server and of the recorder (all threads,
+# /proc/PID/task/*/schedstat, in ns), the recorder's sleeps (voluntary context switches of
 # its threads: one per wakeup) and the machine's steal.  A benchmark:
 # prints numbers.  Root, wrk, bpftool; exit status 77 without them.
 set -euo pipefail
@@ -27,22 +27,21 @@ hr_start_server "$build"
 sysctl -q kernel.bpf_stats_enabled=1
 hr_start_recorder "$build"
 sleep 1
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+cpu_ns() { cat /proc/"$1"/task/*/schedstat | awk '{n += $1} END {printf "%d", n}'; }
 sleeps() { cat /proc/"$1"/task/*/status | awk '/^voluntary_ctxt_switches/ {n += $2} END {print n}'; }
 steal() { awk '/^cpu / {print $9, $2+$3+$4+$5+$6+$7+$8+$9}' /proc/stat; }
 bpftool prog show -j >"$tmp/before.json"
-read -r sc0 rc0 rs0 < <(echo "$(cpu_ticks "$server") $(cpu_ticks "$rec") $(sleeps "$rec")")
+read -r sc0 rc0 rs0 < <(echo "$(cpu_ns "$server") $(cpu_ns "$rec") $(sleeps "$rec")")
 read -r st0 tt0 < <(steal)
 echo "bpf_prog_cost: $build/examples/http_server under wrk -t1 -c$conns -d${secs}s, recorded by pid"
 wrk -t1 -c"$conns" -d"${secs}s" "$url" | grep -E "Requests/sec"
 read -r st1 tt1 < <(steal)
-read -r sc1 rc1 rs1 < <(echo "$(cpu_ticks "$server") $(cpu_ticks "$rec") $(sleeps "$rec")")
+read -r sc1 rc1 rs1 < <(echo "$(cpu_ns "$server") $(cpu_ns "$rec") $(sleeps "$rec")")
 bpftool prog show -j >"$tmp/after.json"
-hz=$(getconf CLK_TCK)
-awk -v s="$secs" -v hz="$hz" -v sc=$((sc1 - sc0)) -v rc=$((rc1 - rc0)) -v rs=$((rs1 - rs0)) \
+awk -v s="$secs" -v sc=$((sc1 - sc0)) -v rc=$((rc1 - rc0)) -v rs=$((rs1 - rs0)) \
     -v st=$((st1 - st0)) -v tt=$((tt1 - tt0)) 'BEGIN {
-  printf "server cpu %.0f ms/s, recorder cpu %.0f ms/s, recorder wakeups %.0f/s, steal %.1f %%\n",
-         sc * 1000 / hz / s, rc * 1000 / hz / s, rs / s, (tt > 0 ? st * 100 / tt : 0) }'
+  printf "server cpu %.0f ms/s, recorder cpu %.1f ms/s, recorder wakeups %.0f/s, steal %.1f %%\n",
+         sc / 1e6 / s, rc / 1e6 / s, rs / s, (tt > 0 ? st * 100 / tt : 0) }'
 hr_stop_recorder
 python3 - "$tmp/before.json" "$tmp/after.json" "$secs" <<'PY'
 import json, sys
