@@ -27,7 +27,7 @@ hr_start_server "$build"
 sysctl -q kernel.bpf_stats_enabled=1
 hr_start_recorder "$build"
 sleep 1
-cpu_ns() { cat /proc/"$1"/task/*/schedstat | awk '{n += $1} END {printf "%d", n}'; }
+cpu_ns() { cat /proc/"$1"/task/*/schedstat | awk '{n += $1} END {printf "%.0f", n}'; }
 sleeps() { cat /proc/"$1"/task/*/status | awk '/^voluntary_ctxt_switches/ {n += $2} END {print n}'; }
 steal() { awk '/^cpu / {print $9, $2+$3+$4+$5+$6+$7+$8+$9}' /proc/stat; }
 bpftool prog show -j >"$tmp/before.json"
