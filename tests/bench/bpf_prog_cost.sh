@@ -11,9 +11,10 @@
 # (every context switch of the machine; it leaves at once unless one side
 # is the target), on_cpu_sample (a timer on each CPU).  Then, over the
 # same run, the CPU time of the server and of the recorder (all threads,
-# /proc/PID/task/*/schedstat, in ns), the recorder's sleeps (voluntary context switches of
-# its threads: one per wakeup) and the machine's steal.  A benchmark:
-# prints numbers.  Root, wrk, bpftool; exit status 77 without them.
+# /proc/PID/task/*/schedstat, in ns), the recorder's sleeps (voluntary
+# context switches of its threads: one per wakeup) and the machine's
+# steal.  A benchmark: prints numbers.  Root, wrk, bpftool; exit status
+# 77 without them.
 set -euo pipefail
 build=$(realpath "${1:-build}")
 secs=${2:-5}
@@ -29,13 +30,12 @@ hr_start_recorder "$build"
 sleep 1
 cpu_ns() { cat /proc/"$1"/task/*/schedstat | awk '{n += $1} END {printf "%.0f", n}'; }
 sleeps() { cat /proc/"$1"/task/*/status | awk '/^voluntary_ctxt_switches/ {n += $2} END {print n}'; }
-steal() { awk '/^cpu / {print $9, $2+$3+$4+$5+$6+$7+$8+$9}' /proc/stat; }
 bpftool prog show -j >"$tmp/before.json"
 read -r sc0 rc0 rs0 < <(echo "$(cpu_ns "$server") $(cpu_ns "$rec") $(sleeps "$rec")")
-read -r st0 tt0 < <(steal)
+read -r st0 tt0 < <(hr_steal)
 echo "bpf_prog_cost: $build/examples/http_server under wrk -t1 -c$conns -d${secs}s, recorded by pid"
 wrk -t1 -c"$conns" -d"${secs}s" "$url" | grep -E "Requests/sec"
-read -r st1 tt1 < <(steal)
+read -r st1 tt1 < <(hr_steal)
 read -r sc1 rc1 rs1 < <(echo "$(cpu_ns "$server") $(cpu_ns "$rec") $(sleeps "$rec")")
 bpftool prog show -j >"$tmp/after.json"
 awk -v s="$secs" -v sc=$((sc1 - sc0)) -v rc=$((rc1 - rc0)) -v rs=$((rs1 - rs0)) \

@@ -1,7 +1,8 @@
 # tests/bench/http_record.sh -- sourced by the benchmarks that watch the
 # recorder at work on examples/http_server under wrk (recorder_bursts.sh,
-# bpf_prog_cost.sh): the checks, the temporary directory, the processes
-# and their cleanup, one function per step.
+# bpf_prog_cost.sh, recorder_preempts.sh, recorder_profile.sh,
+# recorder_ab.sh): the checks, the temporary directory, the processes and
+# their cleanup, one function per step.
 #
 #   hr_require NAME TOOL...   root and TOOLs, else exit 77 (NAME: the script's)
 #   hr_start_server BUILD     BUILD/examples/http_server on a free port, warmed
@@ -9,6 +10,8 @@
 #   hr_start_recorder BUILD   BUILD/viewer/loopscope record -p $server, once it
 #                             says it records: sets $rec (pid)
 #   hr_stop_recorder          SIGINT, wait, print its last line
+#   hr_steal                  the machine's steal and total CPU ticks so far
+#                             (/proc/stat), two numbers
 #
 # $tmp is the temporary directory; hr_pids the processes killed at exit;
 # hr_on_exit, if the script defines it, runs at exit before the cleanup.
@@ -54,3 +57,5 @@ hr_stop_recorder() {
   kill -INT "$rec"; wait "$rec" || true
   tail -1 "$tmp/record.err"
 }
+
+hr_steal() { awk '/^cpu / {print $9, $2+$3+$4+$5+$6+$7+$8+$9}' /proc/stat; }

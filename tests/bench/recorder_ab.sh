@@ -4,9 +4,9 @@
 # Recorders side by side on one server: BUILD[0]/examples/http_server
 # under `wrk -t1 -c8 -dSECONDS`, recorded in turn by each BUILD's
 # loopscope (attached before each wrk run, detached after it) and
-# untraced, ROUNDS times, the order rotated by one each round; prints each run's requests/s
-# and, per build, the median and each run's ratio to the untraced run of
-# its round.  For changes to the recorder alone: the server, its binary
+# untraced, ROUNDS times, the order rotated by one each round; prints
+# each run's requests/s and, per build, the median and each run's ratio
+# to the untraced run of its round.  For changes to the recorder alone: the server, its binary
 # and its warm-up are the same for all.  A benchmark: prints numbers.
 # Root, wrk; exit status 77 without them.
 set -euo pipefail

@@ -8,9 +8,11 @@
 # the server as prev, still runnable) by the task that got the CPU,
 # loopscope's among them, beside the server's sleeps (switches out to
 # wait) and the machine's steal during the run (/proc/stat).  A batch
-# wakes the recorder from the server's own thread, so the recorder is
-# woken on the server's CPU; SCHED_BATCH, unlike a normal thread, does
-# not preempt the thread that woke it.  A benchmark: prints numbers.
+# that wakes the recorder (when it is not polling: tracer/README.md, "When
+# the recorder drains") does it from the server's own thread, so the
+# recorder is woken on the server's CPU; SCHED_BATCH, unlike a normal
+# thread, does not preempt the thread that woke it.  A benchmark: prints
+# numbers.
 # Root, wrk, bpftrace; exit status 77 without them.
 set -euo pipefail
 build=$(realpath "${1:-build}")
@@ -27,7 +29,6 @@ tracepoint:sched:sched_switch /args->prev_pid == $1 && args->prev_state != 0/ {
   @sleeps = count();
 }
 BT
-steal() { awk '/^cpu / {print $9, $2+$3+$4+$5+$6+$7+$8+$9}' /proc/stat; }
 echo "recorder_preempts: $build/examples/http_server under wrk -t1 -c8 -d${secs}s, recorded by pid"
 for prio in normal batch idle; do
   HR_RECORD_ARGS="--priority $prio" hr_start_recorder "$build"
@@ -35,9 +36,9 @@ for prio in normal batch idle; do
   bt=$!
   hr_pids+=($bt)
   sleep 2                                             # bpftrace attaches
-  read -r s0 t0 < <(steal)
+  read -r s0 t0 < <(hr_steal)
   rps=$(wrk -t1 -c8 -d"${secs}s" "$url" | awk '/Requests\/sec/ {print $2}')
-  read -r s1 t1 < <(steal)
+  read -r s1 t1 < <(hr_steal)
   kill -INT "$bt"; wait "$bt" || true
   hr_stop_recorder >/dev/null
   rm -f "$tmp/trace.db"                               # the next run writes its own
