@@ -1,12 +1,13 @@
 /*
  * prio.c -- `--priority`: how the recorder's thread shares the CPU.
  *
- * batch (the default): SCHED_BATCH while recording.  Each batch wakes the
- * recorder from the service's own thread (the BPF side's ring-buffer
- * wakeup), so the scheduler puts it on the service's CPU; a normal thread
- * woken there preempts the service, a SCHED_BATCH one waits for the
- * service to sleep, for its time slice to end or for the other CPU.  It
- * keeps a normal thread's share of the CPU otherwise: it is never starved.
+ * batch (the default): SCHED_BATCH while recording.  A batch that wakes
+ * the recorder (when it is not polling: record.c) does it from the
+ * service's own thread (the BPF side's ring-buffer wakeup), so the
+ * scheduler puts it on the service's CPU; a normal thread woken there
+ * preempts the service, a SCHED_BATCH one waits for the service to sleep,
+ * for its time slice to end or for the other CPU.  It keeps a normal
+ * thread's share of the CPU otherwise: it is never starved.
  * (tracer/README.md, "Sharing the CPU", for the counts.)
  *
  * idle: on a machine the service keeps busy, every microsecond the recorder runs

@@ -621,17 +621,16 @@ static int ls_recorder_run(recorder *r, const char **why)
         uint64_t batches = r->batches_in;
         ls_prio_beat(&r->prio, ls_consume(r, r->prio.started && atomic_load(&r->prio.idle)
                                                  ? LS_DRAIN_SLICE_NS : 200000000) >= 0);
-        if (*polling) {
-            if (r->batches_in == batches)
-                poll_ms += poll_ms < LS_POLL_MAX_MS;
-            else if (r->batches_in - batches > 1)
+        uint64_t took = r->batches_in - batches;
+        if (took) {
+            if (*polling && took > 1)
                 poll_ms -= poll_ms > LS_POLL_MIN_MS;
-        }
-        if (r->batches_in != batches) {
             last_batch = ls_now();
             *polling = 1;
-        } else if (*polling && ls_now() - last_batch >= LS_DRAIN_MS * 1000000ll) {
-            *polling = 0;             /* a batch sent meanwhile waits LS_DRAIN_MS at most */
+        } else if (*polling) {
+            poll_ms += poll_ms < LS_POLL_MAX_MS;
+            if (ls_now() - last_batch >= LS_DRAIN_MS * 1000000ll)
+                *polling = 0;         /* a batch sent meanwhile waits LS_DRAIN_MS at most */
         }
         if (r->flight) {
             bool usr1 = ls_usr1;
