@@ -13,7 +13,9 @@ rounds of eight runs:
     untraced, recorded (--priority idle: the recorder as SCHED_IDLE),
     untraced, recorder stopped
     (and, only when asked for: untraced, recorded (--priority normal: the
-    recorder as any thread, not SCHED_BATCH as by default))
+    recorder as any thread, not SCHED_BATCH as by default); untraced,
+    recorded in full into /dev/shm (tmpfs: no disk writes, no fsync, no
+    journal or writeback threads -- what the trace's I/O costs the machine))
 
 ("recorder stopped": attached in full, then stopped with SIGSTOP for the
 wrk run and let go after it: the probes and BPF programs run, the ring
@@ -26,7 +28,7 @@ machine hurts both modes alike.  With --before-build DIR each round starts
 with one more pair, untraced and "recorded (full, before)": the same
 server recorded by DIR's loopscope, for a change's before and after in
 one run.  --modes full,stopped (a comma list of full, no-blocking, idle,
-normal, stopped; default all but normal) keeps only those pairs, for more
+normal, stopped, shm; default all but normal and shm) keeps only those pairs, for more
 rounds of a comparison in the same time.  "recorded" means `loopscope record -p PID
 -q -o TMP.db` attached to the server for the whole wrk run (wrk starts once
 every probe semaphore of the server is raised, read with probe_sem_read, so
@@ -246,7 +248,8 @@ def main():
     ap.add_argument("--build", default="build")
     ap.add_argument("--before-build", help="also record with this build's loopscope")
     ap.add_argument("--modes", default="full,no-blocking,idle,stopped",
-                    help="which recorded modes (comma list of full, no-blocking, idle, normal, stopped)")
+                    help="which recorded modes (comma list of full, no-blocking, idle, normal, "
+                         "stopped, shm)")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--seconds", type=int, default=5, help="seconds per wrk run")
     ap.add_argument("--connections", type=int, default=8)
@@ -283,7 +286,8 @@ def main():
              "no-blocking": ("recorded (--no-blocking)", ["--no-blocking"]),
              "idle": ("recorded (--priority idle)", ["--priority", "idle"]),
              "normal": ("recorded (--priority normal)", ["--priority", "normal"]),
-             "stopped": ("recorder stopped", ["STOP"])}
+             "stopped": ("recorder stopped", ["STOP"]),
+             "shm": ("recorded (trace in /dev/shm)", ["SHM"])}
     wanted = [m for m in a.modes.split(",") if m]
     if not wanted or any(m not in known for m in wanted):
         print(f"http_overhead: --modes: a comma list of {', '.join(known)}")
@@ -295,6 +299,7 @@ def main():
     runs = {name: [] for name, _ in modes}
     order = []                        # (name, rps, p99, steal) in run order, for the paired ratios
     tmp = tempfile.mkdtemp(prefix="ls-http-bench-")
+    shm = tempfile.mkdtemp(prefix="ls-http-bench-", dir="/dev/shm") if "shm" in wanted else None
     server = None
     try:
         port = free_port()
@@ -330,10 +335,11 @@ def main():
                     cpu = (cpu_seconds(pid) - cpu0) / total
                     ev = evs = evr = dropped = rec_ns = bpe = end_s = None
                 else:
-                    db = os.path.join(tmp, f"r{r}-{recorded.index(name)}.db")
+                    in_shm = extra == ["SHM"]
+                    db = os.path.join(shm if in_shm else tmp, f"r{r}-{recorded.index(name)}.db")
                     stop = extra == ["STOP"]
                     rec = Recorder(before if name == BEFORE else loopscope, sem_read, pid, db,
-                                   [] if stop else extra)
+                                   [] if stop or in_shm else extra)
                     with rec:
                         if stop:          # the probes fire, nobody drains
                             rec.proc.send_signal(signal.SIGSTOP)
@@ -367,6 +373,8 @@ def main():
                 server.kill()
                 server.wait()
         shutil.rmtree(tmp, ignore_errors=True)
+        if shm:
+            shutil.rmtree(shm, ignore_errors=True)
 
     base = runs["untraced"]
     base_rps = statistics.median(x[0] for x in base)
