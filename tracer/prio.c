@@ -1,23 +1,17 @@
 /*
  * prio.c -- `--priority`: how the recorder's thread shares the CPU.
  *
- * batch (the default): SCHED_BATCH while recording.  A batch that wakes
- * the recorder (when it is not polling: record.c) does it from the
- * service's own thread (the BPF side's ring-buffer wakeup), so the
- * scheduler puts it on the service's CPU; a normal thread woken there
- * preempts the service, a SCHED_BATCH one waits for the service to sleep,
- * for its time slice to end or for the other CPU.  It keeps a normal
- * thread's share of the CPU otherwise: it is never starved.
- * (tracer/README.md, "Sharing the CPU", for the counts.)
+ * On a machine the service keeps busy, every microsecond the recorder runs
+ * is taken from the service or its clients, and a loaded server's p99
+ * follows how long it waits for a CPU the recorder holds
+ * (tests/bench/results/burst_latency.txt).
  *
- * idle: on a machine the service keeps busy, every microsecond the recorder runs
- * is taken from the service or its clients (on the 2-CPU benchmark machine,
- * http_server under wrk, recording costs 2-7 % of the throughput, and the
- * recorder stopped by SIGSTOP less than the runs' noise: tests/bench/
- * results/http_overhead.txt, http_overhead_ab.txt).  With --priority idle the recorder's thread runs as
- * SCHED_IDLE: it gets the CPU time nobody else wants and never preempts a
- * normal task.  Not the default: it worsened the server's p99 there
- * (tracer/README.md).
+ * idle (record's default): SCHED_IDLE while recording.  The thread gets
+ * the CPU time no normal task wants, and a normal task woken on its CPU
+ * preempts it at once.  On the 2-CPU benchmark machine (http_server under
+ * wrk) the server's p99 went from 0.20 to 0.28 ms with it, against 0.38 ms
+ * as SCHED_BATCH (tests/bench/results/http_overhead_idle.txt; tracer/
+ * README.md, "Sharing the CPU").
  *
  * A SCHED_IDLE thread is starved on a saturated machine, and the ring
  * buffer would then fill and drop.  A watchdog thread (normal policy,
@@ -29,7 +23,16 @@
  * are late by that much at most.  Starved for less, it loses nothing: the
  * ring holds seconds of a busy server's records.  Once raised it stays so
  * for LS_PRIO_HOLD_NS and until a drain empties the ring, then yields
- * again.  Counted: meta priority_raises. */
+ * again.  Counted: meta priority_raises.
+ *
+ * batch (top's default, which redraws each second and would stall that
+ * long when starved): SCHED_BATCH while recording.  It never preempts on
+ * wakeup: woken on the service's CPU it waits for the service to sleep,
+ * for its time slice to end or for the other CPU, and then holds that CPU
+ * for a whole drain while the service waits.  It keeps a normal thread's
+ * share of the CPU otherwise: it is never starved.
+ *
+ * normal: the thread as it was started. */
 #define _GNU_SOURCE
 #include "recorder.h"
 

@@ -111,11 +111,11 @@ static void ls_usage(FILE *f)
           "                       (default: their own syscall tracepoints) or raw (one\n"
           "                       raw tracepoint on every syscall; see tracer/README.md)\n"
           "  -q, --quiet          no live status line\n"
-          "      --priority P     batch (default), normal or idle: batch runs the recorder\n"
-          "                       as SCHED_BATCH, which never preempts the service when\n"
-          "                       woken; normal as any thread; idle as SCHED_IDLE, on the\n"
-          "                       CPU time the service leaves, raised back when starved\n"
-          "                       (tracer/README.md)\n"
+          "      --priority P     idle (default), batch or normal: idle runs the recorder\n"
+          "                       as SCHED_IDLE, on the CPU time the service leaves,\n"
+          "                       raised back when starved; batch as SCHED_BATCH, which\n"
+          "                       never preempts the service when woken (the default of\n"
+          "                       top); normal as any thread (tracer/README.md)\n"
           "      --max-size SIZE  stop (as after --duration) once the trace file and its WAL\n"
           "                       reach 90% of SIZE less 4 MiB and 64 bytes a task, so that\n"
           "                       what is written at the end (indexes, derived tables)\n"
@@ -817,7 +817,7 @@ cleanup:
 int cmd_record(int argc, char **argv)
 {
     recorder rr = { .out = "trace.db", .ringbuf_kb = 65536, .block_threshold_ms = 10,
-                    .priority = LS_PRIO_BATCH, .pidfd = -1, .go_pipe = -1 };
+                    .priority = LS_PRIO_IDLE, .pidfd = -1, .go_pipe = -1 };
     recorder *r = &rr;
     const char *why = "";
     r->argc = argc;
@@ -835,6 +835,8 @@ int ls_live_run(const ls_live_opts *o, const ls_live_hooks *h)
 {
     recorder rr = { .pid = o->pid, .out = o->out, .force = o->force, .duration = o->duration,
                     .ringbuf_kb = 65536, .quiet = true, .live = h, .pidfd = -1, .go_pipe = -1,
+                    /* not idle: a starved idle recorder is raised after
+                     * LS_PRIO_STALL_NS, a second without a redraw */
                     .priority = LS_PRIO_BATCH,
                     .block_threshold_ms = o->block_threshold_ms > 0 ? o->block_threshold_ms : 10,
                     .mode = o->mode == 1 ? LS_MODE_LIBEVL : o->mode == 2 ? LS_MODE_GENERIC

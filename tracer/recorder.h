@@ -159,8 +159,8 @@ typedef struct recorder {
     uint64_t batches_in;      /* batch messages taken from the ring (record.c's polling) */
     uint64_t untracked;       /* tasks created while rows was full */
     uint64_t snapshot_fail;   /* snapshot requests that could not be written */
-    int priority;             /* --priority: LS_PRIO_BATCH (default), _NORMAL or _IDLE
-                               * (prio.c) */
+    int priority;             /* --priority: LS_PRIO_IDLE (record's default), _BATCH
+                               * (top's) or _NORMAL (prio.c) */
     ls_prio prio;
 } recorder;
 

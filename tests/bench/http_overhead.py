@@ -10,10 +10,12 @@ and drives `GET /` (a short body, keep-alive) with `wrk -c C -t T -d S`, in
 rounds of eight runs:
 
     untraced, recorded (full), untraced, recorded (--no-blocking),
-    untraced, recorded (--priority idle: the recorder as SCHED_IDLE),
-    untraced, recorder stopped
-    (and, only when asked for: untraced, recorded (--priority normal: the
-    recorder as any thread, not SCHED_BATCH as by default); untraced,
+    untraced, recorded (--priority batch: the recorder as SCHED_BATCH, not
+    SCHED_IDLE as by default), untraced, recorder stopped
+    (and, only when asked for: untraced, recorded (--priority idle: the
+    default, given explicitly, as older builds' default differed);
+    untraced, recorded (--priority normal: the recorder as any thread);
+    untraced,
     recorded in full into /dev/shm (tmpfs: no disk writes, no fsync, no
     journal or writeback threads -- what the trace's I/O costs the machine))
 
@@ -28,8 +30,9 @@ machine hurts both modes alike.  With --before-build DIR each round starts
 with one more pair, untraced and "recorded (full, before)": the same
 server recorded by DIR's loopscope, for a change's before and after in
 one run.  --modes full,stopped (a comma list of full, no-blocking, idle,
-normal, stopped, shm; default all but normal and shm) keeps only those pairs, for more
-rounds of a comparison in the same time.  "recorded" means `loopscope record -p PID
+batch, normal, stopped, shm; default full, no-blocking, batch, stopped)
+keeps only those pairs, for more rounds of a comparison in the same time.
+"recorded" means `loopscope record -p PID
 -q -o TMP.db` attached to the server for the whole wrk run (wrk starts once
 every probe semaphore of the server is raised, read with probe_sem_read, so
 the run is recorded from its first request).
@@ -247,9 +250,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--build", default="build")
     ap.add_argument("--before-build", help="also record with this build's loopscope")
-    ap.add_argument("--modes", default="full,no-blocking,idle,stopped",
-                    help="which recorded modes (comma list of full, no-blocking, idle, normal, "
-                         "stopped, shm)")
+    ap.add_argument("--modes", default="full,no-blocking,batch,stopped",
+                    help="which recorded modes (comma list of full, no-blocking, idle, batch, "
+                         "normal, stopped, shm)")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--seconds", type=int, default=5, help="seconds per wrk run")
     ap.add_argument("--connections", type=int, default=8)
@@ -285,6 +288,7 @@ def main():
     known = {"full": ("recorded (full)", []),
              "no-blocking": ("recorded (--no-blocking)", ["--no-blocking"]),
              "idle": ("recorded (--priority idle)", ["--priority", "idle"]),
+             "batch": ("recorded (--priority batch)", ["--priority", "batch"]),
              "normal": ("recorded (--priority normal)", ["--priority", "normal"]),
              "stopped": ("recorder stopped", ["STOP"]),
              "shm": ("recorded (trace in /dev/shm)", ["SHM"])}

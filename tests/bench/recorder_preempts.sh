@@ -2,7 +2,7 @@
 # tests/bench/recorder_preempts.sh [BUILD] [SECONDS]
 #
 # How often the recorder takes the CPU from the server it records: for
-# each --priority (normal, batch: the default, idle), examples/http_server
+# each --priority (normal, batch, idle: the default), examples/http_server
 # under `wrk -t1 -c8` (default: build/, 5 s) recorded by pid, and a
 # bpftrace count of the server's involuntary switches (sched_switch with
 # the server as prev, still runnable) by the task that got the CPU,
