@@ -341,17 +341,21 @@ static bool read_steps(struct diff_side *s, int k, struct diff_group *v, size_t 
         goto out;
     int step;
     while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+        /* group grows with ids: reallocated only when ids' capacity
+         * grew (a realloc to the same size copies under ASan) */
+        size_t had = cap;
         if (!ls_grow((void **)&c.ids, &cap, c.ntasks + 1, sizeof(*c.ids))) {
             c.oom = true;
             break;
         }
-        size_t gcap = cap;
-        void *g = realloc(c.group, gcap * sizeof(*c.group));
-        if (!g) {
-            c.oom = true;
-            break;
+        if (cap != had) {
+            void *g = realloc(c.group, cap * sizeof(*c.group));
+            if (!g) {
+                c.oom = true;
+                break;
+            }
+            c.group = g;
         }
-        c.group = g;
         struct diff_group key = { .name = (char *)col_text(st, 1) };
         struct diff_group *x = key.name ? bsearch(&key, v, n, sizeof(*v), cmp_group) : NULL;
         c.ids[c.ntasks] = sqlite3_column_int64(st, 0);

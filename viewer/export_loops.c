@@ -12,6 +12,7 @@
 #include "codes.h"
 #include "evl-probes.h"
 #include "export_model.h"
+#include "output.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
@@ -129,12 +130,11 @@ bool x_loops_load(exporter *x)
         return false;
     int rc;
     bool clash = false;
+    size_t cap = 0;                   /* of x->loops, then of x->cb_blocking */
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        xloop *l = realloc(x->loops, (x->nloops + 1) * sizeof(*l));
-        if (!l)
+        if (!ls_grow((void **)&x->loops, &cap, x->nloops + 1, sizeof(*x->loops)))
             break;
-        x->loops = l;
-        l += x->nloops++;
+        xloop *l = &x->loops[x->nloops++];
         *l = (xloop){ .id = sqlite3_column_int64(st, 0), .os_tid = sqlite3_column_int64(st, 1),
                       .started = ls_col_ts(st, 2), .stopped = ls_col_ts(st, 3), .poll_ts = -1,
                       .iter_ts = -1, .cb_ts = -1 };
@@ -177,11 +177,10 @@ bool x_loops_load(exporter *x)
     snprintf(sql, sizeof(sql), x_episodes_sql, x->generic ? "1" : "b.task_id IS NULL", "");
     if (!(st = ls_prepare(x->t, sql)))
         return false;
+    cap = 0;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        episode *e = realloc(x->cb_blocking, (x->ncb + 1) * sizeof(*e));
-        if (!e)
+        if (!ls_grow((void **)&x->cb_blocking, &cap, x->ncb + 1, sizeof(*x->cb_blocking)))
             break;
-        x->cb_blocking = e;
         x_episode_read(st, &x->cb_blocking[x->ncb++]);
     }
     ok = ls_step_ok(x->t, st, rc);

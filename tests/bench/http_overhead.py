@@ -15,9 +15,9 @@ rounds of eight runs:
     (and, only when asked for: untraced, recorded (--priority idle: the
     default, given explicitly, as older builds' default differed);
     untraced, recorded (--priority normal: the recorder as any thread);
-    untraced,
-    recorded in full into /dev/shm (tmpfs: no disk writes, no fsync, no
-    journal or writeback threads -- what the trace's I/O costs the machine))
+    untraced, recorded in full into /dev/shm (tmpfs: no disk writes, no
+    fsync, no journal or writeback threads -- what the trace's I/O costs
+    the machine))
 
 ("recorder stopped": attached in full, then stopped with SIGSTOP for the
 wrk run and let go after it: the probes and BPF programs run, the ring
