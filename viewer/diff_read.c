@@ -328,7 +328,7 @@ static int64_t steps_quantile(struct steps *g, int pct)
 static bool read_steps(struct diff_side *s, int k, struct diff_group *v, size_t n)
 {
     struct steps_ctx c = { 0 };
-    size_t cap = 0;
+    size_t cap = 0, gcap = 0;         /* of c.ids, c.group */
     bool ok = false;
     ls_replay *r = NULL;
     sqlite3_stmt *st = NULL, *lp = NULL;
@@ -341,20 +341,10 @@ static bool read_steps(struct diff_side *s, int k, struct diff_group *v, size_t 
         goto out;
     int step;
     while ((step = sqlite3_step(st)) == SQLITE_ROW) {
-        /* group grows with ids: reallocated only when ids' capacity
-         * grew (a realloc to the same size copies under ASan) */
-        size_t had = cap;
-        if (!ls_grow((void **)&c.ids, &cap, c.ntasks + 1, sizeof(*c.ids))) {
+        if (!ls_grow((void **)&c.ids, &cap, c.ntasks + 1, sizeof(*c.ids)) ||
+            !ls_grow((void **)&c.group, &gcap, c.ntasks + 1, sizeof(*c.group))) {
             c.oom = true;
             break;
-        }
-        if (cap != had) {
-            void *g = realloc(c.group, cap * sizeof(*c.group));
-            if (!g) {
-                c.oom = true;
-                break;
-            }
-            c.group = g;
         }
         struct diff_group key = { .name = (char *)col_text(st, 1) };
         struct diff_group *x = key.name ? bsearch(&key, v, n, sizeof(*v), cmp_group) : NULL;

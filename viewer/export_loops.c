@@ -130,7 +130,7 @@ bool x_loops_load(exporter *x)
         return false;
     int rc;
     bool clash = false;
-    size_t cap = 0;                   /* of x->loops, then of x->cb_blocking */
+    size_t cap = 0;                   /* of x->loops */
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         if (!ls_grow((void **)&x->loops, &cap, x->nloops + 1, sizeof(*x->loops)))
             break;
@@ -177,9 +177,9 @@ bool x_loops_load(exporter *x)
     snprintf(sql, sizeof(sql), x_episodes_sql, x->generic ? "1" : "b.task_id IS NULL", "");
     if (!(st = ls_prepare(x->t, sql)))
         return false;
-    cap = 0;
+    size_t ecap = 0;                  /* of x->cb_blocking */
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (!ls_grow((void **)&x->cb_blocking, &cap, x->ncb + 1, sizeof(*x->cb_blocking)))
+        if (!ls_grow((void **)&x->cb_blocking, &ecap, x->ncb + 1, sizeof(*x->cb_blocking)))
             break;
         x_episode_read(st, &x->cb_blocking[x->ncb++]);
     }

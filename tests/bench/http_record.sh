@@ -1,8 +1,8 @@
 # tests/bench/http_record.sh -- sourced by the benchmarks that watch the
 # recorder at work on examples/http_server under wrk (recorder_bursts.sh,
 # bpf_prog_cost.sh, recorder_preempts.sh, recorder_profile.sh,
-# recorder_ab.sh, server_waits.sh): the checks, the temporary directory, the processes and
-# their cleanup, one function per step.
+# recorder_ab.sh, server_waits.sh): the checks, the temporary directory,
+# the processes and their cleanup, one function per step.
 #
 #   hr_require NAME TOOL...   root and TOOLs, else exit 77 (NAME: the script's)
 #   hr_start_server BUILD     BUILD/examples/http_server on a free port, warmed
