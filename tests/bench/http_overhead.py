@@ -17,7 +17,13 @@ rounds of eight runs:
     untraced, recorded (--priority normal: the recorder as any thread);
     untraced, recorded in full into /dev/shm (tmpfs: no disk writes, no
     fsync, no journal or writeback threads -- what the trace's I/O costs
-    the machine))
+    the machine); untraced, "batch semaphore raised": no recorder, no
+    BPF, the server's evl:batch semaphore raised by hand with
+    probe_sem_read --add, so that libevl records every event into its
+    buffer and hands each full one to a probe site with no uprobe on it --
+    libevl's own share of recording, without the uprobe trap and the BPF
+    programs that "recorder stopped" adds; untraced, "recorder stopped,
+    --no-blocking": the same without blocking detection's programs)
 
 ("recorder stopped": attached in full, then stopped with SIGSTOP for the
 wrk run and let go after it: the probes and BPF programs run, the ring
@@ -30,7 +36,8 @@ machine hurts both modes alike.  With --before-build DIR each round starts
 with one more pair, untraced and "recorded (full, before)": the same
 server recorded by DIR's loopscope, for a change's before and after in
 one run.  --modes full,stopped (a comma list of full, no-blocking, idle,
-batch, normal, stopped, shm; default full, no-blocking, batch, stopped)
+batch, normal, stopped, stopped-no-blocking, shm, sem; default full,
+no-blocking, batch, stopped)
 keeps only those pairs, for more rounds of a comparison in the same time.
 "recorded" means `loopscope record -p PID
 -q -o TMP.db` attached to the server for the whole wrk run (wrk starts once
@@ -178,6 +185,14 @@ def raised_semaphores(sem_read, pid):
                      if line.strip() and int(line.split()[1]) > 0)
 
 
+def sem_add(sem_read, pid, name, delta):
+    """Add delta to the server's evl:name semaphore (no tracer attached)."""
+    r = subprocess.run([sem_read, str(pid), "--add", name, str(delta)], capture_output=True,
+                       text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"probe_sem_read {pid} --add {name} {delta}: {r.stderr.strip()}")
+
+
 class Recorder:
     """`loopscope record -p PID` for the duration of a with-block."""
 
@@ -252,7 +267,7 @@ def main():
     ap.add_argument("--before-build", help="also record with this build's loopscope")
     ap.add_argument("--modes", default="full,no-blocking,batch,stopped",
                     help="which recorded modes (comma list of full, no-blocking, idle, batch, "
-                         "normal, stopped, shm)")
+                         "normal, stopped, stopped-no-blocking, shm, sem)")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--seconds", type=int, default=5, help="seconds per wrk run")
     ap.add_argument("--connections", type=int, default=8)
@@ -291,11 +306,16 @@ def main():
              "batch": ("recorded (--priority batch)", ["--priority", "batch"]),
              "normal": ("recorded (--priority normal)", ["--priority", "normal"]),
              "stopped": ("recorder stopped", ["STOP"]),
-             "shm": ("recorded (trace in /dev/shm)", ["SHM"])}
+             "stopped-no-blocking": ("recorder stopped, --no-blocking", ["STOP", "--no-blocking"]),
+             "shm": ("recorded (trace in /dev/shm)", ["SHM"]),
+             "sem": ("batch semaphore raised", ["SEM"])}
     wanted = [m for m in a.modes.split(",") if m]
     if not wanted or any(m not in known for m in wanted):
         print(f"http_overhead: --modes: a comma list of {', '.join(known)}")
         return 2
+    if "sem" in wanted and not sem_read:
+        print("http_overhead: --modes sem needs probe_sem_read")
+        return 1
     modes = [("untraced", None), (BEFORE, [])] if before else []
     for m in wanted:
         modes += [("untraced", None), known[m]]
@@ -333,17 +353,23 @@ def main():
             if a.wait_calm > 0:
                 wait_calm(a.max_steal / 100, a.wait_calm)
             for name, extra in modes:
-                if extra is None:
-                    cpu0 = cpu_seconds(pid)
-                    rps, p99, total, steal = wrk(url, a.seconds, a.connections, a.threads)
-                    cpu = (cpu_seconds(pid) - cpu0) / total
+                if extra is None or extra == ["SEM"]:
+                    if extra:
+                        sem_add(sem_read, pid, "batch", 1)
+                        time.sleep(0.1)   # the loop reads it once an iteration
+                    try:
+                        cpu0 = cpu_seconds(pid)
+                        rps, p99, total, steal = wrk(url, a.seconds, a.connections, a.threads)
+                        cpu = (cpu_seconds(pid) - cpu0) / total
+                    finally:
+                        if extra:
+                            sem_add(sem_read, pid, "batch", -1)
                     ev = evs = evr = dropped = rec_ns = bpe = end_s = None
                 else:
-                    in_shm = extra == ["SHM"]
+                    in_shm, stop = "SHM" in extra, "STOP" in extra
                     db = os.path.join(shm if in_shm else tmp, f"r{r}-{recorded.index(name)}.db")
-                    stop = extra == ["STOP"]
                     rec = Recorder(before if name == BEFORE else loopscope, sem_read, pid, db,
-                                   [] if stop or in_shm else extra)
+                                   [x for x in extra if x not in ("SHM", "STOP")])
                     with rec:
                         if stop:          # the probes fire, nobody drains
                             rec.proc.send_signal(signal.SIGSTOP)
@@ -397,6 +423,11 @@ def main():
         v = runs[name]
         rps = statistics.median(x[0] for x in v)
         p99 = statistics.median(x[1] for x in v)
+        if v[0][2] is None:           # sem: nothing recorded
+            cpu = statistics.median(x[5] for x in v)
+            print(f"{name:26} {rps:9.0f} {rps / base_rps:6.3f} {p99 * 1e3:7.2f} "
+                  f"{p99 / base_p99:6.3f} {cpu * 1e6:7.2f}")
+            continue
         evs = statistics.median(x[2] for x in v)
         evr = statistics.median(x[3] for x in v)
         cpu = statistics.median(x[5] for x in v)

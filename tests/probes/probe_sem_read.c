@@ -1,10 +1,18 @@
 /*
  * probe_sem_read -- print the live value of each evl probe semaphore of a
- * running process.
+ * running process, or change one.
  *
  *   probe_sem_read PID
+ *   probe_sem_read PID --add NAME DELTA
  *
- * Prints "name value" for every probe of EVL_PROBE_LIST.  The semaphore's
+ * Prints "name value" for every probe of EVL_PROBE_LIST.  With --add it
+ * adds DELTA (-1 or 1) to evl:NAME's semaphore instead, as a tracer
+ * attaching or detaching does, and prints "name new-value": a raised
+ * semaphore with no uprobe on its site makes the loop do its share of the
+ * probe's work (for evl:batch, record every event into its buffer) and
+ * call a probe site that is a no-op.  The read and the write are two
+ * accesses, not one atomic add: for benchmarks with no tracer attached,
+ * which a concurrent attach would race with.  The semaphore's
  * link-time address comes from the stapsdt note of /proc/PID/exe; it is
  * turned into a file offset with the section headers, and the file offset
  * into a run-time address with the mapping of the executable in
@@ -55,8 +63,14 @@ static int runtime_addr(long pid, unsigned long ino, uint64_t off, uint64_t *add
 
 int main(int argc, char **argv)
 {
-    if (argc != 2) {
-        fprintf(stderr, "usage: %s PID\n", argv[0]);
+    const char *only = NULL;
+    long delta = 0;
+    if (argc == 5 && strcmp(argv[2], "--add") == 0) {
+        only = argv[3];
+        delta = strtol(argv[4], NULL, 10);
+    }
+    if (argc != 2 && !(only && (delta == 1 || delta == -1))) {
+        fprintf(stderr, "usage: %s PID [--add NAME 1|-1]\n", argv[0]);
         return 2;
     }
     long pid = strtol(argv[1], NULL, 10);
@@ -73,13 +87,16 @@ int main(int argc, char **argv)
         fprintf(stderr, "probe_sem_read: %s\n", err);
         return 1;
     }
-    int fd = open(mem, O_RDONLY | O_CLOEXEC);
+    int fd = open(mem, (only ? O_RDWR : O_RDONLY) | O_CLOEXEC);
     if (fd < 0) {
         fprintf(stderr, "probe_sem_read: %s: %m\n", mem);
         return 1;
     }
-    int rc = 0;
+    int rc = 0, matched = 0;
     for (size_t k = 0; k < NNAMES; k++) {
+        if (only && strcmp(only, names[k]) != 0)
+            continue;
+        matched = 1;
         uint64_t sem = 0;
         for (size_t i = 0; i < f.n && !sem; i++)
             if (strcmp(f.notes[i].provider, "evl") == 0 && strcmp(f.notes[i].name, names[k]) == 0)
@@ -110,7 +127,26 @@ int main(int argc, char **argv)
             rc = 1;
             continue;
         }
+        if (only) {
+            if ((delta < 0 && v == 0) || (delta > 0 && v == 0xffff)) {
+                fprintf(stderr, "probe_sem_read: evl:%s: semaphore is %u, cannot add %ld\n",
+                        names[k], v, delta);
+                rc = 1;
+                continue;
+            }
+            v = (unsigned short)(v + delta);
+            if (pwrite(fd, &v, sizeof v, (off_t)addr) != (ssize_t)sizeof v) {
+                fprintf(stderr, "probe_sem_read: evl:%s: write 0x%" PRIx64 ": %m\n", names[k],
+                        addr);
+                rc = 1;
+                continue;
+            }
+        }
         printf("%s %u\n", names[k], v);
+    }
+    if (only && !matched) {
+        fprintf(stderr, "probe_sem_read: no evl probe named '%s'\n", only);
+        rc = 1;
     }
     close(fd);
     ls_sdt_close(&f);
