@@ -23,7 +23,11 @@ rounds of eight runs:
     buffer and hands each full one to a probe site with no uprobe on it --
     libevl's own share of recording, without the uprobe trap and the BPF
     programs that "recorder stopped" adds; untraced, "recorder stopped,
-    --no-blocking": the same without blocking detection's programs)
+    --no-blocking": the same without blocking detection's programs;
+    untraced, "stopped, no-blocking, ring full": the same with a 256 KiB
+    ring buffer, full a few milliseconds after the stop, so that each
+    batch costs the server the uprobe trap and a failed reservation, not
+    the copy of its records)
 
 ("recorder stopped": attached in full, then stopped with SIGSTOP for the
 wrk run and let go after it: the probes and BPF programs run, the ring
@@ -36,8 +40,8 @@ machine hurts both modes alike.  With --before-build DIR each round starts
 with one more pair, untraced and "recorded (full, before)": the same
 server recorded by DIR's loopscope, for a change's before and after in
 one run.  --modes full,stopped (a comma list of full, no-blocking, idle,
-batch, normal, stopped, stopped-no-blocking, shm, sem; default full,
-no-blocking, batch, stopped)
+batch, normal, stopped, stopped-no-blocking, stopped-ring-full, shm, sem;
+default full, no-blocking, batch, stopped)
 keeps only those pairs, for more rounds of a comparison in the same time.
 "recorded" means `loopscope record -p PID
 -q -o TMP.db` attached to the server for the whole wrk run (wrk starts once
@@ -267,7 +271,7 @@ def main():
     ap.add_argument("--before-build", help="also record with this build's loopscope")
     ap.add_argument("--modes", default="full,no-blocking,batch,stopped",
                     help="which recorded modes (comma list of full, no-blocking, idle, batch, "
-                         "normal, stopped, stopped-no-blocking, shm, sem)")
+                         "normal, stopped, stopped-no-blocking, stopped-ring-full, shm, sem)")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--seconds", type=int, default=5, help="seconds per wrk run")
     ap.add_argument("--connections", type=int, default=8)
@@ -307,6 +311,8 @@ def main():
              "normal": ("recorded (--priority normal)", ["--priority", "normal"]),
              "stopped": ("recorder stopped", ["STOP"]),
              "stopped-no-blocking": ("recorder stopped, --no-blocking", ["STOP", "--no-blocking"]),
+             "stopped-ring-full": ("stopped, no-blocking, ring full",
+                                   ["STOP", "--no-blocking", "--ringbuf-kb", "256"]),
              "shm": ("recorded (trace in /dev/shm)", ["SHM"]),
              "sem": ("batch semaphore raised", ["SEM"])}
     wanted = [m for m in a.modes.split(",") if m]
