@@ -393,7 +393,7 @@ static void ls_flight_batch(recorder *r, struct ls_loop_info *li, const struct l
 {
     struct ls_flight *f = r->flight;
     const uint8_t *p = (const uint8_t *)(h + 1);
-    ls_loop_contact(r, li, h->arg);
+    ls_loop_contact(r, li, h->arg, h->type == LS_MSG_BATCH && h->pad == 1);
     for (size_t off = 0; off + sizeof(struct evl_rec) <= h->len;) {
         const struct evl_rec *e = (const struct evl_rec *)(const void *)(p + off);
         if (e->size < sizeof(*e) || e->size % 8 || e->size > h->len - off)
@@ -458,7 +458,7 @@ void ls_flight_on_msg(recorder *r, const void *data, size_t size)
     }
     switch (h->type) {
     case LS_MSG_LOOP_START:
-        li->snapshot_asked = true;
+        ls_loop_started(r, li, h);
         break;
     case LS_MSG_LOOP_STOP:
         li->stopped = (int64_t)h->ts;

@@ -272,6 +272,40 @@ bool ls_read_pub(recorder *r, uint64_t pub, struct evl_loop_pub *cur)
     return process_vm_readv(r->pid, &local, 1, &remote, 1, 0) == (ssize_t)sizeof(*cur);
 }
 
+/* Leaving: the loops we told we read kept batches hand copies again (to
+ * a tracer still attached), once we have read all they handed us. */
+void ls_loops_leave(recorder *r)
+{
+    if (r->offline || r->target_gone)
+        return;
+    uint32_t zero = 0;
+    for (size_t i = 0; i < r->nloops; i++)
+        if (r->loops[i].reader)
+            ls_write_pub(r, r->loops[i].pub, offsetof(struct evl_loop_pub, reader), &zero,
+                         sizeof(zero));
+}
+
+/* Records the target's loops say they dropped while we held every buffer
+ * they lend (evl_loop_pub.lost, since we first saw each). */
+uint64_t ls_loop_lost(const recorder *r)
+{
+    uint64_t lost = 0;
+    for (size_t i = 0; i < r->nloops; i++)
+        lost += (uint32_t)(r->loops[i].lost - r->loops[i].lost0);
+    return lost;
+}
+
+/* Write n bytes at offset off of the loop's evl_loop_pub: false if pub
+ * does not look like one (as above) or the write failed. */
+bool ls_write_pub(recorder *r, uint64_t pub, size_t off, const void *src, size_t n)
+{
+    if (!pub || pub % 8 || pub >= (1ull << 47) - sizeof(struct evl_loop_pub))
+        return false;
+    struct iovec local = { (void *)src, n };
+    struct iovec remote = { (void *)(uintptr_t)(pub + off), n };
+    return process_vm_writev(r->pid, &local, 1, &remote, 1, 0) == (ssize_t)n;
+}
+
 /* Returns the request written, 0 if none could be. */
 static uint32_t ls_request_snapshot(recorder *r, uint64_t pub)
 {
@@ -281,10 +315,7 @@ static uint32_t ls_request_snapshot(recorder *r, uint64_t pub)
         return 0;
     }
     uint32_t req = cur.snapshot_done + 1;
-    struct iovec local = { &req, sizeof(req) };
-    struct iovec remote = { (void *)(uintptr_t)(pub + offsetof(struct evl_loop_pub, snapshot_req)),
-                            sizeof(req) };
-    if (process_vm_writev(r->pid, &local, 1, &remote, 1, 0) != (ssize_t)sizeof(req)) {
+    if (!ls_write_pub(r, pub, offsetof(struct evl_loop_pub, snapshot_req), &req, sizeof(req))) {
         r->snapshot_fail++;
         return 0;
     }
@@ -318,13 +349,67 @@ void ls_flush_loops(recorder *r)
                 asked++;
         }
     }
+    for (size_t i = 0; i < r->nloops; i++) {
+        struct evl_loop_pub cur;
+        if (r->loops[i].pub && ls_read_pub(r, r->loops[i].pub, &cur))
+            r->loops[i].lost = cur.lost;
+    }
 }
 
 #define LS_CHECK_BYTES 32768
 
+/* A batch the loop keeps until we have read it (LS_MSG_BATCH_REF): read
+ * it from the target into r->ref_buf as the LS_MSG_BATCH the copying
+ * probe would have sent, then free it and every batch before it in the
+ * loop (evl_loop_pub.released).  An empty one still announces the loop
+ * (its first batch, or the loop lost records for want of a free buffer).
+ * NULL when malformed or unreadable (the target exited, or lied about
+ * where the batch was; counted in ref_fail). */
+static void *ls_read_batch(recorder *r, const void *data, size_t size, size_t *out)
+{
+    const struct ls_msg_hdr *h = data;
+    if (size < sizeof(*h) + sizeof(struct ls_batch_ref) || h->len < sizeof(struct ls_batch_ref)) {
+        r->rejected_msgs++;
+        return NULL;
+    }
+    const struct ls_batch_ref *b = (const struct ls_batch_ref *)(const void *)(h + 1);
+    atomic_store_explicit(&r->prio.kept, true, memory_order_relaxed);   /* prio.c */
+    r->refs++;
+    if (!r->ref_buf)
+        r->ref_buf = malloc(sizeof(*h) + EVL_BATCH_BYTES);
+    struct ls_msg_hdr *m = (struct ls_msg_hdr *)(void *)r->ref_buf;
+    bool ok = m && b->len <= EVL_BATCH_BYTES && b->addr < (1ull << 47);
+    if (ok) {
+        *m = *h;
+        m->type = LS_MSG_BATCH;
+        m->len = b->len;
+    }
+    if (ok && b->len) {
+        struct iovec local = { m + 1, b->len };
+        struct iovec remote = { (void *)(uintptr_t)b->addr, b->len };
+        ok = process_vm_readv(r->pid, &local, 1, &remote, 1, 0) == (ssize_t)b->len;
+    }
+    if (!ok)
+        r->ref_fail++;
+    /* Released even when unreadable: the loop must not wait for it.  pub
+     * is the target's word, checked as ls_read_pub does; a failed write
+     * only keeps the loop's buffers held (it counts what it drops). */
+    uint32_t words[2] = { b->seq, 1 };   /* released, reader */
+    ls_write_pub(r, h->arg, offsetof(struct evl_loop_pub, released), words, sizeof(words));
+    if (!ok)
+        return NULL;
+    *out = sizeof(*m) + b->len;
+    return m;
+}
+
 int ls_on_msg(void *ctx, void *data, size_t size)
 {
     recorder *r = ctx;
+    size_t in_ring = size;
+    if (size >= sizeof(struct ls_msg_hdr) &&
+        ((struct ls_msg_hdr *)data)->type == LS_MSG_BATCH_REF &&
+        !(data = ls_read_batch(r, data, size, &size)))
+        goto checked;
     if (size >= sizeof(struct ls_msg_hdr) && ((struct ls_msg_hdr *)data)->type == LS_MSG_BATCH)
         r->batches_in++;
     if (r->flight)
@@ -335,7 +420,8 @@ int ls_on_msg(void *ctx, void *data, size_t size)
      * negative return does not give it back): the budget is checked only
      * once it is stored, and the rest stays queued.  Checked every
      * LS_CHECK_BYTES: after each batch, after a thousand small messages. */
-    if ((r->since_check += size) >= LS_CHECK_BYTES) {
+checked:
+    if ((r->since_check += size > in_ring ? size : in_ring) >= LS_CHECK_BYTES) {
         r->since_check = 0;
         if (ls_now() > r->consume_until)
             return -EAGAIN;
@@ -343,9 +429,32 @@ int ls_on_msg(void *ctx, void *data, size_t size)
     return 0;
 }
 
-void ls_loop_contact(recorder *r, struct ls_loop_info *li, uint64_t pub)
+/* A loop_start: it starts under our eyes (no tasks yet, no snapshot
+ * needed); a libevl whose evl_loop_pub holds `reader` can keep its
+ * batches for us from its first one, so that evl_run's return waits for
+ * us to read them. */
+void ls_loop_started(recorder *r, struct ls_loop_info *li, const struct ls_msg_hdr *h)
 {
+    li->snapshot_asked = true;
+    ls_loop_contact(r, li, h->arg,
+                    h->pad >= offsetof(struct evl_loop_pub, reader) + sizeof(uint32_t));
+}
+
+void ls_loop_contact(recorder *r, struct ls_loop_info *li, uint64_t pub, bool keepable)
+{
+    if (li->pub != pub && !r->offline) {  /* first seen (or moved): what it lost before us */
+        struct evl_loop_pub cur;
+        li->lost0 = li->lost = ls_read_pub(r, pub, &cur) ? cur.lost : 0;
+        li->reader = false;
+    }
     li->pub = pub;
+    /* A loop that can keep its batches for us to read is told we do (once;
+     * without the right to write its memory it goes on handing copies). */
+    if (keepable && !li->reader && !r->offline && !r->no_batch && !r->generic) {
+        uint32_t one = 1;
+        ls_write_pub(r, pub, offsetof(struct evl_loop_pub, reader), &one, sizeof(one));
+        li->reader = true;            /* asked: not again */
+    }
     if (!li->snapshot_asked) {
         li->snapshot_asked = true;
         if (!r->offline)
@@ -367,7 +476,7 @@ void ls_ingest_msg(recorder *r, const void *data, size_t size)
     }
     switch (h->type) {
     case LS_MSG_LOOP_START:
-        li->snapshot_asked = true;    /* it starts under our eyes: no tasks yet */
+        ls_loop_started(r, li, h);
         if (!r->generic)              /* generic traces have no events */
             ls_store_event(r->store, (int64_t)h->ts, h->loop, 0, EVL_PROBE_ID_loop_start,
                            h->tid, (int64_t)h->arg, 0);
@@ -390,7 +499,7 @@ void ls_ingest_msg(recorder *r, const void *data, size_t size)
     case LS_MSG_REC:
         if (r->generic)
             break;
-        ls_loop_contact(r, li, h->arg);
+        ls_loop_contact(r, li, h->arg, h->type == LS_MSG_BATCH && h->pad == 1);
         for (size_t off = 0; off + sizeof(struct evl_rec) <= h->len;) {
             const struct evl_rec *e = (const struct evl_rec *)(const void *)(p + off);
             if (e->size < sizeof(*e) || e->size % 8 || e->size > h->len - off) {

@@ -82,6 +82,7 @@ void ls_write_end_meta(recorder *r, const char *why)
     /* Counted by the kernel or by the recorder (SCHEMA.md), except
      * *_claimed: the target's own word, stored as such. */
     ls_store_meta(r->store, "batches", "%llu", (unsigned long long)ls_stat(r, LS_STAT_BATCHES));
+    ls_store_meta(r->store, "batches_kept", "%llu", (unsigned long long)r->refs);
     ls_store_meta(r->store, "records", "%llu", (unsigned long long)r->records);
     ls_store_meta(r->store, "dropped_messages", "%llu",
                   (unsigned long long)ls_stat(r, LS_STAT_DROPPED_MSGS));
@@ -109,7 +110,10 @@ void ls_write_end_meta(recorder *r, const char *why)
         ls_store_meta(r->store, "untracked_wait_calls", "%llu",
                       (unsigned long long)ls_stat(r, LS_STAT_UNTRACKED_WAITS));
     ls_store_meta(r->store, "read_errors", "%llu",
-                  (unsigned long long)ls_stat(r, LS_STAT_READ_ERRORS));
+                  (unsigned long long)(ls_stat(r, LS_STAT_READ_ERRORS) + r->ref_fail));
+    if (!r->generic)
+        ls_store_meta(r->store, "loop_lost_records_claimed", "%llu",
+                      (unsigned long long)ls_loop_lost(r));
     uint64_t unnamed = 0, jit = r->generic && r->syms ? ls_syms_jit_frames(r->syms, &unnamed) : 0;
     if (jit) {
         /* JIT code in the stacks (Node.js): named from its perf map, if

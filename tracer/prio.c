@@ -47,6 +47,13 @@ const char *const ls_prio_names[3] = { "normal", "idle", "batch" };
 #define LS_PRIO_CHECK_NS 50000000ll    /* the watchdog's period */
 #define LS_PRIO_STALL_NS 1000000000ll  /* no turn of the loop for this long: raise */
 #define LS_PRIO_HOLD_NS 1000000000ll   /* raised for at least this long */
+/* A loop that keeps its batches until the recorder reads them lends it
+ * EVL_BATCH_BUFS buffers; only where each is goes through the ring
+ * (ingest.c, ls_read_batch).  The backlog that raises the thread is then a
+ * quarter of those messages: the loop would start dropping records at
+ * four times as many. */
+#define LS_PRIO_KEPT_BACKLOG ((EVL_BATCH_BUFS / 4) * (uint64_t)(sizeof(struct ls_msg_hdr) + \
+                                                               sizeof(struct ls_batch_ref) + 8))
 
 static void ls_prio_set(ls_prio *p, bool idle)
 {
@@ -77,7 +84,9 @@ static void *ls_prio_watchdog(void *arg)
          * beyond deciding a priority */
         uint64_t backlog = p->prod ? __atomic_load_n(p->prod, __ATOMIC_ACQUIRE) -
                                      __atomic_load_n(p->cons, __ATOMIC_ACQUIRE) : 0;
-        if (backlog > p->ring_bytes / 4 || now - last_change >= LS_PRIO_STALL_NS) {
+        uint64_t limit = atomic_load_explicit(&p->kept, memory_order_relaxed)
+                             ? LS_PRIO_KEPT_BACKLOG : p->ring_bytes / 4;
+        if (backlog > limit || now - last_change >= LS_PRIO_STALL_NS) {
             ls_prio_set(p, false);
             if (!atomic_load(&p->idle)) {
                 atomic_store(&p->raised_at, now);

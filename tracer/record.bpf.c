@@ -178,7 +178,7 @@ static __always_inline void note_loop_thread(__u64 loop, __u64 pub)
         bpf_map_update_elem(&loop_threads, &tid, &lt, BPF_ANY);
 }
 
-static __always_inline int emit_loop(__u32 type, __u64 loop, __u64 pub)
+static __always_inline int emit_loop(__u32 type, __u64 loop, __u64 pub, __u32 pub_size)
 {
     if (!from_target())
         return 0;
@@ -193,6 +193,7 @@ static __always_inline int emit_loop(__u32 type, __u64 loop, __u64 pub)
         return 0;
     }
     fill_hdr(h, type, loop, pub);
+    h->pad = pub_size;
     bpf_ringbuf_submit(h, 0);
     return 0;
 }
@@ -200,13 +201,17 @@ static __always_inline int emit_loop(__u32 type, __u64 loop, __u64 pub)
 SEC("usdt")
 int BPF_USDT(on_loop_start, __u64 loop, __u32 tid, __u64 pub)
 {
-    return emit_loop(LS_MSG_LOOP_START, loop, pub);
+    /* pub_size, a fourth argument since evl_loop_pub grew past 32 bytes */
+    long size = 32;
+    if (bpf_usdt_arg_cnt(ctx) >= 4)
+        bpf_usdt_arg(ctx, 3, &size);
+    return emit_loop(LS_MSG_LOOP_START, loop, pub, (__u32)size);
 }
 
 SEC("usdt")
 int BPF_USDT(on_loop_stop, __u64 loop, __u32 tid)
 {
-    return emit_loop(LS_MSG_LOOP_STOP, loop, 0);
+    return emit_loop(LS_MSG_LOOP_STOP, loop, 0, 0);
 }
 
 /* The batch goes straight from the loop's buffer into the ring, one
@@ -217,7 +222,7 @@ int BPF_USDT(on_loop_stop, __u64 loop, __u32 tid)
 #define BATCH_CLASSES 8       /* 64 KiB down to 512 B */
 
 static __always_inline bool batch_class_out(__u32 cls, __u64 loop, __u64 pub, __u64 addr,
-                                            __u32 len, __u32 nrec)
+                                            __u32 len, __u32 nrec, __u32 keepable)
 {
     const __u32 room = EVL_BATCH_BYTES >> cls;
     struct batch_msg *m = bpf_ringbuf_reserve(&events, sizeof(m->h) + room, 0);
@@ -226,6 +231,7 @@ static __always_inline bool batch_class_out(__u32 cls, __u64 loop, __u64 pub, __
     fill_hdr(&m->h, LS_MSG_BATCH, loop, pub);
     m->h.len = len;
     m->h.nrec = nrec;
+    m->h.pad = keepable;
     barrier_var(len);
     if (len > room || bpf_probe_read_user(m->data, len, (void *)addr)) {
         bpf_ringbuf_discard(m, 0);
@@ -241,6 +247,32 @@ static __always_inline bool batch_class_out(__u32 cls, __u64 loop, __u64 pub, __
     return true;
 }
 
+/* A batch that stays in the loop until the recorder has read it: only
+ * where it is goes through the ring.  The wakeup rule is the copy's. */
+static __always_inline void batch_ref_out(__u64 loop, __u64 pub, __u64 addr, __u32 len,
+                                          __u32 nrec, __u32 seq)
+{
+    struct {
+        struct ls_msg_hdr h;
+        struct ls_batch_ref b;
+    } *m = bpf_ringbuf_reserve(&events, sizeof(*m), 0);
+    if (!m) {
+        stat_add(LS_STAT_DROPPED_MSGS, 1);
+        stat_add(LS_STAT_DROPPED_BYTES, len);
+        stat_add(LS_STAT_CLAIMED_DROPPED, nrec);
+        return;
+    }
+    fill_hdr(&m->h, LS_MSG_BATCH_REF, loop, pub);
+    m->h.len = sizeof(m->b);
+    m->h.nrec = nrec;
+    m->b.addr = addr;
+    m->b.len = len;
+    m->b.seq = seq;
+    bpf_ringbuf_submit(m, recorder_polling ? BPF_RB_NO_WAKEUP : BPF_RB_FORCE_WAKEUP);
+    stat_add(LS_STAT_BATCHES, 1);
+    stat_add(LS_STAT_CLAIMED_RECS, nrec);
+}
+
 SEC("usdt")
 int BPF_USDT(on_batch, __u64 loop, __u64 addr, __u32 len, __u64 pub, __u32 nrec)
 {
@@ -253,20 +285,30 @@ int BPF_USDT(on_batch, __u64 loop, __u64 addr, __u32 len, __u64 pub, __u32 nrec)
     note_loop_thread(loop, pub);
     if (detect_blocking)              /* the loop is about to poll */
         episode_close((__u32)bpf_get_current_pid_tgid());
+    /* A kept batch (seq != 0) stays in the loop for the recorder to read;
+     * any other is copied here: the loop reuses its buffer when the probe
+     * returns.  A probe with a seq at all says the loop can keep them
+     * (evl-probes.h, "batching"): the copy tells the recorder so. */
+    long seq = 0;
+    __u32 keepable = bpf_usdt_arg_cnt(ctx) >= 6 && bpf_usdt_arg(ctx, 5, &seq) == 0;
+    if (keepable && (__u32)seq) {
+        batch_ref_out(loop, pub, addr, len, nrec, (__u32)seq);
+        return 0;
+    }
     __u32 cls = 0;
     for (__u32 k = 1; k < BATCH_CLASSES; k++)   /* the smallest that holds len */
         if (len <= (EVL_BATCH_BYTES >> k))
             cls = k;
     bool out;
     switch (cls) {
-    case 0: out = batch_class_out(0, loop, pub, addr, len, nrec); break;
-    case 1: out = batch_class_out(1, loop, pub, addr, len, nrec); break;
-    case 2: out = batch_class_out(2, loop, pub, addr, len, nrec); break;
-    case 3: out = batch_class_out(3, loop, pub, addr, len, nrec); break;
-    case 4: out = batch_class_out(4, loop, pub, addr, len, nrec); break;
-    case 5: out = batch_class_out(5, loop, pub, addr, len, nrec); break;
-    case 6: out = batch_class_out(6, loop, pub, addr, len, nrec); break;
-    default: out = batch_class_out(7, loop, pub, addr, len, nrec); break;
+    case 0: out = batch_class_out(0, loop, pub, addr, len, nrec, keepable); break;
+    case 1: out = batch_class_out(1, loop, pub, addr, len, nrec, keepable); break;
+    case 2: out = batch_class_out(2, loop, pub, addr, len, nrec, keepable); break;
+    case 3: out = batch_class_out(3, loop, pub, addr, len, nrec, keepable); break;
+    case 4: out = batch_class_out(4, loop, pub, addr, len, nrec, keepable); break;
+    case 5: out = batch_class_out(5, loop, pub, addr, len, nrec, keepable); break;
+    case 6: out = batch_class_out(6, loop, pub, addr, len, nrec, keepable); break;
+    default: out = batch_class_out(7, loop, pub, addr, len, nrec, keepable); break;
     }
     _Static_assert(BATCH_CLASSES == 8, "one case per class");
     if (!out) {
@@ -720,7 +762,7 @@ static __always_inline int wait_enter(void)
         if (!g)
             return 0;
         g->w.start_ns = now;
-        emit_loop(LS_MSG_LOOP_START, tid, 0);
+        emit_loop(LS_MSG_LOOP_START, tid, 0, 0);
     }
     if (detect_blocking) {
         episode_close(tid);
@@ -822,7 +864,7 @@ int BPF_PROG(on_thread_exit, struct task_struct *t)
     if (!g)
         return 0;
     window_send(tid, g, bpf_ktime_get_ns());
-    emit_loop(LS_MSG_LOOP_STOP, tid, 0);
+    emit_loop(LS_MSG_LOOP_STOP, tid, 0, 0);
     bpf_map_delete_elem(&gloops, &tid);
     return 0;
 }

@@ -744,6 +744,7 @@ static int ls_recorder_close(recorder *r, int err, bool finish, const char *why)
     r->nlinks = 0;
     while (ls_consume(r, 200000000) < 0)
         ;                             /* nothing new arrives once detached */
+    ls_loops_leave(r);
     if (r->flight) {                  /* no trace of its own: the one being captured */
         ls_flight_close(r, why);
         goto cleanup;
@@ -760,8 +761,9 @@ static int ls_recorder_close(recorder *r, int err, bool finish, const char *why)
     if (!stored || ferr)              /* no trace, or it could not be finished */
         goto cleanup;
     uint64_t dropped = ls_stat(r, LS_STAT_DROPPED_MSGS), rejected = r->rejected + r->rejected_msgs;
+    uint64_t lost = r->generic ? 0 : ls_loop_lost(r);
     double secs = (ls_now() - r->start_ns) / 1e9;
-    if (!r->live && (!r->quiet || dropped || rejected)) {
+    if (!r->live && (!r->quiet || dropped || lost || rejected)) {
         if (r->generic)
             fprintf(stderr, "recorded %llu blocking episode%s, %llu loop thread%s from pid %d in "
                             "%.1f s into '%s' (%s)", (unsigned long long)r->blocks,
@@ -776,6 +778,10 @@ static int ls_recorder_close(recorder *r, int err, bool finish, const char *why)
             fprintf(stderr, "; LOSSY: %llu messages dropped (the target claims %llu events "
                             "in them)", (unsigned long long)dropped,
                     (unsigned long long)ls_stat(r, LS_STAT_CLAIMED_DROPPED));
+        if (lost)
+            fprintf(stderr, "; LOSSY: the target's loops dropped %llu records while the recorder "
+                            "held every buffer they lend (their own count)",
+                    (unsigned long long)lost);
         if (rejected)
             fprintf(stderr, "; %llu malformed records or messages rejected",
                     (unsigned long long)rejected);
@@ -801,6 +807,7 @@ cleanup:
     ls_live_free(r);
     ls_flight_free(r);
     free(r->loops);
+    free(r->ref_buf);
     if (r->go_pipe >= 0)
         close(r->go_pipe);            /* the child exits without running */
     if (r->child) {

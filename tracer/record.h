@@ -20,18 +20,32 @@ enum ls_msg_type {
     LS_MSG_LOOP_STOP = 4,
     LS_MSG_BLOCK = 5,       /* payload: struct ls_block + struct ls_pystack + stack bytes */
     LS_MSG_WINDOW = 6,      /* generic mode: payload struct ls_window (loop = tid) */
+    LS_MSG_BATCH_REF = 7,   /* payload: struct ls_batch_ref; the records stay in
+                             * the target until the recorder reads them */
 };
+
+/* A batch of a loop whose batch probe has a seq (evl-probes.h): where it
+ * is, the recorder reads it from the target and then stores seq in
+ * evl_loop_pub.released (hdr.arg).  hdr.nrec: the records it holds. */
+struct ls_batch_ref {
+    __u64 addr;
+    __u32 len;
+    __u32 seq;
+};
+_Static_assert(sizeof(struct ls_batch_ref) == 16, "ls_batch_ref layout");
 
 struct ls_msg_hdr {
     __u32 type;             /* enum ls_msg_type */
     __u32 len;              /* payload bytes following the header */
     __u64 ts;               /* bpf_ktime_get_ns() at the probe (CLOCK_MONOTONIC) */
     __u64 loop;             /* loop id (generic mode: the loop thread's tid) */
-    __u64 arg;              /* LOOP_*: evl_loop_pub address; BATCH: pub too */
+    __u64 arg;              /* LOOP_*: evl_loop_pub address; BATCH*: pub too */
     __u32 pid;              /* tgid */
     __u32 tid;
     __u32 nrec;             /* records in the payload */
-    __u32 pad;
+    __u32 pad;              /* LOOP_START: the size of the loop's evl_loop_pub
+                             * (32 in a libevl from before it held released);
+                             * BATCH: 1 if the loop can keep its batches */
 };
 _Static_assert(sizeof(struct ls_msg_hdr) == 48, "ls_msg_hdr layout");
 

@@ -56,6 +56,7 @@ typedef struct ls_prio {
     _Atomic uint64_t beat;    /* the main loop's turns */
     _Atomic uint64_t raises;  /* times the watchdog raised it */
     _Atomic int64_t raised_at;
+    _Atomic bool kept;        /* the target keeps its batches until read (ingest.c) */
 } ls_prio;
 
 typedef struct recorder {
@@ -123,6 +124,10 @@ typedef struct recorder {
         int64_t oncpu_start;  /* 0: none watched */
         uint64_t oncpu_task;
         uint32_t flush_req;   /* ls_flush_loops: the snapshot it asked for */
+        /* evl_loop_pub.lost when first seen and when last read (the
+         * target's word; ls_flush_loops reads it at the end) */
+        uint32_t lost0, lost;
+        bool reader;          /* we told it we read kept batches (evl_loop_pub.reader) */
         uint64_t hist[LS_HIST_BUCKETS];     /* generic: iteration latency */
         uint64_t hist_ns[LS_HIST_BUCKETS];  /* and the busy time in each bucket */
     } *loops;
@@ -159,6 +164,9 @@ typedef struct recorder {
     uint64_t batches_in;      /* batch messages taken from the ring (record.c's polling) */
     uint64_t untracked;       /* tasks created while rows was full */
     uint64_t snapshot_fail;   /* snapshot requests that could not be written */
+    uint64_t ref_fail;        /* batches kept in the target that could not be read */
+    uint64_t refs;            /* batches kept in the target, read (or not: ref_fail) */
+    uint8_t *ref_buf;         /* such a batch, read: a message header + EVL_BATCH_BYTES */
     int priority;             /* --priority: LS_PRIO_IDLE (record's default), _BATCH
                                * (top's) or _NORMAL (prio.c) */
     ls_prio prio;
@@ -195,8 +203,12 @@ int ls_attach_all(recorder *r);
 int ls_on_msg(void *ctx, void *data, size_t size);
 void ls_ingest_msg(recorder *r, const void *data, size_t size);
 /* A batch's loop heard from: asks for the snapshot the first time. */
-void ls_loop_contact(recorder *r, struct ls_loop_info *li, uint64_t pub);
+void ls_loop_contact(recorder *r, struct ls_loop_info *li, uint64_t pub, bool keepable);
+void ls_loops_leave(recorder *r);
+void ls_loop_started(recorder *r, struct ls_loop_info *li, const struct ls_msg_hdr *h);
 bool ls_read_pub(recorder *r, uint64_t pub, struct evl_loop_pub *cur);
+bool ls_write_pub(recorder *r, uint64_t pub, size_t off, const void *src, size_t n);
+uint64_t ls_loop_lost(const recorder *r);
 int ls_consume(recorder *r, int64_t budget_ns);
 struct ls_loop_info *ls_loop_seen(recorder *r, uint64_t loop, uint32_t pid, uint32_t tid,
                                   int64_t ts);

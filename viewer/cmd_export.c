@@ -98,6 +98,7 @@ static const char *const meta_keys[] = {
     "tool", "target_cmdline", "target_pid", "host", "kernel", "start_utc", "mode",
     "block_threshold_ns", "dropped_messages", "dropped_bytes", "rejected_records",
     "read_errors", "dropped_events_claimed", "dropped_events", "lost_episodes",
+    "loop_lost_records_claimed",
 };
 #define NMETA (sizeof(meta_keys) / sizeof(meta_keys[0]))
 

@@ -62,6 +62,10 @@ static void print_drops(const ls_drops *d, bool cut_short)
         printf("lost:      %lld blocking episode%s (too many loop threads blocked at once) -- "
                "this trace is LOSSY\n", (long long)d->lost_episodes,
                d->lost_episodes == 1 ? "" : "s");
+    if (d->loop_lost > 0)
+        printf("lost:      %lld record%s dropped by the target's loops while the recorder "
+               "held every buffer (their count) -- this trace is LOSSY\n",
+               (long long)d->loop_lost, d->loop_lost == 1 ? "" : "s");
 }
 
 #define HIST_BAR 40            /* width of a histogram bar */
@@ -352,6 +356,10 @@ int cmd_info(int argc, char **argv)
                 ls_json_null(&j);
             else
                 ls_json_int(&j, vals[i]);
+        }
+        if (dr.loop_lost >= 0) {      /* only then: older outputs stay as they were */
+            ls_json_key(&j, "loop_lost_records_claimed");
+            ls_json_int(&j, dr.loop_lost);
         }
         ls_json_key(&j, "lossy"); ls_json_bool(&j, ls_drops_lossy(&dr));
         if (t->cut_short) {           /* only then: older outputs stay as they were */

@@ -351,7 +351,7 @@ static void lossy(lint *L)
     ls_read_drops(L->t, &d);
     if (!ls_drops_lossy(&d))
         return;
-    char what[512] = "", part[128];
+    char what[1024] = "", part[128];   /* 7 parts at most */
     const char *sep = "";
     if (d.messages > 0) {
         char extra[96] = "";
@@ -390,14 +390,22 @@ static void lossy(lint *L)
                  "blocked at once)", sep, (long long)d.lost_episodes,
                  d.lost_episodes == 1 ? "" : "s");
         strcat(what, part);
+        sep = ", ";
+    }
+    if (d.loop_lost > 0) {
+        snprintf(part, sizeof(part), "%sthe target's loops dropped %lld record%s while the "
+                 "recorder held their buffers", sep, (long long)d.loop_lost,
+                 d.loop_lost == 1 ? "" : "s");
+        strcat(what, part);
     }
     lint_warn_begin(L, R_LOSSY, -1, NULL, "the recording lost data: %s; other warnings may be "
                "missing or wrong%s", what,
                d.messages > 0 ? " (record with a larger --ringbuf-kb)" : "");
     static const char *const keys[] = { "dropped_messages", "dropped_bytes", "rejected_records",
-                                        "read_errors", "dropped_events_claimed", "lost_episodes" };
+                                        "read_errors", "dropped_events_claimed", "lost_episodes",
+                                        "loop_lost_records_claimed" };
     int64_t vals[] = { d.messages, d.bytes, d.rejected, d.read_errors, d.claimed,
-                       d.lost_episodes };
+                       d.lost_episodes, d.loop_lost };
     for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
         if (vals[i] >= 0)
             lint_ev_int(L, keys[i], vals[i]);

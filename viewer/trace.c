@@ -204,8 +204,9 @@ void ls_read_drops(ls_trace *t, ls_drops *d)
     if (d->claimed < 0)
         d->claimed = ls_meta_int(t, "dropped_events", -1);
     d->lost_episodes = ls_meta_int(t, "lost_episodes", -1);
+    d->loop_lost = ls_meta_int(t, "loop_lost_records_claimed", -1);
     int64_t *all[] = { &d->messages, &d->bytes, &d->rejected, &d->read_errors, &d->claimed,
-                       &d->lost_episodes };
+                       &d->lost_episodes, &d->loop_lost };
     for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
         if (*all[i] < -1)
             *all[i] = -1;                 /* a negative count is no count */
@@ -214,7 +215,7 @@ void ls_read_drops(ls_trace *t, ls_drops *d)
 bool ls_drops_lossy(const ls_drops *d)
 {
     return d->messages > 0 || d->rejected > 0 || d->read_errors > 0 || d->claimed > 0 ||
-           d->lost_episodes > 0;
+           d->lost_episodes > 0 || d->loop_lost > 0;
 }
 
 int64_t ls_col_ts(sqlite3_stmt *st, int i)

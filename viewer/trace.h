@@ -61,7 +61,8 @@ int64_t ls_meta_ts(ls_trace *t, const char *key, int64_t dflt);
  * that is absent (an older recorder) or not a count.  messages, bytes,
  * rejected, read_errors and lost_episodes are counted by the recorder or
  * the kernel; claimed is what the target reported for the lost batches
- * (dropped_events_claimed, or the older dropped_events), unverified. */
+ * (dropped_events_claimed, or the older dropped_events), and loop_lost
+ * what its loops dropped themselves, both unverified. */
 typedef struct ls_drops {
     int64_t messages;         /* dropped_messages: ring-buffer messages lost */
     int64_t bytes;            /* dropped_bytes: payload bytes in them */
@@ -69,6 +70,8 @@ typedef struct ls_drops {
     int64_t read_errors;      /* read_errors: batches that could not be read */
     int64_t claimed;          /* events the target claims were in the lost batches */
     int64_t lost_episodes;    /* lost_episodes: blocking episodes not kept */
+    int64_t loop_lost;        /* loop_lost_records_claimed: records the target's
+                               * loops say they dropped, their buffers all held */
 } ls_drops;
 void ls_read_drops(ls_trace *t, ls_drops *d);
 /* Anything lost or refused (a lossy trace). */

@@ -14,7 +14,7 @@
 #define EVL_PROBES_H
 
 #define EVL_PROBE_LIST(XX)                                                    \
-    XX(loop_start,     3, "loop tid pub")                                     \
+    XX(loop_start,     4, "loop tid pub pub_size")                            \
     XX(loop_stop,      2, "loop tid")                                         \
     XX(task_create,    5, "loop task parent name fn")                         \
     XX(task_run,       2, "loop task")                                        \
@@ -27,7 +27,7 @@
     XX(poll_exit,      2, "loop nevents")                                     \
     XX(callback_begin, 2, "loop fn")                                          \
     XX(callback_end,   2, "loop fn")                                          \
-    XX(batch,          5, "loop addr len pub nrec")
+    XX(batch,          6, "loop addr len pub nrec seq")
 
 /* Probe ids, in table order from 1.  They are the `kind` of batch records
  * and of the events table: append new probes at the end of the table. */
@@ -119,19 +119,47 @@ enum evl_leak_kind { EVL_LEAK_LIST(EVL__ENUM_LEAK) };
  *
  * A uprobe hit costs 0.3-1.5 us.  While a tracer has raised the `batch`
  * probe's semaphore, the loop also appends each lifecycle event (all probes
- * but loop_start, loop_stop and batch) as a record to a per-loop buffer and
- * fires `batch(loop, addr, len, pub, nrec)` at a poll once the oldest
- * record has waited EVL_TRACE_FLUSH_NS, and whenever the buffer is full:
- * addr/len is the buffer, nrec the number of records in it, pub the
- * address of the loop's evl_loop_pub (so a tracer that attached mid-run
- * learns it).  While records wait, a poll sleeps no longer than it takes
- * the oldest to reach that age, so a tracer gets every record within
- * about EVL_TRACE_FLUSH_NS.  (One hit per sleeping poll, as before, cost
- * a keep-alive HTTP server 7 % of its CPU: a busy server sleeps after
- * every few requests.)  A snapshot request (below) also hands the buffer
- * over at once: a tracer asks for one before it detaches so that it loses
- * nothing.  Records of one loop are in program order, so order within a
- * loop is exact.
+ * but loop_start, loop_stop and batch) as a record to a buffer of
+ * EVL_BATCH_BYTES and fires `batch(loop, addr, len, pub, nrec, seq)` at a
+ * poll once the oldest record has waited EVL_TRACE_FLUSH_NS, and whenever
+ * the buffer is full: addr/len is the buffer, nrec the number of records
+ * in it, pub the address of the loop's evl_loop_pub (so a tracer that
+ * attached mid-run learns it), seq 0 or the number of a kept batch
+ * (below).  While records wait, a poll
+ * sleeps no longer than it takes the oldest to reach that age, so a
+ * tracer gets every record within about EVL_TRACE_FLUSH_NS.  (One hit per
+ * sleeping poll, as before, cost a keep-alive HTTP server 7 % of its CPU:
+ * a busy server sleeps after every few requests.)  Records of one loop are
+ * in program order, so order within a loop is exact.
+ *
+ * seq 0 means the tracer must copy the batch in the probe: the loop writes
+ * over the buffer once the probe returns.  That is the rule until the
+ * tracer stores 1 in evl_loop_pub.reader (at loop_start, or at a batch:
+ * it needs the right to write the target's memory, ptrace's).  From the
+ * next hand-over on, the loop keeps each batch, untouched, until the
+ * tracer has stored a number >= its seq (1, 2, ..., skipping 0 when it
+ * wraps) in evl_loop_pub.released, and goes on in the next of
+ * EVL_BATCH_BUFS buffers: the tracer reads the batch when it likes, not
+ * in the probe (copying 64 KiB in the loop's thread was most of what the
+ * probe cost it).  The buffers are mapped while batching is on, so a
+ * traced loop holds up to EVL_BATCH_BUFS * EVL_BATCH_BYTES of records its
+ * tracer has not read.  released is cumulative: storing seq frees that
+ * batch and every one before it.  When the tracer holds every buffer,
+ * the loop writes into a buffer of its own; when that one is full or its
+ * oldest record is EVL_TRACE_FLUSH_NS old and still no buffer is free,
+ * its records are dropped and counted in evl_loop_pub.lost, and the loop
+ * fires `batch` with len 0 and the last seq handed over, so that a
+ * tracer which lost count (a batch message it never got) can free them.
+ * A reader therefore stores seq once it has read the batch, for every
+ * kept batch it is handed, empty ones included, and stores 0 in reader
+ * when it leaves (the loop sets both words itself when batching starts,
+ * when no tracer holds a buffer).  When evl_run returns and in
+ * evl_loop_free the loop hands over what it holds and waits, while a
+ * reader holds batches and EVL_TRACE_DRAIN_NS at most, so that the tracer
+ * reads the last records (leak verdicts among them) before the process
+ * may exit.  A snapshot request (below) also hands the buffer over at
+ * once: a tracer asks for one before it detaches so that it loses
+ * nothing.
  *
  * When a tracer attaches to a running loop, the loop first emits a
  * task_create record for every task already pending, with
@@ -147,6 +175,8 @@ enum evl_leak_kind { EVL_LEAK_LIST(EVL__ENUM_LEAK) };
 #endif
 
 #define EVL_BATCH_BYTES 65536   /* buffer size; batch len never exceeds it */
+#define EVL_BATCH_BUFS 64       /* buffers a tracer may hold: 4 MiB */
+#define EVL_TRACE_DRAIN_NS 1000000000ull /* the longest evl_run's return waits for a tracer */
 #define EVL_TRACE_FLUSH_NS 10000000ull /* the longest a record waits in it, about */
 #define EVL_NAME_MAX 48         /* task names, NUL included */
 #define EVL_REC_PREEXISTING 0x80000000u /* task_create a32 flag */
@@ -196,7 +226,7 @@ struct evl_loop_pub {
                      * began; maintained only while batching is on */
     __u32 phase;    /* enum evl_phase */
     __u32 steps;    /* bumped at every step or callback start */
-    /* Snapshot request, the one word a tracer writes: while batching, the
+    /* Snapshot request, one of two words a tracer writes: while batching, the
      * loop compares it with `snapshot_done` after each iteration's poll
      * and, when they differ, copies it there and emits the task_create
      * snapshot again (and a batch at once).  A tracer that attaches while
@@ -205,7 +235,15 @@ struct evl_loop_pub {
      * this way. */
     __u32 snapshot_req;
     __u32 snapshot_done;
+    /* The tracer's other words (batching, above): released, the seq of
+     * the last kept batch it has read, and reader, 1 while it reads kept
+     * batches.  The loop sets them itself only when batching starts, when
+     * no tracer holds a buffer. */
+    __u32 released;
+    __u32 reader;
+    __u32 lost;     /* records dropped for want of a free buffer, wrapping */
+    __u32 pad;
 };
-_Static_assert(sizeof(struct evl_loop_pub) == 32, "evl_loop_pub layout is ABI");
+_Static_assert(sizeof(struct evl_loop_pub) == 48, "evl_loop_pub layout is ABI");
 
 #endif /* EVL_PROBES_H */

@@ -314,6 +314,8 @@ struct evl_loop {
     struct evl_loop_pub pub;  /* running task / phase, for tracers */
     uint32_t trace_len;       /* bytes used in trace_buf */
     uint32_t trace_nrec;      /* records in trace_buf */
+    uint8_t *trace_buf;       /* where records go: a buffer of trace_ring, or
+                               * trace_spill while the tracer holds them all */
     /* the records' clock (trace.h, evl__trace_now): CLOCK_MONOTONIC read
      * at an anchor, the TSC in between; tc_span 0: not calibrated */
     uint64_t tc_ns, tc_tsc;   /* the anchor: a clock read and the TSC then */
@@ -372,12 +374,19 @@ struct evl_loop {
     uint8_t stopping;
     uint8_t closing;          /* 1: evl_loop_free running; 2: freed, the
                                * struct lives on for tasks still referenced */
-    /* batch records for the tracer (evl-probes.h), EVL_BATCH_BYTES (64 KiB);
-     * handed over by the batch probe (evl__trace_flush, trace.h) at a poll
-     * once the oldest is EVL_TRACE_FLUSH_NS old (a sleeping poll is cut
-     * short to wake by then), when the next record would not fit, at a
-     * snapshot (task.c), when evl_run returns and in evl_loop_free */
-    _Alignas(8) uint8_t trace_buf[EVL_BATCH_BYTES];
+    /* batch records for the tracer (evl-probes.h), EVL_BATCH_BYTES (64 KiB)
+     * a buffer; handed over by the batch probe (evl__trace_hand_over,
+     * trace.c) at a poll once the oldest is EVL_TRACE_FLUSH_NS old (a
+     * sleeping poll is cut short to wake by then), when the next record
+     * would not fit, at a snapshot (task.c), when evl_run returns and in
+     * evl_loop_free.  trace_ring: EVL_BATCH_BUFS buffers, mapped while
+     * batching is on (NULL if that failed: every record is then lost);
+     * trace_slot: the one trace_buf is, or was before the spill;
+     * trace_seq: the last batch handed over. */
+    uint8_t *trace_ring;
+    uint32_t trace_slot;
+    uint32_t trace_seq;
+    _Alignas(8) uint8_t trace_spill[EVL_BATCH_BYTES];
 };
 
 extern __thread evl_loop *evl__tls_loop;

@@ -84,7 +84,10 @@ evl_loop *evl_loop_new(const evl_loop_options *opts)
     loop->now = evl__clock_now();
     loop->epfd = -1;
     loop->wakefd = -1;
+    loop->trace_buf = loop->trace_spill;
     loop->trace_on = EVL_BATCHING();  /* a tracer already attached sees it all */
+    if (loop->trace_on)
+        evl__trace_begin(loop);
     evl__trace_refresh(loop);
     if (evl__poll_init(loop) < 0)
         goto fail;
@@ -366,10 +369,11 @@ int evl_run(evl_loop *loop)
     if (!(loop->flags & EVL_LOOP_VIRTUAL_CLOCK))
         loop->now = evl__clock_now();
     loop->io_quiet = 0;               /* the program ran since the last poll */
-    EVL_PROBE(loop_start, loop->id, loop->tid, (uintptr_t)&loop->pub);
+    EVL_PROBE(loop_start, loop->id, loop->tid, (uintptr_t)&loop->pub,
+              (uint32_t)sizeof(loop->pub));
     while (!loop->stopping && evl__loop_alive(loop))
         evl__iteration(loop);
-    evl__trace_flush(loop);
+    evl__trace_drain(loop);           /* the process may exit next */
     EVL_PROBE(loop_stop, loop->id, loop->tid);
     evl__altstack_leave(&old_ss, ss_mem);
     evl__tls_loop = NULL;
@@ -432,9 +436,10 @@ int evl_loop_free(evl_loop *loop)
         return EVL_EBUSY;
     int leaked = (int)loop->ntasks;
     loop->closing = 1;
-    evl__trace_refresh(loop);         /* a tracer attached since the last iteration */
+    evl__trace_check_attach(loop);    /* a tracer attached since the last iteration */
     evl__task_destroy_pending(loop);
-    evl__trace_flush(loop);           /* the leak verdicts */
+    evl__trace_drain(loop);           /* the leak verdicts */
+    evl__trace_end(loop, true);
     evl__executor_release(loop);     /* also moves posted handles to ready */
     evl__drain_posted(loop);
     evl__timers_release(loop);

@@ -370,7 +370,7 @@ void evl__trace_snapshot(evl_loop *loop, bool fresh)
      * request, what is buffered belongs to tracers already attached: it
      * goes out first. */
     if (fresh)
-        loop->trace_len = loop->trace_nrec = 0;
+        evl__trace_begin(loop);
     else
         evl__trace_flush(loop);
     loop->pub.snapshot_done = *(volatile uint32_t *)&loop->pub.snapshot_req;
@@ -391,6 +391,8 @@ EVL__COLD void evl__trace_attach_slow(evl_loop *loop)
         loop->trace_on = on;
         if (on)
             evl__trace_snapshot(loop, true);
+        else
+            evl__trace_end(loop, false);
     } else if (on && *(volatile uint32_t *)&loop->pub.snapshot_req != loop->pub.snapshot_done) {
         evl__trace_snapshot(loop, false);
     }

@@ -8,6 +8,7 @@
 #include "evl-internal.h"
 
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #if defined(__x86_64__)
 #include <cpuid.h>
@@ -122,6 +123,124 @@ void evl__trace_settle(evl_loop *loop)
     }
     loop->tc_last = now;
     evl__tc_anchor(loop);
+}
+
+/* ------------------------------------------------ the buffers (evl-probes.h)
+ *
+ * The batches the tracer holds are the trace_seq - released before the
+ * one after trace_slot, in slot order: that one is free while fewer than
+ * EVL_BATCH_BUFS are held.  released is the tracer's word, so it is only
+ * compared: whatever it holds, the loop writes only into its own buffers. */
+
+#define EVL__RING_BYTES ((size_t)EVL_BATCH_BUFS * EVL_BATCH_BYTES)
+
+static uint32_t evl__trace_released(const evl_loop *loop)
+{
+    return __atomic_load_n(&loop->pub.released, __ATOMIC_ACQUIRE);
+}
+
+static bool evl__trace_next_free(const evl_loop *loop)
+{
+    return loop->trace_ring && loop->trace_seq - evl__trace_released(loop) < EVL_BATCH_BUFS;
+}
+
+static void evl__trace_use_next(evl_loop *loop)
+{
+    loop->trace_slot = (loop->trace_slot + 1) % EVL_BATCH_BUFS;
+    loop->trace_buf = loop->trace_ring + (size_t)loop->trace_slot * EVL_BATCH_BYTES;
+}
+
+/* Does the tracer read batches after the probe returns (evl_loop_pub.reader)? */
+static bool evl__trace_keeps(const evl_loop *loop)
+{
+    return loop->trace_ring && __atomic_load_n(&loop->pub.reader, __ATOMIC_RELAXED);
+}
+
+EVL__COLD void evl__trace_hand_over(evl_loop *loop)
+{
+    bool keep = evl__trace_keeps(loop);
+    if (keep && loop->trace_buf == loop->trace_spill) {
+        if (!evl__trace_next_free(loop)) {
+            /* The tracer still holds every buffer: the spill's records are
+             * lost, and an empty batch tells it where the loop is. */
+            loop->pub.lost += loop->trace_nrec;
+            loop->trace_len = loop->trace_nrec = 0;
+            EVL_PROBE(batch, loop->id, (uintptr_t)loop->trace_buf, 0, (uintptr_t)&loop->pub, 0,
+                      loop->trace_seq);
+            return;
+        }
+        evl__trace_use_next(loop);
+        memcpy(loop->trace_buf, loop->trace_spill, loop->trace_len);
+    }
+    evl__trace_settle(loop);
+    uint32_t seq = 0;                 /* 0: copy it now, the buffer is reused */
+    if (keep) {
+        if (++loop->trace_seq == 0)
+            loop->trace_seq = 1;
+        seq = loop->trace_seq;
+    }
+    EVL_PROBE(batch, loop->id, (uintptr_t)loop->trace_buf, loop->trace_len,
+              (uintptr_t)&loop->pub, loop->trace_nrec, seq);
+    (void)seq;
+    loop->trace_len = 0;
+    loop->trace_nrec = 0;
+    if (!keep)
+        return;
+    if (evl__trace_next_free(loop))
+        evl__trace_use_next(loop);
+    else
+        loop->trace_buf = loop->trace_spill;
+}
+
+EVL__COLD void evl__trace_begin(evl_loop *loop)
+{
+    if (!loop->trace_ring) {
+        void *p = mmap(NULL, EVL__RING_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                       -1, 0);
+        loop->trace_ring = p == MAP_FAILED ? NULL : p;
+    }
+    /* no tracer was attached: none holds a buffer, none has said it reads
+     * kept batches */
+    __atomic_store_n(&loop->pub.released, loop->trace_seq, __ATOMIC_RELEASE);
+    __atomic_store_n(&loop->pub.reader, 0, __ATOMIC_RELAXED);
+    loop->trace_slot = 0;
+    loop->trace_buf = loop->trace_ring ? loop->trace_ring : loop->trace_spill;
+    loop->trace_len = loop->trace_nrec = 0;
+}
+
+EVL__COLD void evl__trace_end(evl_loop *loop, bool unmap)
+{
+    loop->trace_len = loop->trace_nrec = 0;
+    if (loop->trace_ring && (unmap || evl__trace_released(loop) == loop->trace_seq)) {
+        munmap(loop->trace_ring, EVL__RING_BYTES);
+        loop->trace_ring = NULL;
+    }
+    loop->trace_buf = loop->trace_spill;
+}
+
+/* Sleep a millisecond unless the time is past until: false then. */
+static bool evl__trace_wait(uint64_t until)
+{
+    if (evl__clock_ns() >= until)
+        return false;
+    struct timespec ts = { 0, 1000000 };
+    nanosleep(&ts, NULL);
+    return true;
+}
+
+EVL__COLD void evl__trace_drain(evl_loop *loop)
+{
+    if (!EVL_BATCHING())
+        return;
+    uint64_t until = evl__clock_ns() + EVL_TRACE_DRAIN_NS;
+    /* records in the spill: a buffer to hand them over in first */
+    while (evl__trace_keeps(loop) && loop->trace_buf == loop->trace_spill && loop->trace_len &&
+           !evl__trace_next_free(loop) && evl__trace_wait(until))
+        ;
+    evl__trace_flush(loop);
+    while (evl__trace_keeps(loop) && evl__trace_released(loop) != loop->trace_seq &&
+           evl__trace_wait(until))
+        ;
 }
 
 #define EVL__REC(loop, name, task, a32, a0, a1)                                \

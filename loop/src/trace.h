@@ -14,17 +14,20 @@
 
 
 /* Hand the buffer to the tracer, even empty (a no-op when nobody
- * listens), first making sure that no record's time is later than the
- * clock's. */
+ * listens), and go on in the next free one (trace.c).  Before, settle:
+ * no record's time may be later than the clock's. */
+void evl__trace_hand_over(evl_loop *loop);
 void evl__trace_settle(evl_loop *loop);
-static inline void evl__trace_hand_over(evl_loop *loop)
-{
-    evl__trace_settle(loop);
-    EVL_PROBE(batch, loop->id, (uintptr_t)loop->trace_buf, loop->trace_len,
-              (uintptr_t)&loop->pub, loop->trace_nrec);
-    loop->trace_len = 0;
-    loop->trace_nrec = 0;
-}
+
+/* Batching starts: the buffers, all free.  Batching stops: unmapped if
+ * the tracer has read them all or if unmap (the loop is freed), else kept
+ * for the loop's next tracer (trace.c). */
+void evl__trace_begin(evl_loop *loop);
+void evl__trace_end(evl_loop *loop, bool unmap);
+
+/* Hand over what is buffered and wait, EVL_TRACE_DRAIN_NS at most, until
+ * the tracer has read every batch (evl_run's return, evl_loop_free). */
+void evl__trace_drain(evl_loop *loop);
 
 /* The same unless the buffer is empty. */
 static inline void evl__trace_flush(evl_loop *loop)

@@ -29,6 +29,12 @@
  *             and near 2^64; blocking episodes under each
  *   unbatched the per-event probes (record --no-batch) with NULL, kernel
  *             and unterminated name pointers and out-of-range arguments
+ *   kept      batches the loop keeps (a sixth argument, seq) with lying
+ *             seqs, lengths, addresses and pubs, one unmapped before the
+ *             recorder can read it, loop_start with lying pub sizes; then
+ *             waits for the recorder to release the last good one; at
+ *             exit prints "released N reader R last S": its
+ *             evl_loop_pub's words, and the last good seq
  */
 #define _GNU_SOURCE
 #define _SDT_HAS_SEMAPHORES 1
@@ -324,6 +330,69 @@ static void mode_pub(void)
 
 /* Out of line so that every probe operand is a register (libbpf reads
  * register, constant and base+offset operands only). */
+static __attribute__((noinline)) void fire_kept(uint64_t loop, const void *addr, uint32_t n,
+                                                const void *p, uint32_t nr, uint32_t seq)
+{
+    FIRE(batch, loop, (uintptr_t)addr, n, (uintptr_t)p, nr, seq);
+}
+
+static __attribute__((noinline)) void fire_start(uint64_t loop, const void *p, uint32_t size)
+{
+    FIRE(loop_start, loop, (uint32_t)gettid(), (uintptr_t)p, size);
+}
+
+static uint32_t kept_seq;             /* the last good kept batch's */
+
+static void mode_kept(void)
+{
+    void *ro = mmap(NULL, 4096, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    const void *pubs[] = { &pub, NULL, (void *)0xffffffff81000000ull, (const uint8_t *)&pub + 1,
+                           ro, (void *)(uintptr_t)-48 };
+    const size_t npubs = sizeof(pubs) / sizeof(pubs[0]);
+    static const uint32_t sizes[] = { 0, 1, 44, sizeof(struct evl_loop_pub), 0xffffffffu };
+    for (size_t i = 0; i < npubs; i++)
+        for (size_t j = 0; j < sizeof(sizes) / sizeof(sizes[0]); j++)
+            fire_start(i ? 10 + i : 1, pubs[i], sizes[j]);
+    /* good records, kept (each in a buffer of its own, left alone as a
+     * loop would), under seqs that wrap, repeat and go back */
+    static const uint32_t seqs[] = { 1, 0, 0xffffffffu, 7, 7, 3 };
+    static _Alignas(8) uint8_t kbuf[sizeof(seqs) / sizeof(seqs[0]) + 1][256];
+    for (size_t i = 0; i < sizeof(seqs) / sizeof(seqs[0]); i++) {
+        rec(1, EVL_PROBE_ID_task_create, now_ns(), 800 + i, 4, 0, 0, "kept", 4);
+        memcpy(kbuf[i], buf, len);
+        fire_kept(1, kbuf[i], (uint32_t)len, &pub, nrec, seqs[i]);
+        len = 0;
+        nrec = 0;
+    }
+    /* where they are, and how long, lied about */
+    const void *addrs[] = { NULL, (void *)0xffffffff81000000ull, buf + 1, (void *)(uintptr_t)-4096,
+                            ro };
+    static const uint32_t lens[] = { 0, 1, 44, EVL_BATCH_BYTES, EVL_BATCH_BYTES + 1, 0xffffffffu };
+    for (size_t a = 0; a < sizeof(addrs) / sizeof(addrs[0]); a++)
+        for (size_t l = 0; l < sizeof(lens) / sizeof(lens[0]); l++)
+            fire_kept(2, addrs[a], lens[l], pubs[(a + l) % npubs], lens[l], (uint32_t)rnd());
+    /* gone before the recorder reads it */
+    uint8_t *gone = mmap(NULL, EVL_BATCH_BYTES, PROT_READ | PROT_WRITE,
+                         MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    rec(1, EVL_PROBE_ID_task_create, now_ns(), 900, 4, 0, 0, "gone", 4);
+    memcpy(gone, buf, len);
+    fire_kept(1, gone, (uint32_t)len, &pub, nrec, 8);
+    munmap(gone, EVL_BATCH_BYTES);
+    len = 0;
+    nrec = 0;
+    /* the last good one, a new seq each round: the recorder frees it, as
+     * libevl waits for */
+    rec(1, EVL_PROBE_ID_task_create, now_ns(), 901, 4, 0, 0, "last", 4);
+    size_t last = sizeof(kbuf) / sizeof(kbuf[0]) - 1;
+    memcpy(kbuf[last], buf, len);
+    kept_seq = kept_seq < 4242 ? 4242 : kept_seq + 1;
+    fire_kept(1, kbuf[last], (uint32_t)len, &pub, nrec, kept_seq);
+    len = 0;
+    nrec = 0;
+    for (int i = 0; i < 2000 && *(volatile uint32_t *)&pub.released != kept_seq; i++)
+        sleep_ms(1);
+    munmap(ro, 4096);
+}
 static __attribute__((noinline)) void fire_create(uint64_t loop, uint64_t task, const char *name,
                                                   uintptr_t fn)
 {
@@ -393,12 +462,17 @@ int main(int argc, char **argv)
             mode_pub();
         else if (!strcmp(mode, "unbatched"))
             mode_unbatched();
+        else if (!strcmp(mode, "kept"))
+            mode_kept();
         else {
             fprintf(stderr, "hostile_target: unknown mode '%s'\n", mode);
             return 2;
         }
         sleep_ms(5);
     } while (now_ns() < end);
+    if (!strcmp(mode, "kept"))
+        printf("released %u reader %u last %u\n", *(volatile uint32_t *)&pub.released,
+               *(volatile uint32_t *)&pub.reader, kept_seq);
     FIRE(loop_stop, 1, (uint32_t)gettid());
     return 0;
 }

@@ -15,6 +15,7 @@ recorder and viewer built with ASan+UBSan.  Exit 0 pass, 1 fail, 77 skip
 """
 import argparse
 import json
+import re
 import os
 import resource
 import shutil
@@ -27,7 +28,8 @@ import lstrace  # noqa: E402  (tests/lstrace.py: events needs loopscope's SQLite
 from lstest import Fail, check  # noqa: E402  (the copy every script shares)
 
 A = None
-MODES = ["random", "lengths", "records", "names", "tasks", "loops", "flood", "pub", "unbatched"]
+MODES = ["random", "lengths", "records", "names", "tasks", "loops", "flood", "pub", "unbatched",
+         "kept"]
 # The recorder's memory (tracer/README.md, "Memory"): the ring buffer is
 # mapped twice (its data pages are resident), the task table holds at most
 # LS_TASKS_MAX (262144) live tasks of 152 bytes at most half full (76 MiB),
@@ -80,6 +82,10 @@ def record(mode, db, secs):
     rss_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     no_sanitizer_report("record", p.stderr)
     check(p.returncode == 0, f"record exited {p.returncode}: {p.stderr.strip()[-2000:]}")
+    if mode == "kept":    # the recorder freed the last good batch, and said it reads kept ones
+        m = re.search(r"released (\d+) reader (\d+) last (\d+)", p.stdout)
+        check(m and m.group(1) == m.group(3) and m.group(2) == "1",
+              f"the target's pub at exit: {p.stdout!r}")
     # ru_maxrss of the children is a running max: meaningful when it grew
     return p.stderr, (rss_mb if rss_mb * 1024 > before else None)
 
@@ -143,6 +149,11 @@ def check_trace(mode, db, stderr, rss_mb):
                           check(int(m["rejected_messages"]) > 0, "no message refused")),
         "pub": lambda: check(int(m["snapshot_request_failures"]) >= 4,
                              f"snapshot requests to bad pubs: {m['snapshot_request_failures']}"),
+        "kept": lambda: (check(int(m["read_errors"]) > 0, "unreadable kept batches: no read errors"),
+                         check(query(db, "SELECT count(*) FROM tasks WHERE name = 'kept'")[0][0]
+                               == 6 and query(db, "SELECT count(*) FROM tasks WHERE name = "
+                                                  "'last'")[0][0] == 1,
+                               "the good kept batches were not all read")),
     }
     if mode in per_mode:
         per_mode[mode]()

@@ -153,6 +153,8 @@
     XX(trace_clock_follows_clock) \
     XX(trace_clock_settle) \
     XX(trace_clock_env_off) \
+    XX(trace_buffers_kept) \
+    XX(trace_buffers_attach_detach) \
     XX(stress_threads_many_tasks) \
     XX(stress_1e6_tasks) \
     XX(stress_1e5_sleepers) \
