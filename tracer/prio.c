@@ -17,11 +17,13 @@
  * buffer would then fill and drop.  A watchdog thread (normal policy,
  * asleep but for a wakeup every LS_PRIO_CHECK_NS) raises it back to
  * SCHED_OTHER when the ring holds more than a quarter of its size (read
- * from the ring's own producer and consumer positions), or when the thread
+ * from the ring's own producer and consumer positions; LS_PRIO_KEPT_BACKLOG
+ * when the target keeps its batches), or when the thread
  * has not come round its loop (ls_prio_beat; at least every 20 ms when it
  * runs) for LS_PRIO_STALL_NS, so that stopping, a flight trigger or `top`
  * are late by that much at most.  Starved for less, it loses nothing: the
- * ring holds seconds of a busy server's records.  Once raised it stays so
+ * ring holds seconds of a busy server's records (kept batches: the loop's
+ * 256 buffers hold about 1.4 s of them).  Once raised it stays so
  * for LS_PRIO_HOLD_NS and until a drain empties the ring, then yields
  * again.  Counted: meta priority_raises.
  *

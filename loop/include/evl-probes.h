@@ -138,13 +138,14 @@ enum evl_leak_kind { EVL_LEAK_LIST(EVL__ENUM_LEAK) };
  * it needs the right to write the target's memory, ptrace's).  From the
  * next hand-over on, the loop keeps each batch, untouched, until the
  * tracer has stored a number >= its seq (1, 2, ..., skipping 0 when it
- * wraps) in evl_loop_pub.released, and goes on in the next of
+ * wraps) in evl_loop_pub.released, and goes on in another of
  * EVL_BATCH_BUFS buffers: the tracer reads the batch when it likes, not
  * in the probe (copying 64 KiB in the loop's thread was most of what the
  * probe cost it).  The buffers are mapped while batching is on, so a
  * traced loop holds up to EVL_BATCH_BUFS * EVL_BATCH_BYTES of records its
- * tracer has not read.  released is cumulative: storing seq frees that
- * batch and every one before it.  When the tracer holds every buffer,
+ * tracer has not read (it takes the lowest free buffer, so memory is
+ * touched only as far as the tracer falls behind).  released is
+ * cumulative: storing seq frees that batch and every one before it.  When the tracer holds every buffer,
  * the loop writes into a buffer of its own; when that one is full or its
  * oldest record is EVL_TRACE_FLUSH_NS old and still no buffer is free,
  * its records are dropped and counted in evl_loop_pub.lost, and the loop
@@ -175,7 +176,7 @@ enum evl_leak_kind { EVL_LEAK_LIST(EVL__ENUM_LEAK) };
 #endif
 
 #define EVL_BATCH_BYTES 65536   /* buffer size; batch len never exceeds it */
-#define EVL_BATCH_BUFS 64       /* buffers a tracer may hold: 4 MiB */
+#define EVL_BATCH_BUFS 256      /* buffers a tracer may hold: 16 MiB */
 #define EVL_TRACE_DRAIN_NS 1000000000ull /* the longest evl_run's return waits for a tracer */
 #define EVL_TRACE_FLUSH_NS 10000000ull /* the longest a record waits in it, about */
 #define EVL_NAME_MAX 48         /* task names, NUL included */

@@ -127,10 +127,12 @@ void evl__trace_settle(evl_loop *loop)
 
 /* ------------------------------------------------ the buffers (evl-probes.h)
  *
- * The batches the tracer holds are the trace_seq - released before the
- * one after trace_slot, in slot order: that one is free while fewer than
- * EVL_BATCH_BUFS are held.  released is the tracer's word, so it is only
- * compared: whatever it holds, the loop writes only into its own buffers. */
+ * trace_held[k] is the seq of the last batch handed over in buffer k (0:
+ * none): free once the tracer's released has reached it.  The loop takes
+ * the lowest free buffer, so that a tracer that keeps up touches only the
+ * first few (the rest of the mapping stays untouched, not resident).
+ * released is the tracer's word, so it is only compared: whatever it
+ * holds, the loop writes only into its own buffers. */
 
 #define EVL__RING_BYTES ((size_t)EVL_BATCH_BUFS * EVL_BATCH_BYTES)
 
@@ -139,15 +141,22 @@ static uint32_t evl__trace_released(const evl_loop *loop)
     return __atomic_load_n(&loop->pub.released, __ATOMIC_ACQUIRE);
 }
 
-static bool evl__trace_next_free(const evl_loop *loop)
+/* The lowest free buffer, or -1 if the tracer holds them all. */
+static int evl__trace_free_slot(const evl_loop *loop)
 {
-    return loop->trace_ring && loop->trace_seq - evl__trace_released(loop) < EVL_BATCH_BUFS;
+    if (!loop->trace_ring)
+        return -1;
+    uint32_t rel = evl__trace_released(loop);
+    for (int k = 0; k < EVL_BATCH_BUFS; k++)
+        if (!loop->trace_held[k] || (int32_t)(loop->trace_held[k] - rel) <= 0)
+            return k;
+    return -1;
 }
 
-static void evl__trace_use_next(evl_loop *loop)
+static void evl__trace_use(evl_loop *loop, int k)
 {
-    loop->trace_slot = (loop->trace_slot + 1) % EVL_BATCH_BUFS;
-    loop->trace_buf = loop->trace_ring + (size_t)loop->trace_slot * EVL_BATCH_BYTES;
+    loop->trace_slot = (uint32_t)k;
+    loop->trace_buf = loop->trace_ring + (size_t)k * EVL_BATCH_BYTES;
 }
 
 /* Does the tracer read batches after the probe returns (evl_loop_pub.reader)? */
@@ -160,7 +169,8 @@ EVL__COLD void evl__trace_hand_over(evl_loop *loop)
 {
     bool keep = evl__trace_keeps(loop);
     if (keep && loop->trace_buf == loop->trace_spill) {
-        if (!evl__trace_next_free(loop)) {
+        int k = evl__trace_free_slot(loop);
+        if (k < 0) {
             /* The tracer still holds every buffer: the spill's records are
              * lost, and an empty batch tells it where the loop is. */
             loop->pub.lost += loop->trace_nrec;
@@ -169,7 +179,7 @@ EVL__COLD void evl__trace_hand_over(evl_loop *loop)
                       loop->trace_seq);
             return;
         }
-        evl__trace_use_next(loop);
+        evl__trace_use(loop, k);
         memcpy(loop->trace_buf, loop->trace_spill, loop->trace_len);
     }
     evl__trace_settle(loop);
@@ -186,8 +196,10 @@ EVL__COLD void evl__trace_hand_over(evl_loop *loop)
     loop->trace_nrec = 0;
     if (!keep)
         return;
-    if (evl__trace_next_free(loop))
-        evl__trace_use_next(loop);
+    loop->trace_held[loop->trace_slot] = seq;
+    int k = evl__trace_free_slot(loop);
+    if (k >= 0)
+        evl__trace_use(loop, k);
     else
         loop->trace_buf = loop->trace_spill;
 }
@@ -203,6 +215,7 @@ EVL__COLD void evl__trace_begin(evl_loop *loop)
      * kept batches */
     __atomic_store_n(&loop->pub.released, loop->trace_seq, __ATOMIC_RELEASE);
     __atomic_store_n(&loop->pub.reader, 0, __ATOMIC_RELAXED);
+    memset(loop->trace_held, 0, sizeof(loop->trace_held));
     loop->trace_slot = 0;
     loop->trace_buf = loop->trace_ring ? loop->trace_ring : loop->trace_spill;
     loop->trace_len = loop->trace_nrec = 0;
@@ -235,7 +248,7 @@ EVL__COLD void evl__trace_drain(evl_loop *loop)
     uint64_t until = evl__clock_ns() + EVL_TRACE_DRAIN_NS;
     /* records in the spill: a buffer to hand them over in first */
     while (evl__trace_keeps(loop) && loop->trace_buf == loop->trace_spill && loop->trace_len &&
-           !evl__trace_next_free(loop) && evl__trace_wait(until))
+           evl__trace_free_slot(loop) < 0 && evl__trace_wait(until))
         ;
     evl__trace_flush(loop);
     while (evl__trace_keeps(loop) && evl__trace_released(loop) != loop->trace_seq &&

@@ -42,7 +42,8 @@ TEST_IMPL(trace_buffers_kept)
     ASSERT_PTR_EQ(loop->trace_buf, slot(loop, 0));
     ASSERT_EQ(loop->trace_len, 0);
 
-    /* A reader: each batch is kept, numbered, and the loop moves on. */
+    /* A reader: each batch is kept, numbered, and the loop moves on to the
+     * lowest free buffer. */
     loop->pub.reader = 1;
     for (uint32_t i = 1; i <= EVL_BATCH_BUFS; i++) {
         ASSERT_PTR_EQ(loop->trace_buf, slot(loop, (i - 1) % EVL_BATCH_BUFS));
@@ -67,7 +68,8 @@ TEST_IMPL(trace_buffers_kept)
     ASSERT_EQ(loop->trace_len, 0);
 
     /* The tracer frees the first ten: the spill's records move into the
-     * first free buffer (slot 0, batch 1's) and go out as the next batch. */
+     * lowest free buffer (slot 0, batch 1's) and go out as the next batch;
+     * the loop goes on in slot 1 (batch 2's). */
     loop->pub.released = 10;
     put(loop, 999, 3);
     evl__trace_hand_over(loop);
@@ -77,12 +79,12 @@ TEST_IMPL(trace_buffers_kept)
     ASSERT_PTR_EQ(loop->trace_buf, slot(loop, 1));
     ASSERT_U64_EQ(first_task(slot(loop, 10)), 111);   /* batch 11: still held */
 
-    /* A released word that lies (ahead of the loop) frees nothing it
-     * should not: the loop only compares it. */
+    /* A released word that lies (ahead of the loop) frees only the loop's
+     * own buffers, for the loop to write into again: it only compares it. */
     loop->pub.released = loop->trace_seq + 1000;
     put(loop, 5, 1);
     evl__trace_hand_over(loop);
-    ASSERT_PTR_EQ(loop->trace_buf, loop->trace_spill);
+    ASSERT_PTR_EQ(loop->trace_buf, slot(loop, 0));
 
     /* All read: nothing to wait for when the loop is freed. */
     loop->pub.released = loop->trace_seq;
