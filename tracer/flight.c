@@ -393,7 +393,7 @@ static void ls_flight_batch(recorder *r, struct ls_loop_info *li, const struct l
 {
     struct ls_flight *f = r->flight;
     const uint8_t *p = (const uint8_t *)(h + 1);
-    ls_loop_contact(r, li, h->arg, h->type == LS_MSG_BATCH && h->pad == 1);
+    ls_loop_batch(r, li, h);
     for (size_t off = 0; off + sizeof(struct evl_rec) <= h->len;) {
         const struct evl_rec *e = (const struct evl_rec *)(const void *)(p + off);
         if (e->size < sizeof(*e) || e->size % 8 || e->size > h->len - off)

@@ -383,6 +383,7 @@ static void *ls_read_batch(recorder *r, const void *data, size_t size, size_t *o
         *m = *h;
         m->type = LS_MSG_BATCH;
         m->len = b->len;
+        m->pad = 1;                   /* from a loop that keeps batches (ls_loop_contact) */
     }
     if (ok && b->len) {
         struct iovec local = { m + 1, b->len };
@@ -438,6 +439,19 @@ void ls_loop_started(recorder *r, struct ls_loop_info *li, const struct ls_msg_h
     li->snapshot_asked = true;
     ls_loop_contact(r, li, h->arg,
                     h->pad >= offsetof(struct evl_loop_pub, reader) + sizeof(uint32_t));
+}
+
+/* A batch (copied, or kept and read: ls_read_batch marks it keepable).
+ * An empty kept batch is what a loop sends when it dropped records for
+ * want of a free buffer: its count is read then, while the target lives
+ * (ls_flush_loops reads it once more at the end). */
+void ls_loop_batch(recorder *r, struct ls_loop_info *li, const struct ls_msg_hdr *h)
+{
+    bool keepable = h->type == LS_MSG_BATCH && h->pad == 1;
+    ls_loop_contact(r, li, h->arg, keepable);
+    struct evl_loop_pub cur;
+    if (keepable && !h->len && !r->offline && ls_read_pub(r, li->pub, &cur))
+        li->lost = cur.lost;
 }
 
 void ls_loop_contact(recorder *r, struct ls_loop_info *li, uint64_t pub, bool keepable)
@@ -499,7 +513,7 @@ void ls_ingest_msg(recorder *r, const void *data, size_t size)
     case LS_MSG_REC:
         if (r->generic)
             break;
-        ls_loop_contact(r, li, h->arg, h->type == LS_MSG_BATCH && h->pad == 1);
+        ls_loop_batch(r, li, h);
         for (size_t off = 0; off + sizeof(struct evl_rec) <= h->len;) {
             const struct evl_rec *e = (const struct evl_rec *)(const void *)(p + off);
             if (e->size < sizeof(*e) || e->size % 8 || e->size > h->len - off) {

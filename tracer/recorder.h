@@ -204,6 +204,7 @@ int ls_on_msg(void *ctx, void *data, size_t size);
 void ls_ingest_msg(recorder *r, const void *data, size_t size);
 /* A batch's loop heard from: asks for the snapshot the first time. */
 void ls_loop_contact(recorder *r, struct ls_loop_info *li, uint64_t pub, bool keepable);
+void ls_loop_batch(recorder *r, struct ls_loop_info *li, const struct ls_msg_hdr *h);
 void ls_loops_leave(recorder *r);
 void ls_loop_started(recorder *r, struct ls_loop_info *li, const struct ls_msg_hdr *h);
 bool ls_read_pub(recorder *r, uint64_t pub, struct evl_loop_pub *cur);
