@@ -257,19 +257,36 @@ void ls_flush_windows(recorder *r)
                               r->loops[i].hist[b], r->loops[i].hist_ns[b]);
 }
 
-/* Ask a loop for its task snapshot again (evl-probes.h: snapshot_req).
- * Needed when the loop did not see our attach as a rise of the semaphore:
- * another tracer is attached, or the previous one left while the loop
- * slept.  A repeated snapshot is harmless (known tasks are skipped).  pub
- * is the target's word: it must look like an aligned user address, and
- * the write goes through the kernel's checks on the target's own memory. */
+/* The end of user space on x86-64: a target's address at or past it is
+ * a lie. */
+#define LS_USER_END (1ull << 47)
+
+/* pub (and every address the recorder reads or writes in the target) is
+ * the target's word: it must look like an aligned user address, and the
+ * access goes through the kernel's checks on the target's own memory. */
+static bool ls_pub_plausible(uint64_t pub)
+{
+    return pub && pub % 8 == 0 && pub < LS_USER_END - sizeof(struct evl_loop_pub);
+}
+
 bool ls_read_pub(recorder *r, uint64_t pub, struct evl_loop_pub *cur)
 {
-    if (!pub || pub % 8 || pub >= (1ull << 47) - sizeof(struct evl_loop_pub))
+    if (!ls_pub_plausible(pub))
         return false;
     struct iovec local = { cur, sizeof(*cur) };
     struct iovec remote = { (void *)(uintptr_t)pub, sizeof(*cur) };
     return process_vm_readv(r->pid, &local, 1, &remote, 1, 0) == (ssize_t)sizeof(*cur);
+}
+
+/* Write n bytes at offset off of the loop's evl_loop_pub: false if pub
+ * does not look like one or the write failed. */
+bool ls_write_pub(recorder *r, uint64_t pub, size_t off, const void *src, size_t n)
+{
+    if (!ls_pub_plausible(pub))
+        return false;
+    struct iovec local = { (void *)src, n };
+    struct iovec remote = { (void *)(uintptr_t)(pub + off), n };
+    return process_vm_writev(r->pid, &local, 1, &remote, 1, 0) == (ssize_t)n;
 }
 
 /* Leaving: the loops we told we read kept batches hand copies again (to
@@ -295,18 +312,11 @@ uint64_t ls_loop_lost(const recorder *r)
     return lost;
 }
 
-/* Write n bytes at offset off of the loop's evl_loop_pub: false if pub
- * does not look like one (as above) or the write failed. */
-bool ls_write_pub(recorder *r, uint64_t pub, size_t off, const void *src, size_t n)
-{
-    if (!pub || pub % 8 || pub >= (1ull << 47) - sizeof(struct evl_loop_pub))
-        return false;
-    struct iovec local = { (void *)src, n };
-    struct iovec remote = { (void *)(uintptr_t)(pub + off), n };
-    return process_vm_writev(r->pid, &local, 1, &remote, 1, 0) == (ssize_t)n;
-}
-
-/* Returns the request written, 0 if none could be. */
+/* Ask a loop for its task snapshot again (evl-probes.h: snapshot_req).
+ * Needed when the loop did not see our attach as a rise of the semaphore:
+ * another tracer is attached, or the previous one left while the loop
+ * slept.  A repeated snapshot is harmless (known tasks are skipped).
+ * Returns the request written, 0 if none could be. */
 static uint32_t ls_request_snapshot(recorder *r, uint64_t pub)
 {
     struct evl_loop_pub cur;
@@ -378,7 +388,7 @@ static void *ls_read_batch(recorder *r, const void *data, size_t size, size_t *o
     if (!r->ref_buf)
         r->ref_buf = malloc(sizeof(*h) + EVL_BATCH_BYTES);
     struct ls_msg_hdr *m = (struct ls_msg_hdr *)(void *)r->ref_buf;
-    bool ok = m && b->len <= EVL_BATCH_BYTES && b->addr < (1ull << 47);
+    bool ok = m && b->len <= EVL_BATCH_BYTES && b->addr < LS_USER_END;
     if (ok) {
         *m = *h;
         m->type = LS_MSG_BATCH;
@@ -392,11 +402,12 @@ static void *ls_read_batch(recorder *r, const void *data, size_t size, size_t *o
     }
     if (!ok)
         r->ref_fail++;
-    /* Released even when unreadable: the loop must not wait for it.  pub
-     * is the target's word, checked as ls_read_pub does; a failed write
-     * only keeps the loop's buffers held (it counts what it drops). */
-    uint32_t words[2] = { b->seq, 1 };   /* released, reader */
-    ls_write_pub(r, h->arg, offsetof(struct evl_loop_pub, released), words, sizeof(words));
+    /* Released even when unreadable: the loop must not wait for it.  A
+     * failed write only keeps the loop's buffers held (it counts what it
+     * drops).  reader is ls_loop_contact's, which this batch reaches
+     * marked as from a loop that keeps batches. */
+    uint32_t seq = b->seq;
+    ls_write_pub(r, h->arg, offsetof(struct evl_loop_pub, released), &seq, sizeof(seq));
     if (!ok)
         return NULL;
     *out = sizeof(*m) + b->len;

@@ -381,11 +381,9 @@ struct evl_loop {
      * would not fit, at a snapshot (task.c), when evl_run returns and in
      * evl_loop_free.  trace_ring: EVL_BATCH_BUFS buffers, mapped while
      * batching is on (NULL if that failed: every record is then lost);
-     * trace_slot: the one trace_buf is, or was before the spill;
      * trace_seq: the last batch handed over; trace_held: the last
      * batch handed over in each buffer (trace.c, "the buffers"). */
     uint8_t *trace_ring;
-    uint32_t trace_slot;
     uint32_t trace_seq;
     uint32_t trace_held[EVL_BATCH_BUFS];
     _Alignas(8) uint8_t trace_spill[EVL_BATCH_BYTES];

@@ -155,7 +155,6 @@ static int evl__trace_free_slot(const evl_loop *loop)
 
 static void evl__trace_use(evl_loop *loop, int k)
 {
-    loop->trace_slot = (uint32_t)k;
     loop->trace_buf = loop->trace_ring + (size_t)k * EVL_BATCH_BYTES;
 }
 
@@ -196,7 +195,8 @@ EVL__COLD void evl__trace_hand_over(evl_loop *loop)
     loop->trace_nrec = 0;
     if (!keep)
         return;
-    loop->trace_held[loop->trace_slot] = seq;
+    /* kept batches are handed over from a buffer of the ring, never the spill */
+    loop->trace_held[(size_t)(loop->trace_buf - loop->trace_ring) / EVL_BATCH_BYTES] = seq;
     int k = evl__trace_free_slot(loop);
     if (k >= 0)
         evl__trace_use(loop, k);
@@ -216,7 +216,6 @@ EVL__COLD void evl__trace_begin(evl_loop *loop)
     __atomic_store_n(&loop->pub.released, loop->trace_seq, __ATOMIC_RELEASE);
     __atomic_store_n(&loop->pub.reader, 0, __ATOMIC_RELAXED);
     memset(loop->trace_held, 0, sizeof(loop->trace_held));
-    loop->trace_slot = 0;
     loop->trace_buf = loop->trace_ring ? loop->trace_ring : loop->trace_spill;
     loop->trace_len = loop->trace_nrec = 0;
 }
