@@ -99,6 +99,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 
 from tracer_bench import dropped, exit_on_sigterm  # the same helpers, one copy
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
@@ -200,9 +201,9 @@ def sem_add(sem_read, pid, name, delta):
 class Recorder:
     """`loopscope record -p PID` for the duration of a with-block."""
 
-    def __init__(self, loopscope, sem_read, pid, db, extra):
+    def __init__(self, loopscope, sem_read, pid, db, extra, url):
         self.cmd = [loopscope, "record", "-p", str(pid), "-q", "-o", db, *extra]
-        self.sem_read, self.pid, self.db = sem_read, pid, db
+        self.sem_read, self.pid, self.db, self.url = sem_read, pid, db, url
         self.proc = None
 
     def __enter__(self):
@@ -228,6 +229,13 @@ class Recorder:
             if time.monotonic() > deadline:
                 raise RuntimeError("the recorder did not raise the probe semaphores in 30 s")
             time.sleep(0.05)
+        # One request, so that the loop hands the recorder a first batch
+        # (at most EVL_TRACE_FLUSH_NS, 10 ms, later) and the recorder tells
+        # it that it reads kept batches: until then each batch is copied
+        # (tracer/README.md, "Kept batches"), and a recorder stopped before
+        # would measure the copy, not what recording costs today.
+        urllib.request.urlopen(self.url, timeout=10).read()
+        time.sleep(0.2)
         return self
 
     def __exit__(self, *exc):
@@ -375,7 +383,7 @@ def main():
                     in_shm, stop = "SHM" in extra, "STOP" in extra
                     db = os.path.join(shm if in_shm else tmp, f"r{r}-{recorded.index(name)}.db")
                     rec = Recorder(before if name == BEFORE else loopscope, sem_read, pid, db,
-                                   [x for x in extra if x not in ("SHM", "STOP")])
+                                   [x for x in extra if x not in ("SHM", "STOP")], url)
                     with rec:
                         if stop:          # the probes fire, nobody drains
                             rec.proc.send_signal(signal.SIGSTOP)
