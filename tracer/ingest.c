@@ -368,26 +368,31 @@ void ls_flush_loops(recorder *r)
 
 #define LS_CHECK_BYTES 32768
 
-/* A batch the loop keeps until we have read it (LS_MSG_BATCH_REF): read
- * it from the target into r->ref_buf as the LS_MSG_BATCH the copying
- * probe would have sent, then free it and every batch before it in the
- * loop (evl_loop_pub.released).  An empty one still announces the loop
- * (its first batch, or the loop lost records for want of a free buffer).
- * NULL when malformed or unreadable (the target exited, or lied about
- * where the batch was; counted in ref_fail). */
-static void *ls_read_batch(recorder *r, const void *data, size_t size, size_t *out)
+/* A batch the loop keeps until we have read it (LS_MSG_BATCH_REF): its
+ * reference, or NULL when malformed (counted). */
+const struct ls_batch_ref *ls_batch_ref(recorder *r, const void *data, size_t size)
 {
     const struct ls_msg_hdr *h = data;
     if (size < sizeof(*h) + sizeof(struct ls_batch_ref) || h->len < sizeof(struct ls_batch_ref)) {
         r->rejected_msgs++;
         return NULL;
     }
-    const struct ls_batch_ref *b = (const struct ls_batch_ref *)(const void *)(h + 1);
+    return (const struct ls_batch_ref *)(const void *)(h + 1);
+}
+
+/* Read the kept batch b (of the message h) from the target into m, with
+ * room for a header and b->len bytes, as the LS_MSG_BATCH the copying
+ * probe would have sent; then free it and every batch before it in the
+ * loop (evl_loop_pub.released).  An empty one still announces the loop
+ * (its first batch, or the loop lost records for want of a free buffer).
+ * False when unreadable (the target exited, or lied about where the batch
+ * was or how long it is) or m is NULL (no memory for it); counted in
+ * ref_fail. */
+bool ls_read_batch(recorder *r, const struct ls_msg_hdr *h, const struct ls_batch_ref *b,
+                   struct ls_msg_hdr *m)
+{
     atomic_store_explicit(&r->prio.kept, true, memory_order_relaxed);   /* prio.c */
     r->refs++;
-    if (!r->ref_buf)
-        r->ref_buf = malloc(sizeof(*h) + EVL_BATCH_BYTES);
-    struct ls_msg_hdr *m = (struct ls_msg_hdr *)(void *)r->ref_buf;
     bool ok = m && b->len <= EVL_BATCH_BYTES && b->addr < LS_USER_END;
     if (ok) {
         *m = *h;
@@ -408,32 +413,48 @@ static void *ls_read_batch(recorder *r, const void *data, size_t size, size_t *o
      * marked as from a loop that keeps batches. */
     uint32_t seq = b->seq;
     ls_write_pub(r, h->arg, offsetof(struct evl_loop_pub, released), &seq, sizeof(seq));
-    if (!ok)
-        return NULL;
-    *out = sizeof(*m) + b->len;
-    return m;
+    return ok;
+}
+
+/* A message whose time has come: into the flight recorder's ring, or
+ * stored. */
+void ls_take_msg(recorder *r, const void *data, size_t size)
+{
+    if (r->flight)
+        ls_flight_on_msg(r, data, size);  /* into the ring (flight.c) */
+    else
+        ls_ingest_msg(r, data, size);
 }
 
 int ls_on_msg(void *ctx, void *data, size_t size)
 {
     recorder *r = ctx;
-    size_t in_ring = size;
-    if (size >= sizeof(struct ls_msg_hdr) &&
-        ((struct ls_msg_hdr *)data)->type == LS_MSG_BATCH_REF &&
-        !(data = ls_read_batch(r, data, size, &size)))
-        goto checked;
-    if (size >= sizeof(struct ls_msg_hdr) && ((struct ls_msg_hdr *)data)->type == LS_MSG_BATCH)
+    const struct ls_msg_hdr *h = data;
+    int type = size >= sizeof(*h) ? (int)h->type : -1;
+    bool ref = type == LS_MSG_BATCH_REF;
+    if (ref || type == LS_MSG_BATCH)
         r->batches_in++;
-    if (r->flight)
-        ls_flight_on_msg(r, data, size);  /* into the ring (flight.c) */
-    else
-        ls_ingest_msg(r, data, size);
+    if (r->backlog.limit && (ref || r->backlog.head) && type != LS_MSG_BLOCK) {
+        ls_backlog_add(r, data, size, ref);   /* stored later (backlog.c) */
+    } else {
+        if (type == LS_MSG_BLOCK)
+            ls_backlog_drain(r, 0);   /* the loop stalled: all of it, now */
+        const struct ls_batch_ref *b;
+        if (ref) {
+            if (!r->ref_buf)
+                r->ref_buf = malloc(sizeof(*h) + EVL_BATCH_BYTES);
+            struct ls_msg_hdr *m = (struct ls_msg_hdr *)(void *)r->ref_buf;
+            if ((b = ls_batch_ref(r, data, size)) && ls_read_batch(r, h, b, m))
+                ls_take_msg(r, m, sizeof(*h) + b->len);
+        } else {
+            ls_take_msg(r, data, size);
+        }
+    }
     /* libbpf has already consumed this message when it calls us (a
      * negative return does not give it back): the budget is checked only
-     * once it is stored, and the rest stays queued.  Checked every
+     * once it is handled, and the rest stays queued.  Checked every
      * LS_CHECK_BYTES: after each batch, after a thousand small messages. */
-checked:
-    if ((r->since_check += size > in_ring ? size : in_ring) >= LS_CHECK_BYTES) {
+    if ((r->since_check += ref ? EVL_BATCH_BYTES : size) >= LS_CHECK_BYTES) {
         r->since_check = 0;
         if (ls_now() > r->consume_until)
             return -EAGAIN;

@@ -62,6 +62,8 @@ void ls_write_meta(recorder *r, int argc, char **argv)
     ls_store_meta(r->store, "start_ns", "%lld", (long long)r->start_ns);
     if (r->max_size)
         ls_store_meta(r->store, "max_size", "%llu", (unsigned long long)r->max_size);
+    if (r->backlog.limit)
+        ls_store_meta(r->store, "backlog_limit", "%llu", (unsigned long long)r->backlog.limit);
     /* A flight trace starts before it is written: the wall time of start_ns. */
     time_t now = time(NULL) - (time_t)((ls_now() - r->start_ns) / 1000000000ll);
     char iso[64];
@@ -83,6 +85,10 @@ void ls_write_end_meta(recorder *r, const char *why)
      * *_claimed: the target's own word, stored as such. */
     ls_store_meta(r->store, "batches", "%llu", (unsigned long long)ls_stat(r, LS_STAT_BATCHES));
     ls_store_meta(r->store, "batches_kept", "%llu", (unsigned long long)r->refs);
+    if (r->backlog.limit) {
+        ls_store_meta(r->store, "backlog_messages", "%llu", (unsigned long long)r->backlog.msgs);
+        ls_store_meta(r->store, "backlog_peak", "%llu", (unsigned long long)r->backlog.peak);
+    }
     ls_store_meta(r->store, "records", "%llu", (unsigned long long)r->records);
     ls_store_meta(r->store, "dropped_messages", "%llu",
                   (unsigned long long)ls_stat(r, LS_STAT_DROPPED_MSGS));

@@ -42,6 +42,10 @@
 #define LS_MAX_SIZE_RESERVE (4ull << 20)
 #define LS_END_BYTES_PER_TASK 64
 #define LS_MAX_SIZE_MIN (8ull << 20)
+/* --backlog (backlog.c): 64 MiB is about 5 s of http_server's records
+ * under wrk -c8 on the benchmark machine, 11-12 MB/s of batches */
+#define LS_BACKLOG_DEFAULT (64ull << 20)
+#define LS_BACKLOG_MIN (1ull << 20)
 
 static volatile sig_atomic_t ls_stop_signal, ls_usr1;
 
@@ -116,6 +120,11 @@ static void ls_usage(FILE *f)
           "                       raised back when starved; batch as SCHED_BATCH, which\n"
           "                       never preempts the service when woken (the default of\n"
           "                       top); normal as any thread (tracer/README.md)\n"
+          "      --backlog SIZE   while the machine's CPUs are busy, keep what a loop hands\n"
+          "                       over in memory, up to SIZE, and store it when they have\n"
+          "                       time to spare, it is 10 s old or recording ends\n"
+          "                       (default 64M; 0: store everything as it comes; not with\n"
+          "                       --max-size or --flight-recorder; tracer/README.md)\n"
           "      --max-size SIZE  stop (as after --duration) once the trace file and its WAL\n"
           "                       reach 90% of SIZE less 4 MiB and 64 bytes a task, so that\n"
           "                       what is written at the end (indexes, derived tables)\n"
@@ -221,12 +230,13 @@ static int ls_parse(recorder *r, int argc, char **argv)
         { "tail", required_argument, NULL, 1004 },
         { "flight-memory", required_argument, NULL, 1005 },
         { "priority", required_argument, NULL, 1006 },
+        { "backlog", required_argument, NULL, 1007 },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
     int c;
     char *end;
-    bool triggers = false, tail = false, memory = false;
+    bool triggers = false, tail = false, memory = false, backlog = false;
     optind = 1;
     while ((c = getopt_long(argc, argv, "+p:o:d:t:fqh", opts, NULL)) != -1) {
         switch (c) {
@@ -342,6 +352,15 @@ static int ls_parse(recorder *r, int argc, char **argv)
             if (r->priority < 0)
                 return 1 + ls_error("invalid --priority '%s' (normal, batch or idle)", optarg);
             break;
+        case 1007:
+            r->backlog.limit = 0;
+            if ((strcmp(optarg, "0") && ls_parse_size(optarg, &r->backlog.limit) < 0) ||
+                (r->backlog.limit && r->backlog.limit < LS_BACKLOG_MIN) ||
+                r->backlog.limit > (1ull << 40))
+                return 1 + ls_error("invalid --backlog '%s' (bytes with an optional K, M or G "
+                                    "suffix: 0, or 1M..1T)", optarg);
+            backlog = true;
+            break;
         case 'h':
             ls_usage(stdout);
             exit(0);
@@ -357,6 +376,16 @@ static int ls_parse(recorder *r, int argc, char **argv)
     if (!r->flight_window_ns && (triggers || tail || memory))
         return 1 + ls_error("--%s needs --flight-recorder WINDOW",
                             triggers ? "trigger" : tail ? "tail" : "flight-memory");
+    if (backlog && r->backlog.limit && (r->max_size || r->flight_window_ns))
+        return 1 + ls_error("--backlog does not apply to --%s (%s)",
+                            r->max_size ? "max-size" : "flight-recorder",
+                            r->max_size ? "the cap is checked against what is stored"
+                                        : "its window is in memory already");
+    if (!backlog && !r->max_size && !r->flight_window_ns)
+        r->backlog.limit = LS_BACKLOG_DEFAULT;
+    r->backlog.idle_at = -1;
+    const char *t = getenv("LOOPSCOPE_TEST_BACKLOG");
+    r->backlog.hold = t && !strcmp(t, "hold");
     if (r->flight_window_ns) {
         if (r->max_size)
             return 1 + ls_error("--max-size does not apply to --flight-recorder (each of its "
@@ -394,10 +423,11 @@ static void ls_status(recorder *r, int64_t now, uint64_t *last_ev, int64_t *last
                 (unsigned long long)ls_stat(r, LS_STAT_DROPPED_MSGS));
         return;
     }
-    fprintf(stderr, "\rrecording pid %d: %.1fs  %.0f events/s  tasks alive %llu  dropped %llu   ",
+    fprintf(stderr, "\rrecording pid %d: %.1fs  %.0f events/s  tasks alive %llu  dropped %llu  "
+                    "backlog %.1f MiB   ",
             r->pid, el, dt > 0 ? (ev - *last_ev) / dt : 0.0,
             (unsigned long long)(r->tasks_created - r->tasks_finished),
-            (unsigned long long)ls_stat(r, LS_STAT_DROPPED_MSGS));
+            (unsigned long long)ls_stat(r, LS_STAT_DROPPED_MSGS), r->backlog.bytes / 1048576.0);
     *last_ev = ev;
     *last_t = now;
 }
@@ -581,6 +611,7 @@ static int ls_recorder_run(recorder *r, const char **why)
     int poll_ms = 4;                  /* the timer while polling */
     int64_t last_batch = 0;           /* when a drain last took a batch */
     volatile uint32_t *polling = &r->skel->bss->recorder_polling;
+    bool backlog_due = false;         /* stored less of the backlog than was due */
     struct pollfd pfd[2] = { { r->pidfd, POLLIN, 0 },
                              { ring_buffer__epoll_fd(r->rb), POLLIN, 0 } };
     *why = "target exited";
@@ -610,7 +641,8 @@ static int ls_recorder_run(recorder *r, const char **why)
          * they come, a drain on the polling timer takes about one batch,
          * as a wakeup per batch did, without the target's thread paying
          * for the wakeup (record.bpf.c, recorder_polling). */
-        if (poll(pfd, 2, *polling ? poll_ms : LS_DRAIN_MS) < 0 && errno != EINTR) {
+        if (poll(pfd, 2, backlog_due ? 0 : *polling ? poll_ms : LS_DRAIN_MS) < 0 &&
+            errno != EINTR) {
             snprintf(fail, sizeof(fail), "poll: %s", strerror(errno));
             break;
         }
@@ -619,8 +651,11 @@ static int ls_recorder_run(recorder *r, const char **why)
          * shorten the service's wait for the CPU, and did not measurably
          * (tracer/README.md) */
         uint64_t batches = r->batches_in;
-        ls_prio_beat(&r->prio, ls_consume(r, r->prio.started && atomic_load(&r->prio.idle)
-                                                 ? LS_DRAIN_SLICE_NS : 200000000) >= 0);
+        int64_t slice = r->prio.started && atomic_load(&r->prio.idle) ? LS_DRAIN_SLICE_NS
+                                                                       : 200000000;
+        ls_prio_beat(&r->prio, ls_consume(r, slice) >= 0);
+        if (r->backlog.limit)
+            backlog_due = ls_backlog_tick(r, ls_now(), slice);
         uint64_t took = r->batches_in - batches;
         if (took) {
             if (*polling && took > 1)
@@ -744,6 +779,7 @@ static int ls_recorder_close(recorder *r, int err, bool finish, const char *why)
     r->nlinks = 0;
     while (ls_consume(r, 200000000) < 0)
         ;                             /* nothing new arrives once detached */
+    ls_backlog_drain(r, 0);
     ls_loops_leave(r);
     if (r->flight) {                  /* no trace of its own: the one being captured */
         ls_flight_close(r, why);
@@ -808,6 +844,7 @@ cleanup:
     ls_flight_free(r);
     free(r->loops);
     free(r->ref_buf);
+    ls_backlog_free(r);
     if (r->go_pipe >= 0)
         close(r->go_pipe);            /* the child exits without running */
     if (r->child) {

@@ -59,6 +59,18 @@ typedef struct ls_prio {
     _Atomic bool kept;        /* the target keeps its batches until read (ingest.c) */
 } ls_prio;
 
+/* backlog.c: messages kept to be stored when the CPUs have time to spare */
+typedef struct ls_backlog {
+    uint64_t limit;           /* --backlog: bytes, 0 = store each message as it comes */
+    struct ls_backlog_msg *head, *tail;
+    uint64_t bytes, peak;     /* held now, at most (meta backlog_peak) */
+    uint64_t msgs;            /* messages that waited in it (meta backlog_messages) */
+    bool spare;               /* the CPUs had time to spare when last read */
+    bool hold;                /* LOOPSCOPE_TEST_BACKLOG=hold: never spare (tests) */
+    double idle_at;           /* the CPUs' idle seconds then (-1: unknown) */
+    int64_t self_at, seen_at; /* the recorder's CPU time then; when */
+} ls_backlog;
+
 typedef struct recorder {
     /* options */
     pid_t pid;
@@ -167,6 +179,7 @@ typedef struct recorder {
     uint64_t ref_fail;        /* batches kept in the target that could not be read */
     uint64_t refs;            /* batches kept in the target, read (or not: ref_fail) */
     uint8_t *ref_buf;         /* such a batch, read: a message header + EVL_BATCH_BYTES */
+    ls_backlog backlog;
     int priority;             /* --priority: LS_PRIO_IDLE (record's default), _BATCH
                                * (top's) or _NORMAL (prio.c) */
     ls_prio prio;
@@ -195,6 +208,15 @@ void ls_child_runs(recorder *r);
 void ls_detect_runtime(recorder *r, bool running);
 void ls_find_waiting_threads(recorder *r);
 
+/* backlog.c: keep a message (ref: a kept batch, read now) to store later;
+ * store the kept ones until the time until (0: all); one turn of the main
+ * loop: store what the CPUs have time for, true if more is waiting for
+ * it; free what is kept (stored by nobody) */
+void ls_backlog_add(recorder *r, const void *data, size_t size, bool ref);
+void ls_backlog_drain(recorder *r, int64_t until);
+bool ls_backlog_tick(recorder *r, int64_t now, int64_t slice_ns);
+void ls_backlog_free(recorder *r);
+
 /* attach.c: which programs load, attaching them */
 void ls_choose_programs(recorder *r);
 int ls_attach_all(recorder *r);
@@ -202,6 +224,13 @@ int ls_attach_all(recorder *r);
 /* ingest.c: messages from the ring buffer: loops, records, tasks, windows */
 int ls_on_msg(void *ctx, void *data, size_t size);
 void ls_ingest_msg(recorder *r, const void *data, size_t size);
+/* A message stored now (or into the flight recorder's ring). */
+void ls_take_msg(recorder *r, const void *data, size_t size);
+/* A kept batch's reference (NULL: malformed, counted); reading it into m
+ * (room for a header and its length; NULL: no memory) and releasing it. */
+const struct ls_batch_ref *ls_batch_ref(recorder *r, const void *data, size_t size);
+bool ls_read_batch(recorder *r, const struct ls_msg_hdr *h, const struct ls_batch_ref *b,
+                   struct ls_msg_hdr *m);
 /* A batch's loop heard from: asks for the snapshot the first time. */
 void ls_loop_contact(recorder *r, struct ls_loop_info *li, uint64_t pub, bool keepable);
 void ls_loop_batch(recorder *r, struct ls_loop_info *li, const struct ls_msg_hdr *h);
