@@ -434,8 +434,11 @@ int ls_on_msg(void *ctx, void *data, size_t size)
     bool ref = type == LS_MSG_BATCH_REF;
     if (ref || type == LS_MSG_BATCH)
         r->batches_in++;
-    if (r->backlog.limit && (ref || r->backlog.head) && type != LS_MSG_BLOCK) {
-        ls_backlog_add(r, data, size, ref);   /* stored later (backlog.c) */
+    /* While the CPUs are busy, kept batches wait in the backlog, and so
+     * does all that comes after them (backlog.c). */
+    if (r->backlog.mem && ((ref && !r->backlog.spare) || r->backlog.n) &&
+        type != LS_MSG_BLOCK) {
+        ls_backlog_add(r, data, size, ref);
     } else {
         if (type == LS_MSG_BLOCK)
             ls_backlog_drain(r, 0);   /* the loop stalled: all of it, now */

@@ -383,7 +383,6 @@ static int ls_parse(recorder *r, int argc, char **argv)
                                         : "its window is in memory already");
     if (!backlog && !r->max_size && !r->flight_window_ns)
         r->backlog.limit = LS_BACKLOG_DEFAULT;
-    r->backlog.idle_at = -1;
     const char *t = getenv("LOOPSCOPE_TEST_BACKLOG");
     r->backlog.hold = t && !strcmp(t, "hold");
     if (r->flight_window_ns) {
@@ -516,6 +515,12 @@ static int ls_recorder_open(recorder *r, int argc, char **argv)
         sigemptyset(&su.sa_mask);
         sigaction(SIGUSR1, &su, NULL);
     }
+    /* Only kept batches wait in the backlog: none in the generic mode or
+     * without batches.  Mapped and touched before the first probe. */
+    if (r->generic || r->no_batch)
+        r->backlog.limit = 0;
+    if ((err = ls_backlog_open(r)))
+        return err;
     r->attach_ns = ls_now();
     if ((err = ls_attach_all(r)))
         return err;
@@ -641,8 +646,10 @@ static int ls_recorder_run(recorder *r, const char **why)
          * they come, a drain on the polling timer takes about one batch,
          * as a wakeup per batch did, without the target's thread paying
          * for the wakeup (record.bpf.c, recorder_polling). */
-        if (poll(pfd, 2, backlog_due ? 0 : *polling ? poll_ms : LS_DRAIN_MS) < 0 &&
-            errno != EINTR) {
+        int wait_ms = backlog_due ? 0                    /* more of it to store now */
+                      : r->backlog.n ? LS_DRAIN_MS      /* holding it back: read in bulk */
+                      : *polling ? poll_ms : LS_DRAIN_MS;
+        if (poll(pfd, 2, wait_ms) < 0 && errno != EINTR) {
             snprintf(fail, sizeof(fail), "poll: %s", strerror(errno));
             break;
         }
@@ -654,7 +661,7 @@ static int ls_recorder_run(recorder *r, const char **why)
         int64_t slice = r->prio.started && atomic_load(&r->prio.idle) ? LS_DRAIN_SLICE_NS
                                                                        : 200000000;
         ls_prio_beat(&r->prio, ls_consume(r, slice) >= 0);
-        if (r->backlog.limit)
+        if (r->backlog.mem)
             backlog_due = ls_backlog_tick(r, ls_now(), slice);
         uint64_t took = r->batches_in - batches;
         if (took) {

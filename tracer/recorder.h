@@ -62,8 +62,10 @@ typedef struct ls_prio {
 /* backlog.c: messages kept to be stored when the CPUs have time to spare */
 typedef struct ls_backlog {
     uint64_t limit;           /* --backlog: bytes, 0 = store each message as it comes */
-    struct ls_backlog_msg *head, *tail;
-    uint64_t bytes, peak;     /* held now, at most (meta backlog_peak) */
+    uint8_t *mem;             /* the arena: nslots slots of a batch each, mem_size bytes */
+    size_t mem_size;
+    uint32_t nslots, first, n;  /* the ring of slots: the oldest, how many are held */
+    uint64_t bytes, peak;     /* message bytes held now, at most (meta backlog_peak) */
     uint64_t msgs;            /* messages that waited in it (meta backlog_messages) */
     bool spare;               /* the CPUs had time to spare when last read */
     bool hold;                /* LOOPSCOPE_TEST_BACKLOG=hold: never spare (tests) */
@@ -208,10 +210,12 @@ void ls_child_runs(recorder *r);
 void ls_detect_runtime(recorder *r, bool running);
 void ls_find_waiting_threads(recorder *r);
 
-/* backlog.c: keep a message (ref: a kept batch, read now) to store later;
- * store the kept ones until the time until (0: all); one turn of the main
- * loop: store what the CPUs have time for, true if more is waiting for
- * it; free what is kept (stored by nobody) */
+/* backlog.c: map its arena (0, or -1 after one error line); keep a message
+ * (ref: a kept batch, read now) to store later; store the kept ones until
+ * the time until (0: all); one turn of the main loop: store what the CPUs
+ * have time for, true if more is waiting for it; unmap the arena (what is
+ * still in it is stored by nobody) */
+int ls_backlog_open(recorder *r);
 void ls_backlog_add(recorder *r, const void *data, size_t size, bool ref);
 void ls_backlog_drain(recorder *r, int64_t until);
 bool ls_backlog_tick(recorder *r, int64_t now, int64_t slice_ns);

@@ -33,9 +33,12 @@ MODES = ["random", "lengths", "records", "names", "tasks", "loops", "flood", "pu
 # The recorder's memory (tracer/README.md, "Memory"): the ring buffer is
 # mapped twice (its data pages are resident), the task table holds at most
 # LS_TASKS_MAX (262144) live tasks of 152 bytes at most half full (76 MiB),
-# and libbpf (kernel BTF), libdw and SQLite's page cache need the rest.
+# the backlog's arena is mapped and touched whole (--backlog, 64 MiB by
+# default), and libbpf (kernel BTF), libdw and SQLite's page cache need the
+# rest.
 TASKS_RINGBUF_KB = 131072           # holds all of mode tasks' 68 MB: no drops
-RSS_LIMIT_MB = 2 * TASKS_RINGBUF_KB // 1024 + 96
+BACKLOG_MB = 64
+RSS_LIMIT_MB = 2 * TASKS_RINGBUF_KB // 1024 + BACKLOG_MB + 96
 
 
 def query(db, sql, *params):

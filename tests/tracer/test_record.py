@@ -516,6 +516,52 @@ def loop_buffers_held():
     check(after > 0, f"no events after the recorder was let go: {m}")
 
 
+@case
+def backlog():
+    """--backlog: a wrong size or a cap it cannot go with is one error line;
+    held back (LOOPSCOPE_TEST_BACKLOG=hold: the CPUs never have time to
+    spare), kept batches wait in the recorder's memory up to the limit and
+    no further (the oldest is stored then), and every record reaches the
+    trace, in order, by the end."""
+    expect_error(["-p", "1", "--backlog", "512K"], "invalid --backlog '512K'")
+    expect_error(["-p", "1", "--backlog", "lots"], "invalid --backlog 'lots'")
+    expect_error(["-p", "1", "--backlog", "8M", "--max-size", "64M"],
+                 "--backlog does not apply to --max-size")
+    expect_error(["-p", "1", "--backlog", "8M", "--flight-recorder", "5s"],
+                 "--backlog does not apply to --flight-recorder")
+    limit = 1 << 20
+    t = start("ticker", "--seconds", "30", "--burst", "200", "--tick-ms", "10")
+    try:
+        db = tmpdb()
+        rec = subprocess.Popen([A.loopscope, "record", "-q", "-p", str(t.pid), "-o", db,
+                                "--backlog", "1M"], stderr=subprocess.PIPE, text=True,
+                               env=dict(os.environ, LOOPSCOPE_TEST_BACKLOG="hold"))
+        wait_for(lambda: semaphores(t.pid).get("batch", 0) > 0, 10, "attach")
+        time.sleep(2.0)
+        stop_ns = time.monotonic_ns()   # CLOCK_MONOTONIC, the records' clock
+        rec.send_signal(signal.SIGINT)
+        err = rec.communicate(timeout=60)[1]
+        eq(rec.returncode, 0, f"record exit status ({err.strip()})")
+    finally:
+        t.kill()
+        t.wait()
+    integrity(db)
+    m = meta(db)
+    eq(int(m["backlog_limit"]), limit, "meta backlog_limit")
+    # slots of a batch each (64 KiB and a header): more messages than fit
+    # went through it, so it was full, and stored its oldest then
+    slots = limit // (65536 + 64)
+    check(int(m["backlog_messages"]) > 2 * slots and int(m["batches_kept"]) > 2 * slots,
+          f"fewer than {2 * slots} kept batches waited in the backlog: {m}")
+    peak = int(m["backlog_peak"])
+    check(0 < peak <= limit, f"backlog peak {peak} not in (0, {limit}]: {m}")
+    for k in ("rejected_records", "read_errors", "dropped_messages", "loop_lost_records_claimed"):
+        eq(int(m[k]), 0, f"meta {k} ({m})")
+    # the last records waited until the end, and were stored then
+    last = query(db, "SELECT count(*) FROM events WHERE ts_ns > ?", stop_ns - 300_000_000)[0][0]
+    check(last > 0, f"no events from the last 0.3 s before the stop: {m}")
+
+
 def sched_policy(pid):
     """The scheduling policy of thread pid (field 41 of its stat): 0 normal, 3
     batch, 5 idle."""
