@@ -646,9 +646,11 @@ static int ls_recorder_run(recorder *r, const char **why)
          * they come, a drain on the polling timer takes about one batch,
          * as a wakeup per batch did, without the target's thread paying
          * for the wakeup (record.bpf.c, recorder_polling). */
-        int wait_ms = backlog_due ? 0                    /* more of it to store now */
-                      : r->backlog.n ? LS_DRAIN_MS      /* holding it back: read in bulk */
-                      : *polling ? poll_ms : LS_DRAIN_MS;
+        /* Holding the backlog back (not full), a read is all a batch
+         * costs now: a few at a time, on a slower timer.  Full, each batch
+         * stores the oldest: one per drain again, as without a backlog. */
+        bool holding = r->backlog.n && r->backlog.n < r->backlog.nslots;
+        int wait_ms = backlog_due ? 0 : holding ? LS_DRAIN_MS : *polling ? poll_ms : LS_DRAIN_MS;
         if (poll(pfd, 2, wait_ms) < 0 && errno != EINTR) {
             snprintf(fail, sizeof(fail), "poll: %s", strerror(errno));
             break;

@@ -49,6 +49,15 @@ def record(*args, timeout=60, check_rc=True):
     return p
 
 
+def interrupt(rec, timeout=60):
+    """SIGINT to a recorder started with stderr=PIPE: its stderr, once it
+    has exited 0."""
+    rec.send_signal(signal.SIGINT)
+    err = rec.communicate(timeout=timeout)[1]
+    eq(rec.returncode, 0, f"record exit status after SIGINT ({err.strip()})")
+    return err
+
+
 def integrity(db):
     eq(query(db, "PRAGMA integrity_check"), [("ok",)], "integrity_check")
 
@@ -369,9 +378,7 @@ def sigint_stops():
                                stderr=subprocess.PIPE, text=True)
         wait_for(lambda: semaphores(t.pid).get("batch", 0) > 0, 10, "attach")
         time.sleep(0.5)
-        rec.send_signal(signal.SIGINT)
-        _, err = rec.communicate(timeout=30)
-        eq(rec.returncode, 0, f"exit status after SIGINT ({err.strip()})")
+        err = interrupt(rec, timeout=30)
         integrity(db)
         eq(meta(db)["stop_reason"], "interrupted (SIGINT)", "stop reason")
         check(query(db, "SELECT count(*) FROM events")[0][0] > 0, "no events recorded")
@@ -498,9 +505,7 @@ def loop_buffers_held():
         rec.send_signal(signal.SIGCONT)
         cont_ns = time.monotonic_ns()   # CLOCK_MONOTONIC, the records' clock
         time.sleep(1.0)
-        rec.send_signal(signal.SIGINT)
-        err = rec.communicate(timeout=60)[1]
-        eq(rec.returncode, 0, f"record exit status ({err.strip()})")
+        err = interrupt(rec)
     finally:
         t.kill()
         t.wait()
@@ -539,9 +544,7 @@ def backlog():
         wait_for(lambda: semaphores(t.pid).get("batch", 0) > 0, 10, "attach")
         time.sleep(2.0)
         stop_ns = time.monotonic_ns()   # CLOCK_MONOTONIC, the records' clock
-        rec.send_signal(signal.SIGINT)
-        err = rec.communicate(timeout=60)[1]
-        eq(rec.returncode, 0, f"record exit status ({err.strip()})")
+        interrupt(rec)
     finally:
         t.kill()
         t.wait()
@@ -586,9 +589,7 @@ def recorder_priority():
             wait_for(lambda: semaphores(t.pid).get("batch", 0) > 0, 10, "attach")
             wait_for(lambda: sched_policy(rec.pid) == policy, 10,
                      f"the recorder's policy to become {policy} ({prio})")
-            rec.send_signal(signal.SIGINT)
-            _, err = rec.communicate(timeout=30)
-            eq(rec.returncode, 0, f"exit status ({err.strip()})")
+            interrupt(rec, timeout=30)
             m = meta(db)
             eq(m.get("recorder_priority"), prio or "idle", "meta recorder_priority")
             eq("priority_raises" in m, prio in ("idle", None), f"meta priority_raises: {m}")
@@ -784,9 +785,7 @@ def idle_attach_first_block():
             got = c.recv(100)
         check(got.startswith(b"HTTP/1.1 200"), f"answer to /block: {got!r}")
         time.sleep(0.2)
-        rec.send_signal(signal.SIGINT)
-        _, err = rec.communicate(timeout=30)
-        eq(rec.returncode, 0, f"record exit status ({err.strip()})")
+        interrupt(rec, timeout=30)
         eps = query(db, """SELECT t.name, b.dur_ns / 1e6 FROM blocking b
                            LEFT JOIN tasks t ON t.id = b.task_id""")
         check(any(d >= 15 for _, d in eps), f"the first /block after attaching was missed: {eps}")
@@ -854,9 +853,7 @@ def record_requests(server, routes, threshold_ms, repeat=1):
         for r in routes:
             server.request(r)
     time.sleep(0.3)
-    rec.send_signal(signal.SIGINT)
-    _, err = rec.communicate(timeout=60)
-    eq(rec.returncode, 0, f"record exit status ({err.strip()})")
+    interrupt(rec)
     integrity(db)
     return db
 
