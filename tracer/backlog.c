@@ -39,10 +39,11 @@
  * Only kept batches start a backlog: the first batch of a loop, copied,
  * is stored at once (it tells the loop that we read kept batches), and
  * so is everything while the backlog is empty and the CPUs have time to
- * spare.  While it holds messages back, the main loop (record.c) reads on
- * a 20 ms timer, a few batches at a time.  Not used with --max-size
- * (the cap is checked against what is stored), --flight-recorder (its
- * own ring in memory) or `top` (it shows what comes as it comes).
+ * spare.  While it holds messages back and has room, the main loop
+ * (record.c) reads on a 20 ms timer, a few batches at a time; full, it
+ * drains one batch per turn as it does without a backlog.  Not used with
+ * --max-size (the cap is checked against what is stored), --flight-recorder
+ * (its own ring in memory) or `top` (it shows what comes as it comes).
  */
 #define _GNU_SOURCE
 #include "recorder.h"

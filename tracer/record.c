@@ -46,6 +46,7 @@
  * under wrk -c8 on the benchmark machine, 11-12 MB/s of batches */
 #define LS_BACKLOG_DEFAULT (64ull << 20)
 #define LS_BACKLOG_MIN (1ull << 20)
+#define LS_BACKLOG_MAX (64ull << 30)   /* resident from the start: a typo must not take the machine */
 
 static volatile sig_atomic_t ls_stop_signal, ls_usr1;
 
@@ -356,9 +357,9 @@ static int ls_parse(recorder *r, int argc, char **argv)
             r->backlog.limit = 0;
             if ((strcmp(optarg, "0") && ls_parse_size(optarg, &r->backlog.limit) < 0) ||
                 (r->backlog.limit && r->backlog.limit < LS_BACKLOG_MIN) ||
-                r->backlog.limit > (1ull << 40))
+                r->backlog.limit > LS_BACKLOG_MAX)
                 return 1 + ls_error("invalid --backlog '%s' (bytes with an optional K, M or G "
-                                    "suffix: 0, or 1M..1T)", optarg);
+                                    "suffix: 0, or 1M..64G)", optarg);
             backlog = true;
             break;
         case 'h':
