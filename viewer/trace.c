@@ -65,6 +65,22 @@ static void ls_trace_say_state(ls_trace *t)
                     "could not write); counts after that are unknown\n", t->cut_at_ns / 1e9);
 }
 
+/* A read-only connection with the events table.  A lock someone else
+ * holds for a moment (another viewer completing the file, a writer's
+ * commit, a hot journal rolled back) is waited for, LS_TRACE_BUSY_MS at
+ * most, rather than failing the command: viewers run side by side on one
+ * file. */
+#define LS_TRACE_BUSY_MS 5000
+static int ls_trace_connect(ls_trace *t, const char *path)
+{
+    int rc = sqlite3_open_v2(path, &t->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_busy_timeout(t->db, LS_TRACE_BUSY_MS);
+    if (rc == SQLITE_OK)
+        rc = ls_events_register(t->db);
+    return rc;
+}
+
 ls_trace *ls_trace_open(const char *path)
 {
     struct stat sb;
@@ -84,8 +100,8 @@ ls_trace *ls_trace_open(const char *path)
     if (!t)
         return NULL;
     t->path = path;
-    int rc = sqlite3_open_v2(path, &t->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL);
-    if (rc != SQLITE_OK || (rc = ls_events_register(t->db)) != SQLITE_OK)
+    int rc = ls_trace_connect(t, path);
+    if (rc != SQLITE_OK)
         goto sqlerr;
     int64_t app = ls_pragma_int(t->db, "PRAGMA application_id", &rc);
     if (rc != SQLITE_OK)
@@ -128,8 +144,7 @@ ls_trace *ls_trace_open(const char *path)
     if (t->completed) {                        /* reopen what was completed */
         sqlite3_close(t->db);
         t->db = NULL;
-        rc = sqlite3_open_v2(use, &t->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL);
-        if (rc != SQLITE_OK || (rc = ls_events_register(t->db)) != SQLITE_OK)
+        if ((rc = ls_trace_connect(t, use)) != SQLITE_OK)
             goto sqlerr;
     }
     ls_trace_say_state(t);
