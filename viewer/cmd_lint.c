@@ -333,10 +333,8 @@ static bool loop_lag_all(lint *L)
 {
     ls_loopstat *ls;
     size_t n;
-    if (!ls_loopstats_read(L->t, &ls, &n)) {
-        ls_loopstats_free(ls, n);
+    if (!ls_loopstats_read(L->t, &ls, &n))
         return false;
-    }
     for (size_t i = 0; i < n; i++)
         loop_lag(L, &ls[i]);
     ls_loopstats_free(ls, n);

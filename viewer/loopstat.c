@@ -99,7 +99,7 @@ static void hist_row(ls_loopstat *l, sqlite3_stmt *st)
     l->hist_busy = ls_sat_add(l->hist_busy, busy);
 }
 
-bool ls_loopstats_read(ls_trace *t, ls_loopstat **out, size_t *n)
+static bool ls_loopstats_read_into(ls_trace *t, ls_loopstat **out, size_t *n)
 {
     *out = NULL;
     *n = 0;
@@ -163,6 +163,18 @@ void ls_loopstats_free(ls_loopstat *s, size_t n)
     for (size_t i = 0; s && i < n; i++)
         free(s[i].hist);
     free(s);
+}
+
+/* On failure nothing is left to free: a partial read is freed here (a
+ * damaged trace can fail after the first rows). */
+bool ls_loopstats_read(ls_trace *t, ls_loopstat **out, size_t *n)
+{
+    if (ls_loopstats_read_into(t, out, n))
+        return true;
+    ls_loopstats_free(*out, *n);
+    *out = NULL;
+    *n = 0;
+    return false;
 }
 
 bool ls_hist_quantile(const ls_loopstat *s, double q, int64_t *lo, int64_t *hi, bool *capped)

@@ -42,7 +42,8 @@ typedef struct ls_loopstat {
 } ls_loopstat;
 
 /* Every loop of the trace (loops rows and loop ids of the two tables), by
- * id; *n = 0 for none.  Returns false after printing an error line. */
+ * id; *n = 0 for none.  Returns false after printing an error line,
+ * with *out NULL and *n 0 (nothing to free). */
 bool ls_loopstats_read(ls_trace *t, ls_loopstat **out, size_t *n);
 void ls_loopstats_free(ls_loopstat *s, size_t n);
 
