@@ -4,7 +4,8 @@
 # recorder_ab.sh, server_waits.sh): the checks, the temporary directory,
 # the processes and their cleanup, one function per step.
 #
-#   hr_require NAME TOOL...   root and TOOLs, else exit 77 (NAME: the script's)
+#   hr_require NAME TOOL...   root and TOOLs, else exit 77 (NAME: the script's);
+#                             with bpftrace, tracefs mounted
 #   hr_start_server BUILD     BUILD/examples/http_server on a free port, warmed
 #                             up with 1 s of wrk: sets $server (pid), $url
 #   hr_start_recorder BUILD   BUILD/viewer/loopscope record -p $server, once it
@@ -23,6 +24,12 @@ hr_require() {
   for t in "$@"; do
     command -v "$t" >/dev/null || { echo "$name: $t not installed" >&2; exit 77; }
   done
+  # bpftrace finds tracepoints in tracefs, which a fresh machine may not
+  # have mounted ("tracepoint not found: sched:sched_wakeup")
+  if [[ " $* " == *" bpftrace "* ]] && [ ! -d /sys/kernel/tracing/events ]; then
+    mount -t tracefs nodev /sys/kernel/tracing ||
+      { echo "$name: cannot mount tracefs on /sys/kernel/tracing" >&2; exit 1; }
+  fi
 }
 
 tmp=$(mktemp -d)

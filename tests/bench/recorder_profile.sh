@@ -9,8 +9,13 @@
 # within it the chunk encoder (ls_chunkw_add) and the task lookup
 # (ls_tasks_find); SQLite's page writes (pwrite), its syncs at WAL
 # checkpoints (fdatasync); the sleeps between drains (poll: the
-# scheduler's work at each wakeup); then the 15 busiest functions by
-# their own samples.  The first seconds are left out: they hold one-off
+# scheduler's work at each wakeup); reading kept batches out of the
+# target (process_vm_readv) and what of it went to the backlog
+# (ls_backlog_add; tracer/backlog.c), the priority watchdog's sleeps
+# (clock_nanosleep; tracer/prio.c); then the 15 busiest functions by
+# their own samples.  $HR_RECORD_ARGS are passed to record (e.g.
+# "--backlog 512M"; LOOPSCOPE_TEST_BACKLOG=hold in the environment keeps
+# the backlog from storing before it is full).  The first seconds are left out: they hold one-off
 # work (symbols, the snapshot).  A benchmark: prints numbers.  Root,
 # wrk, perf; exit status 77 without them.
 set -euo pipefail
@@ -33,7 +38,8 @@ perf report -i "$tmp/perf.data" --no-children --sort symbol --stdio -g none 2>/d
 total=$(perf script -i "$tmp/perf.data" -F period 2>/dev/null | wc -l)
 echo "samples: $total"
 echo "part (callers included)     share"
-for f in ls_on_msg ls_chunkw_add ls_tasks_find __libc_pwrite fdatasync __poll; do
+for f in ls_on_msg ls_chunkw_add ls_tasks_find __libc_pwrite fdatasync __poll \
+         process_vm_readv ls_backlog_add clock_nanosleep@GLIBC_2.2.5; do
   awk -v f="$f" '$4 == f {printf "  %-26s %s\n", f, $1; found = 1; exit}
                  END {if (!found) printf "  %-26s 0%%\n", f}' "$tmp/children.txt"
 done
