@@ -390,7 +390,6 @@ def main():
                         if extra:
                             sem_add(sem_read, pid, "batch", -1)
                     ev = evs = evr = dropped = rec_ns = bpe = end_s = None
-                    settle = 0
                 else:
                     in_shm, stop = "SHM" in extra, "STOP" in extra
                     db = os.path.join(shm if in_shm else tmp, f"r{r}-{recorded.index(name)}.db")
@@ -411,7 +410,6 @@ def main():
                     evs, evr = ev / a.seconds, ev / total
                     rec_ns = rcpu / max(ev, 1) * 1e9
                     end_s = rec.end_s
-                    settle = a.settle
                 runs[name].append((rps, p99, evs, evr, dropped, cpu, rec_ns, bpe, end_s))
                 order.append((name, rps, p99, steal))
                 extra_cols = ("" if evs is None else
@@ -419,8 +417,8 @@ def main():
                               f" {end_s:5.2f}")
                 print(f"{r + 1:5d} {name:26} {rps:9.0f} {p99 * 1e3:7.2f} {cpu * 1e6:7.2f}"
                       f" {steal * 100:6.2f}{extra_cols}", flush=True)
-                if settle > 0:
-                    time.sleep(settle)
+                if a.settle > 0 and evs is not None:   # after a recorded run
+                    time.sleep(a.settle)
             if server.poll() is not None:
                 raise RuntimeError(f"http_server exited ({server.returncode})")
     finally:

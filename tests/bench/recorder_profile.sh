@@ -16,7 +16,8 @@
 # their own samples.  $HR_RECORD_ARGS are passed to record (e.g.
 # "--backlog 512M"; LOOPSCOPE_TEST_BACKLOG=hold in the environment keeps
 # the backlog from storing before it is full).  The first seconds are
-# left out: they hold one-off work (symbols, the snapshot).  A benchmark: prints numbers.  Root,
+# left out: they hold one-off work (symbols, the snapshot).  A
+# benchmark: prints numbers.  Root,
 # wrk, perf; exit status 77 without them.
 set -euo pipefail
 build=$(realpath "${1:-build}")
