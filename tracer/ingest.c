@@ -420,7 +420,9 @@ bool ls_read_batch(recorder *r, const struct ls_msg_hdr *h, const struct ls_batc
  * stored. */
 void ls_take_msg(recorder *r, const void *data, size_t size)
 {
-    if (r->flight)
+    if (r->capped_ns)
+        r->after_cap++;               /* past --max-size: read, released, not stored */
+    else if (r->flight)
         ls_flight_on_msg(r, data, size);  /* into the ring (flight.c) */
     else
         ls_ingest_msg(r, data, size);
@@ -456,9 +458,13 @@ int ls_on_msg(void *ctx, void *data, size_t size)
     /* libbpf has already consumed this message when it calls us (a
      * negative return does not give it back): the budget is checked only
      * once it is handled, and the rest stays queued.  Checked every
-     * LS_CHECK_BYTES: after each batch, after a thousand small messages. */
+     * LS_CHECK_BYTES: after each batch, after a thousand small messages;
+     * so is --max-size, so that what one drain stores past the cap is
+     * bounded in bytes, not in time. */
     if ((r->since_check += ref ? EVL_BATCH_BYTES : size) >= LS_CHECK_BYTES) {
         r->since_check = 0;
+        if (r->max_size && !r->capped_ns && ls_max_size_reached(r))
+            return -EAGAIN;           /* the main loop stops the recording */
         if (ls_now() > r->consume_until)
             return -EAGAIN;
     }

@@ -90,6 +90,8 @@ void ls_write_end_meta(recorder *r, const char *why)
         ls_store_meta(r->store, "backlog_peak", "%llu", (unsigned long long)r->backlog.peak);
     }
     ls_store_meta(r->store, "records", "%llu", (unsigned long long)r->records);
+    if (r->capped_ns)
+        ls_store_meta(r->store, "messages_after_cap", "%llu", (unsigned long long)r->after_cap);
     ls_store_meta(r->store, "dropped_messages", "%llu",
                   (unsigned long long)ls_stat(r, LS_STAT_DROPPED_MSGS));
     ls_store_meta(r->store, "dropped_bytes", "%llu",

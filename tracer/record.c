@@ -604,6 +604,29 @@ static void ls_live_tick(recorder *r, int64_t now, const char **why, bool *stop)
 #define LS_POLL_MAX_MS 10
 #define LS_DRAIN_SLICE_NS 100000      /* a drain's work as SCHED_IDLE, at most about */
 
+/* --max-size: the file and its WAL, against LS_MAX_SIZE_STOP of the cap
+ * (the end adds indexes and derived tables: tracer/README.md).  Reached,
+ * the trace ends at its newest record (or now, without records: generic
+ * mode), and what the ring and the loops still hold is read and released
+ * but not stored: after the check that saw the cap, nothing more counts
+ * against it but the end. */
+bool ls_max_size_reached(recorder *r)
+{
+    if (r->capped_ns)
+        return true;
+    if (!r->max_size || !r->store ||
+        (double)ls_store_size(r->store) + (double)LS_MAX_SIZE_RESERVE +
+                (double)r->tasks_created * LS_END_BYTES_PER_TASK <
+            LS_MAX_SIZE_STOP * (double)r->max_size)
+        return false;
+    int64_t newest = 0;
+    for (size_t i = 0; i < r->nloops; i++)
+        if (r->loops[i].last_ts > newest)
+            newest = r->loops[i].last_ts;
+    r->capped_ns = newest > r->start_ns ? newest : ls_now();
+    return true;
+}
+
 /* The main loop: drain the ring buffer until the target exits, a signal,
  * the duration, or a live hook stops it.  Sets *why; returns non-zero
  * after one error line. */
@@ -694,12 +717,7 @@ static int ls_recorder_run(recorder *r, const char **why)
                      ls_store_error(r->store));
             break;
         }
-        /* --max-size: the file and its WAL, against LS_MAX_SIZE_STOP of the
-         * cap (the end adds indexes and derived tables: README). */
-        if (r->max_size && r->store &&
-            (double)ls_store_size(r->store) + (double)LS_MAX_SIZE_RESERVE +
-                    (double)r->tasks_created * LS_END_BYTES_PER_TASK >=
-                LS_MAX_SIZE_STOP * (double)r->max_size) {
+        if (ls_max_size_reached(r)) {
             *why = "max size reached";
             break;
         }
@@ -743,7 +761,7 @@ int ls_output_finish(recorder *r, const char *why)
     ls_flush_windows(r);
     ls_store_syscalls(r);
     if (!r->offline)
-        r->end_ns = ls_now();
+        r->end_ns = r->capped_ns ? r->capped_ns : ls_now();
     if (r->store)
         ls_write_end_meta(r, why);
     ls_tasks_free(r->rows);           /* everything is in: the derivation's table next */

@@ -158,6 +158,10 @@ typedef struct recorder {
     int64_t detach_ns;        /* when the programs were detached */
     bool target_gone;
     int64_t consume_until;    /* ls_on_msg yields back to the main loop then */
+    /* --max-size reached: the trace ends here (end_ns), and no message
+     * taken since is stored (counted in after_cap); 0 while under it */
+    int64_t capped_ns;
+    uint64_t after_cap;
     size_t since_check;       /* bytes consumed since the budget was checked */
     /* Which tasks have their tasks row (ls_task.user, enum ls_task_row):
      * an entry per task seen and not finished, at most LS_TASKS_MAX. */
@@ -200,6 +204,9 @@ void ls_prio_stop(ls_prio *p);
 /* record.c: the command and its lifecycle (errors: ls_error, model/error.h) */
 int64_t ls_now(void);
 uint64_t ls_stat(recorder *r, enum ls_stat k);
+/* --max-size: true once the trace has reached its cap (r->capped_ns set);
+ * checked by ls_on_msg as messages are taken, and by the main loop. */
+bool ls_max_size_reached(recorder *r);
 
 /* target.c: the target, its probes, runtime and our privileges */
 int ls_find_probes(recorder *r);

@@ -481,6 +481,10 @@ def max_size():
     eq(m.get("stop_reason"), "max size reached", "stop_reason")
     eq(m.get("max_size"), str(8 * MiB), "meta max_size")
     check(int(m["duration_ns"]) < 100 * 10**9, "it ran until -d, not the size")
+    # Past the cap nothing is stored: the trace ends at its newest event.
+    check("messages_after_cap" in m, "meta messages_after_cap")
+    newest = query(db, "SELECT max(ts_ns) FROM events")[0][0]
+    eq(int(m["end_ns"]), newest, "end_ns is the newest event's time")
     ntasks = query(db, "SELECT count(*) FROM tasks")[0][0]
     check(ntasks > 1000, "not a busy target")
     # The end writes a task_stats and a task_slices row a task; the size
