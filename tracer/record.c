@@ -36,7 +36,7 @@
  * of the cap less LS_MAX_SIZE_RESERVE and LS_END_BYTES_PER_TASK for each
  * task created so far: what is still in SQLite's page cache, the indexes
  * and the derived tables written at the end (a task_stats and a
- * task_slices row a task: 47-50 bytes with their B-tree pages,
+ * task_slices row a task: 46-52 bytes with their B-tree pages,
  * tests/bench/results/max_size.txt) fit in the rest (tracer/README.md). */
 #define LS_MAX_SIZE_STOP 0.90
 #define LS_MAX_SIZE_RESERVE (4ull << 20)
