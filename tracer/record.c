@@ -709,6 +709,8 @@ static int ls_recorder_run(recorder *r, const char **why)
             r->target_gone = true;    /* drain what it sent before dying */
             while (ls_consume(r, 200000000) < 0)
                 ;
+            if (r->capped_ns)
+                *why = "max size reached";  /* before it exited */
             break;
         }
         now = ls_now();
