@@ -602,7 +602,13 @@ static void ls_live_tick(recorder *r, int64_t now, const char **why, bool *stop)
  * batch the recorder sleeps until woken again. */
 #define LS_POLL_MIN_MS 1
 #define LS_POLL_MAX_MS 10
-#define LS_DRAIN_SLICE_NS 100000      /* a drain's work as SCHED_IDLE, at most about */
+/* A drain's work, at most about: it stops there with messages left, and
+ * the next turn drains again at once (no sleep).  As SCHED_IDLE the
+ * service preempts it whenever it wakes, so a drain may empty the ring:
+ * LS_DRAIN_MS bounds how late the watchdog's beat, a flight trigger or
+ * `top` can be.  Otherwise LS_DRAIN_BUSY_NS. */
+#define LS_DRAIN_IDLE_NS (LS_DRAIN_MS * 1000000ll)
+#define LS_DRAIN_BUSY_NS 200000000ll
 
 /* --max-size: the file and its WAL, against LS_MAX_SIZE_STOP of the cap
  * (the end adds indexes and derived tables: tracer/README.md).  Reached,
@@ -641,6 +647,7 @@ static int ls_recorder_run(recorder *r, const char **why)
     int64_t last_batch = 0;           /* when a drain last took a batch */
     volatile uint32_t *polling = &r->skel->bss->recorder_polling;
     bool backlog_due = false;         /* stored less of the backlog than was due */
+    bool behind = false;              /* the last drain stopped on its budget */
     struct pollfd pfd[2] = { { r->pidfd, POLLIN, 0 },
                              { ring_buffer__epoll_fd(r->rb), POLLIN, 0 } };
     *why = "target exited";
@@ -674,19 +681,21 @@ static int ls_recorder_run(recorder *r, const char **why)
          * costs now: a few at a time, on a slower timer.  Full, each batch
          * stores the oldest: one per drain again, as without a backlog. */
         bool holding = r->backlog.n && r->backlog.n < r->backlog.nslots;
-        int wait_ms = backlog_due ? 0 : holding ? LS_DRAIN_MS : *polling ? poll_ms : LS_DRAIN_MS;
+        int wait_ms = backlog_due || behind ? 0 : holding ? LS_DRAIN_MS : *polling ? poll_ms : LS_DRAIN_MS;
         if (poll(pfd, 2, wait_ms) < 0 && errno != EINTR) {
             snprintf(fail, sizeof(fail), "poll: %s", strerror(errno));
             break;
         }
-        /* As SCHED_IDLE, one batch or so per turn (LS_DRAIN_SLICE_NS),
-         * so the watchdog sees the loop come round; it was meant to
-         * shorten the service's wait for the CPU, and did not measurably
-         * (tracer/README.md) */
+        /* As SCHED_IDLE a drain goes on until the ring is empty (or
+         * LS_DRAIN_IDLE_NS): the recorder must keep up on the CPU time the
+         * service leaves, or the watchdog raises it (tracer/README.md,
+         * "Sharing the CPU") */
         uint64_t batches = r->batches_in;
-        int64_t slice = r->prio.started && atomic_load(&r->prio.idle) ? LS_DRAIN_SLICE_NS
-                                                                       : 200000000;
-        ls_prio_beat(&r->prio, ls_consume(r, slice) >= 0);
+        int64_t slice = r->prio.started && atomic_load(&r->prio.idle) ? LS_DRAIN_IDLE_NS
+                                                                       : LS_DRAIN_BUSY_NS;
+        int took_msgs = ls_consume(r, slice);
+        behind = took_msgs == -1;     /* budget spent (ingest.c) */
+        ls_prio_beat(&r->prio, took_msgs >= 0);
         if (r->backlog.mem)
             backlog_due = ls_backlog_tick(r, ls_now(), slice);
         uint64_t took = r->batches_in - batches;

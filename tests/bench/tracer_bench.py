@@ -43,10 +43,12 @@ def run(cmd, timeout=600):
 def dropped(meta):
     """What a trace lost: ring-buffer messages the kernel dropped plus events
     the target says it dropped (meta dropped_messages + dropped_events_claimed;
-    older traces have one dropped_events).  An error when neither is there,
-    so that a schema change cannot read as "nothing dropped"."""
-    keys = [k for k in ("dropped_messages", "dropped_events_claimed", "dropped_events")
-            if k in meta]
+    older traces have one dropped_events) plus the records its loops dropped
+    while the recorder held every buffer they lend (loop_lost_records_claimed).
+    An error when none is there, so that a schema change cannot read as
+    "nothing dropped"."""
+    keys = [k for k in ("dropped_messages", "dropped_events_claimed", "dropped_events",
+                        "loop_lost_records_claimed") if k in meta]
     if not keys:
         raise RuntimeError(f"the trace's meta table has no dropped_* counts: {sorted(meta)}")
     return sum(int(meta[k]) for k in keys)
