@@ -269,7 +269,7 @@ class Recorder:
             meta = dict(con.execute("SELECT key, value FROM meta"))
         finally:
             con.close()
-        return n, dropped(meta)
+        return n, dropped(meta), meta.get("priority_raises", "-")
 
 
 def free_port():
@@ -369,11 +369,12 @@ def main():
             print(f"before: {before}")
         print(f"{'round':>5} {'mode':26} {'req/s':>9} {'p99 ms':>7} {'cpu us':>7} "
               f"{'steal%':>6} {'events/s':>9} {'ev/req':>6} {'dropped':>7} {'rec ns/ev':>9} {'B/ev':>5} "
-              f"{'end s':>5}")
+              f"{'end s':>5} {'raises':>6}")
         print("(cpu us: the server's CPU time per request; steal%: the machine's CPU time\n"
               " the hypervisor gave to others during the run; rec ns/ev: the recorder's CPU\n"
               " time while wrk ran, per event; B/ev: the finished trace's bytes per event;\n"
-              " end s: SIGINT to the recorder's exit)")
+              " end s: SIGINT to the recorder's exit; raises: how often the watchdog\n"
+              " raised the recorder from SCHED_IDLE, meta priority_raises)")
         for r in range(a.rounds):
             if a.wait_calm > 0:
                 wait_calm(a.max_steal / 100, a.wait_calm)
@@ -389,7 +390,7 @@ def main():
                     finally:
                         if extra:
                             sem_add(sem_read, pid, "batch", -1)
-                    ev = evs = evr = dropped = rec_ns = bpe = end_s = None
+                    ev = evs = evr = dropped = rec_ns = bpe = end_s = raises = None
                 else:
                     in_shm, stop = "SHM" in extra, "STOP" in extra
                     db = os.path.join(shm if in_shm else tmp, f"r{r}-{recorded.index(name)}.db")
@@ -404,7 +405,7 @@ def main():
                         rcpu = cpu_seconds(rec.proc.pid) - rcpu0
                         if stop:
                             rec.proc.send_signal(signal.SIGCONT)
-                    ev, dropped = rec.events()
+                    ev, dropped, raises = rec.events()
                     bpe = os.path.getsize(db) / max(ev, 1)
                     os.unlink(db)
                     evs, evr = ev / a.seconds, ev / total
@@ -414,7 +415,7 @@ def main():
                 order.append((name, rps, p99, steal))
                 extra_cols = ("" if evs is None else
                               f" {evs:9.0f} {evr:6.2f} {dropped:7d} {rec_ns:9.0f} {bpe:5.1f}"
-                              f" {end_s:5.2f}")
+                              f" {end_s:5.2f} {raises:>6}")
                 print(f"{r + 1:5d} {name:26} {rps:9.0f} {p99 * 1e3:7.2f} {cpu * 1e6:7.2f}"
                       f" {steal * 100:6.2f}{extra_cols}", flush=True)
                 if a.settle > 0 and evs is not None:   # after a recorded run
