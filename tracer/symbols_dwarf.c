@@ -176,13 +176,18 @@ static bool ls_memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void
     return true;
 }
 
+/* All 17 of x86_64's DWARF registers, rip (16, the return address column)
+ * included, as elfutils' own x86_64_initreg hands them over: CFI may read
+ * rip, and the linker's for a PLT stub does (its CFA is rsp + 8, or + 16
+ * after the stub's push, by rip's offset in the stub).  Without it an
+ * on-CPU sample in a stub unwound to that one frame. */
 static bool ls_set_initial_registers(Dwfl_Thread *thread, void *arg)
 {
     ls_syms *s = arg;
-    Dwarf_Word r[16];
-    for (int i = 0; i < 16; i++)
+    Dwarf_Word r[17];
+    for (int i = 0; i < 17; i++)
         r[i] = s->regs[i];
-    if (!dwfl_thread_state_registers(thread, 0, 16, r))
+    if (!dwfl_thread_state_registers(thread, 0, 17, r))
         return false;
     dwfl_thread_state_register_pc(thread, s->regs[16]);
     return true;

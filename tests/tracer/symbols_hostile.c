@@ -11,6 +11,9 @@
  *     symbols_hostile unwind    frame-pointer unwinding through code with
  *                               no module on a forged stack copy: loops,
  *                               rbp outside the copy, decreasing chains
+ *     symbols_hostile plt       a sample in a PLT stub of this program
+ *                               unwinds to its caller (the stub's CFA is a
+ *                               DWARF expression of rsp and rip)
  *
  * Addresses used (0x1000_0000_0000...) are in no mapping of this process,
  * so they are looked up in the perf map.  Exit 0 pass, 1 fail.
@@ -19,6 +22,8 @@
 #include "symbols.h"
 
 #include <fcntl.h>
+#include <gelf.h>
+#include <link.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -320,10 +325,72 @@ static int t_unwind(void)
     return failures != 0;
 }
 
+static int first_object(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    (void)size;
+    *(uint64_t *)arg = info->dlpi_addr; /* the program comes first */
+    return 1;
+}
+
+/* The address of this program's .plt, 0 if it has none. */
+static uint64_t plt_address(void)
+{
+    uint64_t base = 0, plt = 0;
+    dl_iterate_phdr(first_object, &base);
+    elf_version(EV_CURRENT);
+    int fd = open("/proc/self/exe", O_RDONLY);
+    Elf *e = fd >= 0 ? elf_begin(fd, ELF_C_READ, NULL) : NULL;
+    size_t shstrndx;
+    if (e && elf_getshdrstrndx(e, &shstrndx) == 0)
+        for (Elf_Scn *scn = NULL; (scn = elf_nextscn(e, scn));) {
+            GElf_Shdr sh;
+            const char *name = gelf_getshdr(scn, &sh) ? elf_strptr(e, shstrndx, sh.sh_name) : NULL;
+            if (name && strcmp(name, ".plt") == 0 && sh.sh_size >= 32)
+                plt = base + sh.sh_addr;
+        }
+    if (e)
+        elf_end(e);
+    if (fd >= 0)
+        close(fd);
+    return plt;
+}
+
+/* A sample whose pc is in a PLT stub (a call through it, on its way to
+ * libc): the linker's CFI for .plt computes the CFA from rsp and rip, 8
+ * bytes above rsp before the stub's push, 16 after it.  The caller's frame
+ * must follow, as with a pc anywhere else. */
+static int t_plt(void)
+{
+    uint64_t plt = plt_address();
+    if (!plt) {
+        fprintf(stderr, "FAIL: no .plt in this program (built with -fno-plt?)\n");
+        return 1;
+    }
+    ls_syms *s = ls_syms_new(getpid());
+    if (!s)
+        return 1;
+    const uint64_t sp = 0x7f0000000000ull;
+    uint64_t ret = (uint64_t)(uintptr_t)&t_plt + 16;  /* in a function with CFI */
+    struct { int off, slot; } at[] = { { 0, 0 }, { 11, 1 } };  /* before, after the push */
+    for (size_t i = 0; i < sizeof(at) / sizeof(at[0]); i++) {
+        uint64_t w[32] = { 0 }, pcs[64];
+        uint64_t regs[17] = { 0 };
+        w[at[i].slot] = ret;
+        regs[7] = sp;
+        regs[16] = plt + 16 + at[i].off;          /* the first stub after PLT0 */
+        int n = ls_syms_unwind(s, getpid(), regs, (const uint8_t *)w, sizeof(w), pcs, 64);
+        CHECK(n >= 2 && pcs[0] == regs[16] && pcs[1] == ret - 1,
+              "pc at .plt+%d: %d frames, the second 0x%llx, want 0x%llx", 16 + at[i].off, n,
+              n >= 2 ? (unsigned long long)pcs[1] : 0ull, (unsigned long long)(ret - 1));
+    }
+    ls_syms_free(s);
+    return failures != 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
-        fprintf(stderr, "usage: symbols_hostile perfmap|limits|unwind\n");
+        fprintf(stderr, "usage: symbols_hostile perfmap|limits|unwind|plt\n");
         return 2;
     }
     if (!mkdtemp(dir)) {
@@ -333,6 +400,7 @@ int main(int argc, char **argv)
     int rc = strcmp(argv[1], "perfmap") == 0   ? t_perfmap()
              : strcmp(argv[1], "limits") == 0  ? t_limits()
              : strcmp(argv[1], "unwind") == 0  ? t_unwind()
+             : strcmp(argv[1], "plt") == 0     ? t_plt()
                                                : 2;
     char cmd[300];
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
