@@ -40,8 +40,8 @@
  * is stored at once (it tells the loop that we read kept batches), and
  * so is everything while the backlog is empty and the CPUs have time to
  * spare.  While it holds messages back and has room, the main loop
- * (record.c) reads on a 20 ms timer, a few batches at a time; full, it
- * drains one batch per turn as it does without a backlog.  Not used with
+ * (record.c) reads on a 20 ms timer; full, it drains on the polling timer
+ * as it does without a backlog.  Not used with
  * --max-size (the cap is checked against what is stored), --flight-recorder
  * (its own ring in memory) or `top` (it shows what comes as it comes).
  */

@@ -25,7 +25,11 @@
  * ring holds seconds of a busy server's records (kept batches: the loop's
  * 256 buffers hold about 1.4 s of them).  Once raised it stays so
  * for LS_PRIO_HOLD_NS and until a drain empties the ring, then yields
- * again.  Counted: meta priority_raises.
+ * again.  Counted: meta priority_raises.  A raise is dear (raised, the
+ * recorder holds the service's CPU for milliseconds while the service,
+ * woken there, waits), so an idle recorder's drains must keep up with
+ * the ring on the time it gets (record.c, LS_DRAIN_IDLE_NS): raises are
+ * for a machine with no time to spare at all.
  *
  * batch (top's default, which redraws each second and would stall that
  * long when starved): SCHED_BATCH while recording.  It never preempts on

@@ -678,8 +678,9 @@ static int ls_recorder_run(recorder *r, const char **why)
          * as a wakeup per batch did, without the target's thread paying
          * for the wakeup (record.bpf.c, recorder_polling). */
         /* Holding the backlog back (not full), a read is all a batch
-         * costs now: a few at a time, on a slower timer.  Full, each batch
-         * stores the oldest: one per drain again, as without a backlog. */
+         * costs now: every batch that came, on a slower timer.  Full, each
+         * batch stores the oldest: drains on the polling timer again, as
+         * without a backlog. */
         bool holding = r->backlog.n && r->backlog.n < r->backlog.nslots;
         int wait_ms = backlog_due || behind ? 0 : holding ? LS_DRAIN_MS : *polling ? poll_ms : LS_DRAIN_MS;
         if (poll(pfd, 2, wait_ms) < 0 && errno != EINTR) {
