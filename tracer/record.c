@@ -603,10 +603,11 @@ static void ls_live_tick(recorder *r, int64_t now, const char **why, bool *stop)
 #define LS_POLL_MIN_MS 1
 #define LS_POLL_MAX_MS 10
 /* A drain's work, at most about: it stops there with messages left, and
- * the next turn drains again at once (no sleep).  As SCHED_IDLE the
- * service preempts it whenever it wakes, so a drain may empty the ring:
- * LS_DRAIN_MS bounds how late the watchdog's beat, a flight trigger or
- * `top` can be.  Otherwise LS_DRAIN_BUSY_NS. */
+ * the next turn drains again without sleeping.  As SCHED_IDLE
+ * (LS_DRAIN_IDLE_NS) the service preempts it whenever it wakes, so it may
+ * as well empty the ring; the bound is how late the watchdog's beat, a
+ * flight trigger or `top` can be.  Otherwise (LS_DRAIN_BUSY_NS) it keeps
+ * a producer faster than SQLite from holding off a commit or the stop. */
 #define LS_DRAIN_IDLE_NS (LS_DRAIN_MS * 1000000ll)
 #define LS_DRAIN_BUSY_NS 200000000ll
 

@@ -20,6 +20,7 @@
 #include <elfutils/libdw.h>
 #include <elfutils/libdwfl.h>
 #include <gelf.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,9 +30,58 @@ static const char *ls_die_name(Dwarf_Die *die)
     return dwarf_formstring(dwarf_attr_integrate(die, DW_AT_name, &a));
 }
 
+/* The name of the PLT stub at addr, "sym@plt" as gdb and perf write it:
+ * no symbol covers .plt, so libdwfl names nothing there, and a CPU sample
+ * lands in a stub often enough (a shared libpython calls its own exported
+ * functions through them).  x86_64's layout: .plt is a header stub, then
+ * one 16-byte stub per .rela.plt entry, in its order; with IBT the stubs
+ * called are in .plt.sec, one per entry from its start.  Read from the
+ * module's ELF, as untrusted as its other contents: every index is
+ * checked by libelf (gelf_getrela, gelf_getsym, elf_strptr). */
+static bool ls_plt_name(Dwfl_Module *mod, uint64_t addr, char *out, size_t len)
+{
+    GElf_Addr bias;
+    Elf *elf = dwfl_module_getelf(mod, &bias);
+    size_t shstrndx;
+    if (!elf || elf_getshdrstrndx(elf, &shstrndx) != 0)
+        return false;
+    uint64_t a = addr - bias;
+    Elf_Scn *rela = NULL;
+    int64_t index = -1;
+    for (Elf_Scn *scn = NULL; (scn = elf_nextscn(elf, scn));) {
+        GElf_Shdr sh;
+        const char *name = gelf_getshdr(scn, &sh) ? elf_strptr(elf, shstrndx, sh.sh_name) : NULL;
+        if (!name)
+            continue;
+        if (sh.sh_type == SHT_RELA && strcmp(name, ".rela.plt") == 0)
+            rela = scn;
+        else if (sh.sh_flags & SHF_EXECINSTR && a >= sh.sh_addr && a - sh.sh_addr < sh.sh_size) {
+            if (strcmp(name, ".plt") == 0 && a - sh.sh_addr >= 16)
+                index = (int64_t)((a - sh.sh_addr) / 16 - 1);
+            else if (strcmp(name, ".plt.sec") == 0)
+                index = (int64_t)((a - sh.sh_addr) / 16);
+        }
+    }
+    GElf_Shdr rsh, ssh;
+    GElf_Rela rel;
+    GElf_Sym sym;
+    Elf_Scn *symtab;
+    if (index < 0 || index > INT_MAX || !rela || !gelf_getshdr(rela, &rsh) ||
+        !gelf_getrela(elf_getdata(rela, NULL), (int)index, &rel) ||
+        !(symtab = elf_getscn(elf, rsh.sh_link)) || !gelf_getshdr(symtab, &ssh) ||
+        GELF_R_SYM(rel.r_info) > INT_MAX ||
+        !gelf_getsym(elf_getdata(symtab, NULL), (int)GELF_R_SYM(rel.r_info), &sym))
+        return false;
+    const char *name = elf_strptr(elf, ssh.sh_link, sym.st_name);
+    if (!name || !*name)
+        return false;
+    snprintf(out, len, "%s@plt", name);
+    return true;
+}
+
 /* The chain of frames inlined at addr, innermost first, ending with the
- * physical function (named by its ELF symbol).  addr is the module's
- * address (the process's, except for remapped code). */
+ * physical function (named by its ELF symbol, or as a PLT stub).  addr is
+ * the module's address (the process's, except for remapped code). */
 ls_sym ls_resolve_mod(Dwfl_Module *mod, uint64_t addr)
 {
     ls_sym r = { 0 };
@@ -39,6 +89,9 @@ ls_sym ls_resolve_mod(Dwfl_Module *mod, uint64_t addr)
     GElf_Off off;
     GElf_Sym sym;
     const char *symname = dwfl_module_addrinfo(mod, addr, &off, &sym, NULL, NULL, NULL);
+    char plt[256];
+    if (!symname && ls_plt_name(mod, addr, plt, sizeof(plt)))
+        symname = plt;
     r.module = ls_dup(mname);
     Dwfl_Line *line = dwfl_module_getsrc(mod, addr);
     if (line) {

@@ -13,7 +13,8 @@
  *                               rbp outside the copy, decreasing chains
  *     symbols_hostile plt       a sample in a PLT stub of this program
  *                               unwinds to its caller (the stub's CFA is a
- *                               DWARF expression of rsp and rip)
+ *                               DWARF expression of rsp and rip); stubs
+ *                               are named sym@plt
  *
  * Addresses used (0x1000_0000_0000...) are in no mapping of this process,
  * so they are looked up in the perf map.  Exit 0 pass, 1 fail.
@@ -332,8 +333,8 @@ static int first_object(struct dl_phdr_info *info, size_t size, void *arg)
     return 1;
 }
 
-/* The address of this program's .plt, 0 if it has none. */
-static uint64_t plt_address(void)
+/* The address of this program's .plt, 0 if it has none; its size. */
+static uint64_t plt_address(uint64_t *size)
 {
     uint64_t base = 0, plt = 0;
     dl_iterate_phdr(first_object, &base);
@@ -345,8 +346,10 @@ static uint64_t plt_address(void)
         for (Elf_Scn *scn = NULL; (scn = elf_nextscn(e, scn));) {
             GElf_Shdr sh;
             const char *name = gelf_getshdr(scn, &sh) ? elf_strptr(e, shstrndx, sh.sh_name) : NULL;
-            if (name && strcmp(name, ".plt") == 0 && sh.sh_size >= 32)
+            if (name && strcmp(name, ".plt") == 0 && sh.sh_size >= 32) {
                 plt = base + sh.sh_addr;
+                *size = sh.sh_size;
+            }
         }
     if (e)
         elf_end(e);
@@ -361,7 +364,7 @@ static uint64_t plt_address(void)
  * must follow, as with a pc anywhere else. */
 static int t_plt(void)
 {
-    uint64_t plt = plt_address();
+    uint64_t size = 0, plt = plt_address(&size);
     if (!plt) {
         fprintf(stderr, "FAIL: no .plt in this program (built with -fno-plt?)\n");
         return 1;
@@ -383,6 +386,19 @@ static int t_plt(void)
               "pc at .plt+%d: %d frames, the second 0x%llx, want 0x%llx", 16 + at[i].off, n,
               n >= 2 ? (unsigned long long)pcs[1] : 0ull, (unsigned long long)(ret - 1));
     }
+    /* each stub is named after its .rela.plt entry's symbol, e.g. the
+     * one plt_address called */
+    bool seen = false;
+    for (uint64_t a = plt + 16; a < plt + size; a += 16) {
+        const char *fn = ls_syms_lookup(s, a + 6)->function;
+        size_t len = fn ? strlen(fn) : 0;
+        CHECK(len > 4 && strcmp(fn + len - 4, "@plt") == 0, "stub at .plt+%llu named %s",
+              (unsigned long long)(a - plt), nn(fn));
+        seen |= fn && strcmp(fn, "dl_iterate_phdr@plt") == 0;
+    }
+    CHECK(seen, "no stub named dl_iterate_phdr@plt");
+    /* the header stub (PLT0) has no entry of its own */
+    CHECK(!ls_syms_lookup(s, plt)->function, "PLT0 named %s", ls_syms_lookup(s, plt)->function);
     ls_syms_free(s);
     return failures != 0;
 }
