@@ -622,9 +622,10 @@ def recorder_priority():
 @case
 def idle_keeps_up():
     """Idle, with a CPU of its own, the recorder keeps up with a loop that
-    hands it some 650 batches a second while it holds them back: never
+    hands it some 700 batches a second while it holds them back: never
     raised, nothing lost.  Its first version read for 0.1 ms of each 20 ms
-    turn, about 350 batches a second here, and the watchdog raised it."""
+    turn: it kept up with 340 batches a second here, not with 700, and the
+    watchdog raised it."""
     if len(os.sched_getaffinity(0)) < 2:
         return                        # the target and the recorder need a CPU each
     cpus = sorted(os.sched_getaffinity(0))
