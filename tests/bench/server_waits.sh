@@ -57,8 +57,8 @@ for r in $(seq "$rounds"); do
     raises=
     if [ "$mode" != untraced ]; then
       hr_stop_recorder >/dev/null
-      raises=$(python3 -c 'import sqlite3, sys
-print(dict(sqlite3.connect(sys.argv[1]).execute("SELECT key, value FROM meta")).get("priority_raises", "-"))' "$tmp/trace.db")
+      raises=$(sqlite3 "$tmp/trace.db" \
+        "SELECT coalesce((SELECT value FROM meta WHERE key = 'priority_raises'), '-')")
       rm -f "$tmp/trace.db"
     fi
     rps=$(awk '/Requests\/sec/ {print $2}' <<<"$w")
