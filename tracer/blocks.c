@@ -49,14 +49,13 @@ void ls_start_samplers(recorder *r)
     }
 }
 /* Store the Python frames f[from, to) of a captured stack from depth on. */
-static int ls_store_py_frames(recorder *r, int64_t id, int depth, const struct ls_pystack *py,
+static int py_frames(recorder *r, int64_t id, int depth, const struct ls_pystack *py,
                               uint32_t from, uint32_t to)
 {
     for (uint32_t i = from; i < to && depth < LS_MAX_DEPTH; i++) {
         ls_sym f = { .module = "python" };
         ls_py_frame(r->py, &py->f[i], &f.function, &f.file, &f.line);
-        ls_live_on_frame(r, id, depth, &f);
-        ls_store_frame(r->store, id, depth++, 0, &f);
+        ls_sink_frame(r, id, depth++, 0, &f);
     }
     return depth;
 }
@@ -98,18 +97,17 @@ static int64_t ls_stack_id(recorder *r, uint32_t tid, const struct ls_block *b,
                 uint32_t end = next_py;
                 while (end < npy && !(py->f[end++].flags & LS_PYF_ENTRY))
                     ;
-                depth = ls_store_py_frames(r, id, depth, py, next_py, end);
+                depth = py_frames(r, id, depth, py, next_py, end);
                 next_py = end;
                 /* ls_py_frame does not touch the symbol cache: f is valid */
             }
             if (depth < LS_MAX_DEPTH) {
-                ls_live_on_frame(r, id, depth, f);
-                ls_store_frame(r->store, id, depth++, pcs[i], f);
+                ls_sink_frame(r, id, depth++, pcs[i], f);
             }
         }
     }
-    depth = ls_store_py_frames(r, id, depth, py, next_py, npy);
-    ls_store_stack(r->store, id, depth);
+    depth = py_frames(r, id, depth, py, next_py, npy);
+    ls_sink_stack(r, id, depth);
     r->stack_ids[slot].hash = h;
     r->stack_ids[slot].id = id;
     return id;
@@ -118,19 +116,18 @@ static int64_t ls_stack_id(recorder *r, uint32_t tid, const struct ls_block *b,
 /* Generic mode: the asyncio task a blocking episode happened in, as a
  * tasks row named after it; its id is a hash of the Task's address and
  * name (an address is reused once a task is freed).  0 if none. */
-static uint64_t ls_generic_task(recorder *r, uint64_t loop, const struct ls_pystack *py)
+static uint64_t ls_generic_task(recorder *r, uint64_t loop, const char *name, uint64_t addr)
 {
-    const char *name = r->py && py->task ? ls_py_task_name(r->py, py) : NULL;
     if (!name)
         return 0;
     size_t n = strlen(name);
     uint64_t h = 1469598103934665603ull;
     for (int i = 0; i < 8; i++)
-        h = (h ^ ((py->task >> (8 * i)) & 0xff)) * 1099511628211ull;
+        h = (h ^ ((addr >> (8 * i)) & 0xff)) * 1099511628211ull;
     for (size_t i = 0; i < n; i++)
         h = (h ^ (uint8_t)name[i]) * 1099511628211ull;
     h &= INT64_MAX;
-    ls_store_task_named(r->store, h ? h : 1, loop, n ? name : "?", n ? n : 1);
+    ls_sink_task_named(r, h ? h : 1, loop, n ? name : "?", n ? n : 1);
     return h ? h : 1;
 }
 
@@ -162,11 +159,14 @@ void ls_on_block(recorder *r, const struct ls_msg_hdr *h)
     if (b->task && !r->generic)
         ls_task_row(r, ls_task_seen(r, h->loop, b->task), h->loop, b->task);
     uint64_t task = b->task;
+    const char *tname = r->generic && r->py && py->task ? ls_py_task_name(r->py, py) : NULL;
     if (r->generic)
-        task = ls_generic_task(r, h->loop, py);
+        task = ls_generic_task(r, h->loop, tname, py->task);
     int64_t stack = ls_stack_id(r, h->tid, b, py, (const uint8_t *)(py + 1));
-    ls_store_blocking(r->store, h->loop, task, start, dur, (int)b->kind, b->syscall, stack);
-    ls_live_on_block(r, h, task, start, dur, stack, py);
+    ls_sink_block(r, &(ls_block_rec){
+        .loop = h->loop, .task = task, .kind = (int)b->kind, .syscall = b->syscall,
+        .start = start, .dur = dur, .stack = stack,
+        .task_name = tname });
     r->blocks++;
 }
 
@@ -187,7 +187,7 @@ void ls_store_syscalls(recorder *r)
         struct { uint64_t pub, loop; } lt = { 0, 0 };
         bpf_map__lookup_elem(r->skel->maps.loop_threads, &key.tid, sizeof(key.tid), &lt,
                              sizeof(lt), 0);
-        ls_store_syscall_stat(r->store, lt.loop, key.tid, key.nr, v.count, v.total_ns, v.max_ns);
+        ls_sink_syscall_stat(r, lt.loop, key.tid, key.nr, v.count, v.total_ns, v.max_ns);
     }
 }
 

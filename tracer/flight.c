@@ -1,19 +1,17 @@
 /*
- * flight.c -- the flight recorder (`record --flight-recorder WINDOW`):
- * every message of the ring buffer is copied, with its arrival time, into
- * an in-memory FIFO of 1 MiB chunks, kept while it is younger than the
- * window (plus LS_FLIGHT_SLACK_NS, plus what a trace being captured still
- * needs) and while the memory cap allows; a map of the live tasks keeps
- * each one's task_create record.  A trigger (a long blocking episode, a
- * leak verdict, SIGUSR1) opens a capture; when its tail has passed, a
- * complete trace is written by a recorder of its own (r->offline), fed the
- * snapshot records of the tasks alive at the window's start and then the
- * buffered messages through the one ingest path (ingest.c, blocks.c,
- * store.c, the replay, the derivation).  Rules and bounds:
- * tracer/README.md, "Flight recorder".  Part of the recorder (recorder.h).
+ * flight.c -- the flight recorder's capture (`record --flight-recorder
+ * WINDOW`): every message of the ring buffer is copied, with its arrival
+ * time, into an in-memory FIFO of 1 MiB chunks, kept while it is younger
+ * than the window (plus LS_FLIGHT_SLACK_NS, plus what a trace being
+ * captured still needs) and while the memory cap allows; a map of the
+ * live tasks keeps each one's task_create record.  A trigger (a long
+ * blocking episode, a leak verdict, SIGUSR1) opens a capture; when its
+ * tail has passed, flight_write.c writes it.  Rules and bounds:
+ * tracer/README.md, "Flight recorder".  Part of the recorder
+ * (recorder.h).
  */
 #define _GNU_SOURCE
-#include "flight.h"
+#include "flight_int.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -24,60 +22,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define LS_CHUNK_BYTES (1u << 20)
-#define LS_MSG_FLIGHT_STATS 1000      /* ours, never from BPF: the kernel's counters */
-#define LS_STATS_EVERY_NS 500000000ll
-#define LS_SWEEP_EVERY_NS 250000000ll
-#define LS_FREC_MAX (sizeof(struct evl_rec) + 48)   /* a create record, name cut at 47 */
-
-/* One message in the ring, followed by its bytes (padded to 8). */
-struct ls_fent {
-    int64_t arrival;          /* CLOCK_MONOTONIC when the recorder took it */
-    uint32_t size;
-    uint32_t pad;
-};
-
-struct ls_fchunk {
-    struct ls_fchunk *next;
-    size_t head, used;        /* live entries are in [head, used) */
-    uint8_t data[];
-};
-#define LS_CHUNK_DATA (LS_CHUNK_BYTES - offsetof(struct ls_fchunk, data))
-
-/* A task the target created (or listed in a snapshot): its create record. */
-struct ls_ftask {
-    uint64_t loop, id;        /* id 0: a free slot (loop 1: a deleted one) */
-    int64_t created, finished;/* finished 0: alive */
-    uint32_t len;             /* bytes of rec */
-    uint8_t rec[LS_FREC_MAX];
-};
-
-struct ls_flight {
-    struct ls_fchunk *first, *last;
-    size_t nchunks;
-    uint64_t nmsgs;
-    int64_t evicted_until;    /* arrival of the newest message evicted, 0 */
-    uint64_t evicted_early;   /* messages the memory cap evicted inside the window */
-    uint64_t too_big;
-    struct ls_ftask *tasks;
-    size_t tcap, ntasks, ndeleted;
-    uint64_t untracked_tasks; /* created while the map was at its cap */
-    int64_t last_stats, last_sweep;
-    /* the capture under way */
-    bool pending;
-    int64_t trig_ns, detect_ns, end_ns;
-    unsigned ntrig;           /* triggers in it (the first and those in its tail) */
-    char detail[320];         /* what fired: pre, the task's label, post */
-    char pre[128], post[64];
-    uint64_t trig_loop, trig_task;
-    bool trig_named;          /* a task is named: labelled again when written (its
-                               * create may arrive after the trigger) */
-    /* files */
-    char stem[PATH_MAX], ext[64];
-    unsigned next_index;
-    unsigned written, failed;
-    uint64_t triggers;
-};
 
 static size_t ls_flight_bytes(const struct ls_flight *f)
 {
@@ -96,7 +40,7 @@ static size_t ls_thash(uint64_t loop, uint64_t id, size_t cap)
     return (size_t)h & (cap - 1);
 }
 
-static struct ls_ftask *ls_tfind(struct ls_flight *f, uint64_t loop, uint64_t id)
+struct ls_ftask *ls_flight_task(struct ls_flight *f, uint64_t loop, uint64_t id)
 {
     if (!f->tcap)
         return NULL;
@@ -248,7 +192,7 @@ static void ls_ring_push(recorder *r, const void *data, size_t size, int64_t now
 }
 
 /* Call fn on each message in the ring, oldest first. */
-static void ls_ring_each(struct ls_flight *f, void (*fn)(void *ctx, const struct ls_fent *e),
+void ls_flight_ring_each(struct ls_flight *f, void (*fn)(void *ctx, const struct ls_fent *e),
                          void *ctx)
 {
     for (struct ls_fchunk *c = f->first; c; c = c->next)
@@ -261,7 +205,6 @@ static void ls_ring_each(struct ls_flight *f, void (*fn)(void *ctx, const struct
 
 /* ------------------------------------------------------------ the triggers */
 
-static void ls_task_label(recorder *r, uint64_t loop, uint64_t task, char *buf, size_t len);
 
 /* A trigger fired at trig (the episode's start, the verdict's time, the
  * signal), seen now.  One capture at a time: a trigger during a capture's
@@ -289,7 +232,7 @@ static void ls_flight_trigger(recorder *r, int64_t trig, int64_t now, const char
     f->trig_task = task;
     char who[96] = "";
     if (named)
-        ls_task_label(r, loop, task, who, sizeof(who));
+        ls_flight_task_label(r, loop, task, who, sizeof(who));
     snprintf(f->detail, sizeof(f->detail), "%s%s%s", f->pre, who, f->post);
     if (!r->quiet)
         fprintf(stderr, "%strigger: %s; writing the trace in %.1f s\n", isatty(2) ? "\r" : "",
@@ -297,9 +240,9 @@ static void ls_flight_trigger(recorder *r, int64_t trig, int64_t now, const char
 }
 
 /* A task's name for a trigger line: printable ASCII, the rest '?'. */
-static void ls_task_label(recorder *r, uint64_t loop, uint64_t task, char *buf, size_t len)
+void ls_flight_task_label(recorder *r, uint64_t loop, uint64_t task, char *buf, size_t len)
 {
-    struct ls_ftask *t = ls_tfind(r->flight, loop, task);
+    struct ls_ftask *t = ls_flight_task(r->flight, loop, task);
     if (!task) {
         snprintf(buf, len, "a callback");
         return;
@@ -404,7 +347,7 @@ static void ls_flight_batch(recorder *r, struct ls_loop_info *li, const struct l
         struct ls_ftask *t;
         switch (e->kind) {
         case EVL_PROBE_ID_task_create:
-            t = ls_tfind(f, li->id, e->task);
+            t = ls_flight_task(f, li->id, e->task);
             if (t && (e->a32 & EVL_REC_PREEXISTING))
                 break;                /* a repeated snapshot: we know it */
             if (!t && !(t = ls_tadd(r, li->id, e->task))) {
@@ -418,7 +361,7 @@ static void ls_flight_batch(recorder *r, struct ls_loop_info *li, const struct l
             ((struct evl_rec *)(void *)t->rec)->size = (uint16_t)t->len;
             break;
         case EVL_PROBE_ID_task_finish:
-            if ((t = ls_tfind(f, li->id, e->task)) && !t->finished)
+            if ((t = ls_flight_task(f, li->id, e->task)) && !t->finished)
                 t->finished = (int64_t)e->ts ? (int64_t)e->ts : 1;
             break;
         case EVL_PROBE_ID_task_leak:
@@ -476,223 +419,6 @@ void ls_flight_on_msg(recorder *r, const void *data, size_t size)
             ls_flight_batch(r, li, h, now);
         break;
     }
-}
-
-/* ----------------------------------------------------------- writing one */
-
-struct ls_feed {
-    recorder *o;
-    int64_t from, to;         /* the window */
-    uint64_t fed;
-};
-
-static void ls_feed_one(void *ctx, const struct ls_fent *e)
-{
-    struct ls_feed *fd = ctx;
-    const struct ls_msg_hdr *h = (const void *)(e + 1);
-    int64_t ts = (int64_t)h->ts;
-    bool in;
-    switch (h->type) {
-    case LS_MSG_BATCH:
-    case LS_MSG_REC:              /* records out of the window are left out by ingest */
-        in = ts >= fd->from;
-        break;
-    case LS_MSG_BLOCK: {          /* ts: when it was taken; in if it overlaps */
-        const struct ls_block *b = (const void *)(h + 1);
-        if (h->len < sizeof(*b) || b->start_ns > INT64_MAX)
-            return;
-        int64_t start = (int64_t)b->start_ns;
-        int64_t end = b->dur_ns < (uint64_t)(INT64_MAX - start) ? start + (int64_t)b->dur_ns
-                                                                 : INT64_MAX;
-        in = (end >= fd->from || ts >= fd->from) && start <= fd->to;
-        break;
-    }
-    case LS_MSG_WINDOW: {
-        const struct ls_window *w = (const void *)(h + 1);
-        in = h->len >= sizeof(*w) && (int64_t)w->end_ns >= fd->from &&
-             w->start_ns <= (uint64_t)fd->to;
-        break;
-    }
-    case LS_MSG_FLIGHT_STATS:
-        return;
-    default:
-        in = ts >= fd->from && ts <= fd->to;
-        break;
-    }
-    if (!in)
-        return;
-    ls_ingest_msg(fd->o, h, e->size);
-    fd->fed++;
-}
-
-uint64_t ls_flight_stat(recorder *parent, enum ls_stat k, int64_t from)
-{
-    struct ls_flight *f = parent->flight;
-    uint64_t now = ls_stat(parent, k), base = 0;
-    /* The last sample at or before the window's start (a sample is taken
-     * every LS_STATS_EVERY_NS): a count over at least the window. */
-    for (struct ls_fchunk *c = f ? f->first : NULL; c; c = c->next)
-        for (size_t off = c->head; off < c->used;) {
-            const struct ls_fent *e = (const void *)(c->data + off);
-            const struct ls_msg_hdr *h = (const void *)(e + 1);
-            off += sizeof(*e) + ((e->size + 7u) & ~7u);
-            if (h->type != LS_MSG_FLIGHT_STATS)
-                continue;
-            if ((int64_t)h->ts > from)
-                goto done;
-            base = ((const uint64_t *)(const void *)(h + 1))[k];
-        }
-done:
-    return now >= base ? now - base : 0;
-}
-
-/* The snapshot records of the tasks alive at the window's start, one
- * batch per loop known then (also loops without tasks: their rows). */
-static void ls_feed_preexisting(recorder *r, recorder *o, int64_t from)
-{
-    struct ls_flight *f = r->flight;
-    for (size_t l = 0; l < r->nloops; l++) {
-        struct ls_loop_info *li = &r->loops[l];
-        if (li->stopped && li->stopped < from)
-            continue;
-        size_t n = 0;
-        for (size_t i = 0; i < f->tcap; i++) {
-            struct ls_ftask *t = &f->tasks[i];
-            if (t->id && t->loop == li->id && t->created < from &&
-                (!t->finished || t->finished >= from))
-                n += t->len;
-        }
-        if (!n && li->seen > from)
-            continue;                 /* not there yet: its own messages make its row */
-        uint8_t *m = malloc(sizeof(struct ls_msg_hdr) + n);
-        if (!m)
-            continue;
-        struct ls_msg_hdr *h = (void *)m;
-        *h = (struct ls_msg_hdr){ .type = LS_MSG_BATCH, .len = (uint32_t)n, .ts = (uint64_t)from,
-                                  .loop = li->id, .arg = li->pub, .pid = li->pid, .tid = li->tid };
-        size_t off = sizeof(*h);
-        for (size_t i = 0; i < f->tcap; i++) {
-            struct ls_ftask *t = &f->tasks[i];
-            if (!(t->id && t->loop == li->id && t->created < from &&
-                  (!t->finished || t->finished >= from)))
-                continue;
-            struct evl_rec *e = (void *)(m + off);
-            memcpy(e, t->rec, t->len);
-            e->ts = (uint64_t)from;
-            e->a32 |= EVL_REC_PREEXISTING;
-            off += t->len;
-            h->nrec++;
-        }
-        ls_ingest_msg(o, m, off);
-        free(m);
-    }
-}
-
-/* The next free name: STEM-N.EXT, never an existing file. */
-static int ls_next_path(struct ls_flight *f, char *path, size_t len)
-{
-    struct stat st;
-    for (unsigned tries = 0; tries < 100000; tries++) {
-        snprintf(path, len, "%s-%u%s", f->stem, ++f->next_index, f->ext);
-        if (lstat(path, &st) != 0 && errno == ENOENT)
-            return 0;
-    }
-    return -1;
-}
-
-/* Write the capture under way: [trigger - window, end of its tail] (or
- * what the ring still holds of it, and up to now if cut). */
-static void ls_flight_write(recorder *r, int64_t now, bool cut)
-{
-    struct ls_flight *f = r->flight;
-    char path[PATH_MAX + 96], errbuf[512];
-    int64_t from = f->trig_ns - r->flight_window_ns, to = cut && now < f->end_ns ? now : f->end_ns;
-    if (from < r->attach_ns)
-        from = r->attach_ns;
-    if (from <= f->evicted_until)     /* the memory cap evicted the beginning */
-        from = f->evicted_until + 1;
-    f->pending = false;
-    if (f->trig_named) {              /* its create has arrived by now */
-        char who[96];
-        ls_task_label(r, f->trig_loop, f->trig_task, who, sizeof(who));
-        snprintf(f->detail, sizeof(f->detail), "%s%s%s", f->pre, who, f->post);
-    }
-    recorder *o = calloc(1, sizeof(*o));
-    if (!o || ls_next_path(f, path, sizeof(path)) < 0) {
-        free(o);
-        f->failed++;
-        ls_error("flight recorder: no free file name beside '%s'", r->out);
-        return;
-    }
-    /* The same options; the attach state stays the recorder's. */
-    o->pid = r->pid;
-    o->out = path;
-    o->no_batch = r->no_batch;
-    o->mode = r->mode;
-    o->wait_all = r->wait_all;
-    o->wait_raw = r->wait_raw;
-    o->quiet = true;
-    o->ringbuf_kb = r->ringbuf_kb;
-    o->block_threshold_ms = r->block_threshold_ms;
-    o->no_blocking = r->no_blocking;
-    o->syscalls = false;              /* per-thread totals since attach: not a window's */
-    o->cmd = r->cmd;
-    o->child = r->child;
-    memcpy(o->binary, r->binary, sizeof(o->binary));
-    memcpy(o->runtime, r->runtime, sizeof(o->runtime));
-    o->generic = r->generic;
-    o->py = r->py;
-    o->offline = true;
-    o->parent = r;
-    o->pidfd = o->go_pipe = -1;
-    o->attach_ns = o->start_ns = from;
-    o->end_ns = o->detach_ns = o->rec_until = to;
-    o->store = ls_store_create(path, false, errbuf, sizeof(errbuf));
-    if (!o->store) {
-        f->failed++;
-        ls_error("flight recorder: %s", errbuf);
-        free(o);
-        return;
-    }
-    ls_write_meta(o, r->argc, r->argv);
-    ls_store_meta(o->store, "trigger", "%s", f->detail);
-    ls_store_meta(o->store, "trigger_ns", "%lld", (long long)f->trig_ns);
-    ls_store_meta(o->store, "trigger_detected_ns", "%lld", (long long)f->detect_ns);
-    ls_store_meta(o->store, "flight_triggers", "%u", f->ntrig);
-    ls_store_meta(o->store, "flight_window_ns", "%lld", (long long)r->flight_window_ns);
-    ls_store_meta(o->store, "flight_tail_ns", "%lld", (long long)r->flight_tail_ns);
-    ls_store_meta(o->store, "flight_window_start_ns", "%lld", (long long)from);
-    ls_store_meta(o->store, "flight_window_end_ns", "%lld", (long long)to);
-    ls_store_meta(o->store, "flight_evicted_early", "%llu",
-                  (unsigned long long)f->evicted_early);
-    ls_store_meta(o->store, "flight_untracked_tasks", "%llu",
-                  (unsigned long long)f->untracked_tasks);
-    int err = 0;
-    if (!(o->rows = ls_tasks_new(LS_TASKS_MAX)))
-        err = ls_error("flight recorder: out of memory");
-    if (!err) {
-        ls_feed_preexisting(r, o, from);
-        struct ls_feed fd = { .o = o, .from = from, .to = to };
-        ls_ring_each(f, ls_feed_one, &fd);
-        err = ls_output_finish(o, cut ? "flight recorder: recording stopped during the tail"
-                                      : "flight recorder: trigger's tail ended");
-    }
-    if (err) {
-        if (o->store)
-            ls_store_finish(o->store, errbuf, sizeof(errbuf));
-        f->failed++;
-    } else {
-        f->written++;
-        if (!r->quiet)
-            fprintf(stderr, "%swrote '%s': %s, %.1f s (%llu events, %llu tasks, %llu blocking "
-                            "episodes)\n", isatty(2) ? "\r" : "", path, f->detail,
-                    (to - from) / 1e9, (unsigned long long)o->records,
-                    (unsigned long long)o->tasks_created, (unsigned long long)o->blocks);
-    }
-    ls_tasks_free(o->rows);
-    free(o->loops);
-    free(o);
-    (void)now;
 }
 
 /* ------------------------------------------------------------- lifecycle */
@@ -803,3 +529,4 @@ void ls_flight_free(recorder *r)
     free(f);
     r->flight = NULL;
 }
+

@@ -39,7 +39,7 @@ struct ls_loop_info *ls_loop_seen(recorder *r, uint64_t loop, uint32_t pid, uint
         if (r->generic && r->child && !r->nloops)
             ls_child_runs(r);
     }
-    ls_store_loop(r->store, loop, pid, tid, ts);
+    ls_sink_loop(r, loop, pid, tid, ts);
     r->loops[r->nloops] = (struct ls_loop_info){ .id = loop, .last_ts = r->attach_ns,
                                                  .pid = pid, .tid = tid, .seen = ts };
     return &r->loops[r->nloops++];
@@ -65,7 +65,7 @@ ls_task *ls_task_seen(recorder *r, uint64_t loop, uint64_t id)
     bool made;
     ls_task *a = ls_tasks_get(r->rows, id, loop, &made);
     if (!a) {                         /* not tracked: make sure of the row */
-        ls_store_task_unknown(r->store, id, loop);
+        ls_sink_task_unknown(r, id, loop);
         return NULL;
     }
     return a;
@@ -75,7 +75,7 @@ void ls_task_row(recorder *r, ls_task *a, uint64_t loop, uint64_t id)
 {
     if (!a || a->user != LS_ROW_NONE)
         return;
-    ls_store_task_unknown(r->store, id, loop);
+    ls_sink_task_unknown(r, id, loop);
     a->user = LS_ROW_PLACEHOLDER;
 }
 
@@ -157,9 +157,11 @@ static void ls_ingest_rec(recorder *r, struct ls_loop_info *li, const struct evl
             return;                   /* a snapshot repeated for a task we know */
         ls_syms *syms = ls_get_syms(r);
         const ls_sym *sym = syms ? ls_syms_lookup(syms, e->a1) : NULL;
-        ls_store_task_create(r->store, e->task, loop, e->a0, (const char *)(e + 1), n,
-                             sym ? sym->function : NULL, e->a1, (int64_t)e->ts, pre);
-        ls_live_on_task(r, loop, e->task, (const char *)(e + 1), n, pre);
+        ls_sink_task(r, &(ls_task_rec){ .task = e->task, .loop = loop, .parent = e->a0,
+                                         .name = (const char *)(e + 1), .len = n,
+                                         .function = sym ? sym->function : NULL,
+                                         .fn_addr = e->a1, .created = (int64_t)e->ts,
+                                         .preexisting = pre });
         if (a)
             a->user = LS_ROW_CREATED;
         else if (!pre)
@@ -172,12 +174,12 @@ static void ls_ingest_rec(recorder *r, struct ls_loop_info *li, const struct evl
      * finish makes sure of the row again, ignored). */
     case EVL_PROBE_ID_task_leak:
         ls_task_row(r, a, loop, e->task);
-        ls_store_task_leak(r->store, e->task, (int)e->a32);
+        ls_sink_task_leak(r, e->task, (int)e->a32);
         if (a)
             ls_tasks_remove(r->rows, a);
         break;
     case EVL_PROBE_ID_task_finish:
-        ls_store_task_finish(r->store, e->task, loop, (int64_t)e->ts, (int)e->a32, (int64_t)e->a0);
+        ls_sink_task_finish(r, e->task, loop, (int64_t)e->ts, (int)e->a32, (int64_t)e->a0);
         if (a)
             ls_tasks_remove(r->rows, a);
         r->tasks_finished++;
@@ -187,18 +189,10 @@ static void ls_ingest_rec(recorder *r, struct ls_loop_info *li, const struct evl
             ls_task_row(r, a, loop, e->task);
         break;
     }
-    ls_store_event(r->store, (int64_t)e->ts, loop, e->task, e->kind, reason,
-                   (int64_t)e->a0, (int64_t)e->a1);
+    ls_sink_event(r, &(ls_event){ .ts = (int64_t)e->ts, .loop = loop, .task = e->task,
+                                  .kind = e->kind, .reason = reason, .arg0 = (int64_t)e->a0,
+                                  .arg1 = (int64_t)e->a1 });
     r->records++;
-    if (!r->replay)
-        return;
-    /* `loopscope top` watches: its replay and its feed (live.h). */
-    ls_event ev = { .ts = (int64_t)e->ts, .loop = loop, .task = e->task, .kind = e->kind,
-                    .reason = reason, .arg0 = (int64_t)e->a0, .arg1 = (int64_t)e->a1,
-                    /* rowids are 1, 2, ... in store order */
-                    .rowid = (int64_t)ls_store_nevents(r->store) };
-    ls_replay_event(r->replay, &ev);
-    ls_live_on_event(r, &ev);
 }
 
 /* Drain the ring buffer for at most `budget_ns`, so that a producer
@@ -225,9 +219,7 @@ static void ls_on_window(recorder *r, struct ls_loop_info *li, const struct ls_w
     }
     if (!n && !w->wait_ns && !w->busy_ns)
         return;                       /* nothing happened: no row */
-    ls_store_window(r->store, li->id, (int64_t)w->start_ns, (int64_t)w->end_ns, w->iterations,
-                    w->wait_ns, w->busy_ns, w->max_busy_ns);
-    ls_live_on_window(r, li->id, w);
+    ls_sink_window(r, li->id, w);
 }
 
 /* At the end: the windows still being summed in BPF, then each loop's
@@ -253,7 +245,7 @@ void ls_flush_windows(recorder *r)
     for (size_t i = 0; i < r->nloops; i++)
         for (int b = 0; b < LS_HIST_BUCKETS; b++)
             if (r->loops[i].hist[b])
-                ls_store_hist(r->store, r->loops[i].id, b ? 1ll << b : 0, 2ll << b,
+                ls_sink_hist(r, r->loops[i].id, b ? 1ll << b : 0, 2ll << b,
                               r->loops[i].hist[b], r->loops[i].hist_ns[b]);
 }
 
@@ -533,15 +525,16 @@ void ls_ingest_msg(recorder *r, const void *data, size_t size)
     case LS_MSG_LOOP_START:
         ls_loop_started(r, li, h);
         if (!r->generic)              /* generic traces have no events */
-            ls_store_event(r->store, (int64_t)h->ts, h->loop, 0, EVL_PROBE_ID_loop_start,
-                           h->tid, (int64_t)h->arg, 0);
+            ls_sink_event(r, &(ls_event){ .ts = (int64_t)h->ts, .loop = h->loop,
+                                          .kind = EVL_PROBE_ID_loop_start, .reason = h->tid,
+                                          .arg0 = (int64_t)h->arg });
         break;
     case LS_MSG_LOOP_STOP:
         li->stopped = (int64_t)h->ts;
-        ls_store_loop_stop(r->store, h->loop, (int64_t)h->ts);
+        ls_sink_loop_stop(r, h->loop, (int64_t)h->ts);
         if (!r->generic)
-            ls_store_event(r->store, (int64_t)h->ts, h->loop, 0, EVL_PROBE_ID_loop_stop,
-                           h->tid, 0, 0);
+            ls_sink_event(r, &(ls_event){ .ts = (int64_t)h->ts, .loop = h->loop,
+                                          .kind = EVL_PROBE_ID_loop_stop, .reason = h->tid });
         break;
     case LS_MSG_WINDOW:
         if (h->len >= sizeof(struct ls_window))

@@ -15,6 +15,7 @@
 #include "derive.h"
 #include "replay.h"
 #include "live.h"
+#include "sink.h"
 
 #include <bpf/libbpf.h>
 #include <limits.h>
@@ -99,6 +100,8 @@ typedef struct recorder {
     bool trig_leak;           /* --trigger leak */
     int argc;                 /* the command line, for meta recorder_cmdline */
     char **argv;
+    void (*on_status)(struct recorder *r, int64_t now);  /* the status line, about every
+                                                          * second on a terminal (cmd_record.c) */
     /* state */
     struct ls_flight *flight; /* the flight recorder's ring and tasks, NULL if off */
     /* A flight trace being written (flight.c) is a recorder of its own with
@@ -152,6 +155,7 @@ typedef struct recorder {
     struct { uint64_t hash; int64_t id; } stack_ids[LS_STACK_IDS];
     int64_t next_stack_id;
     uint64_t blocks;
+    bool trace_done;          /* ls_recorder_stop finished the trace */
     int64_t attach_ns;        /* before the first probe was attached */
     int64_t start_ns;
     int64_t end_ns;           /* when recording stopped (open spans end there) */
@@ -166,14 +170,15 @@ typedef struct recorder {
     /* Which tasks have their tasks row (ls_task.user, enum ls_task_row):
      * an entry per task seen and not finished, at most LS_TASKS_MAX. */
     ls_tasks *rows;
-    /* The one replay of task states (model/replay.h), live only while
-     * `top` watches; a trace's derived tables are replayed from its
-     * events when it ends (model/derive.h, ls_derive_all). */
-    ls_replay *replay;
-    /* `loopscope top` (live.h): its hooks, NULL for record; the innermost
-     * application frame of recent stacks, by stack id (live.c). */
+    /* The last stage: the trace file (store, NULL when there is none;
+     * the engine ticks, measures and finishes it) and `top`'s live view
+     * (live.c, NULL for record), each a sink (sink.h). */
+    ls_sink sinks[LS_MAX_SINKS];
+    int nsinks;
+    uint64_t nevents;         /* events handed to the sinks (rowids 1, 2 ...) */
+    /* `loopscope top` (live.h): its hooks, NULL for record; its sink's state. */
     const ls_live_hooks *live;
-    struct ls_live_site *live_sites;
+    struct ls_live *live_state;
     /* What the recorder itself counted (meta): */
     uint64_t records;         /* records accepted */
     uint64_t rejected;        /* records refused as malformed (bad size,
@@ -201,7 +206,15 @@ int ls_prio_batch(ls_prio *p, pid_t tid);
 void ls_prio_beat(ls_prio *p, bool caught_up);
 void ls_prio_stop(ls_prio *p);
 
-/* record.c: the command and its lifecycle (errors: ls_error, model/error.h) */
+/* engine.c: the lifecycle (errors: ls_error, model/error.h).  open: the
+ * target, the BPF programs loaded and attached, the trace; run: the main
+ * loop until something stops it (*why); stop: detach, drain, finish the
+ * trace (r->trace_done); free: everything, in any state.  Each returns 0
+ * or non-zero after one error line. */
+int ls_recorder_open(recorder *r);
+int ls_recorder_run(recorder *r, const char **why);
+int ls_recorder_stop(recorder *r, int err, const char *why);
+void ls_recorder_free(recorder *r);
 int64_t ls_now(void);
 uint64_t ls_stat(recorder *r, enum ls_stat k);
 /* --max-size: true once the trace has reached its cap (r->capped_ns set);
@@ -273,17 +286,15 @@ void ls_map_each(recorder *r, struct bpf_map *map,
 void ls_flush_open_episodes(recorder *r);
 void ls_store_syscalls(recorder *r);
 
-/* live.c: the hooks of live.h, each a no-op for `record` (r->live NULL) */
-void ls_live_on_task(recorder *r, uint64_t loop, uint64_t task, const char *name, size_t len,
-                     bool preexisting);
-void ls_live_on_event(recorder *r, const ls_event *e);
-void ls_live_on_frame(recorder *r, int64_t stack_id, int depth, const ls_sym *f);
-void ls_live_on_block(recorder *r, const struct ls_msg_hdr *h, uint64_t task, int64_t start,
-                      int64_t dur, int64_t stack_id, const struct ls_pystack *py);
-void ls_live_on_window(recorder *r, uint64_t loop, const struct ls_window *w);
-void ls_live_free(recorder *r);
+/* live.c: `top`'s sink (r->live: its hooks), 0 or non-zero after one
+ * error line. */
+int ls_live_sink_add(recorder *r);
+/* live.c, the live source's side: every
+ * LS_LIVE_TICK_NS from the main loop (a hook may stop it); its end. */
+void ls_live_tick(recorder *r, int64_t now, const char **why, bool *stop);
+void ls_live_stopped(recorder *r, const char *why);
 
-/* record.c: finish a trace (end meta, the derived tables replayed from
+/* engine.c: finish a trace (end meta, the derived tables replayed from
  * its events, indexes) and close it; 0 or non-zero after one error line. */
 int ls_output_finish(recorder *r, const char *why);
 

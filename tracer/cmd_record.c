@@ -1,0 +1,438 @@
+/*
+ * cmd_record.c -- the `loopscope record` command: its options (parsed and
+ * checked into the recorder's options, before anything is touched), the
+ * status line and the summary it prints.  The work is the engine's
+ * (engine.c: open -> run -> stop -> free), which `loopscope top` drives
+ * too (ls_live_run, live.c).  Overview: tracer/README.md.
+ */
+#define _GNU_SOURCE
+#include "recorder.h"
+#include "tracer.h"
+#include "flight.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define LS_MAX_SIZE_MIN (8ull << 20)
+/* --backlog (backlog.c): 64 MiB is about 5 s of http_server's records
+ * under wrk -c8 on the benchmark machine, 11-12 MB/s of batches */
+#define LS_BACKLOG_DEFAULT (64ull << 20)
+#define LS_BACKLOG_MIN (1ull << 20)
+#define LS_BACKLOG_MAX (64ull << 30)   /* resident from the start: a typo must not take the machine */
+
+static void usage(FILE *f)
+{
+    fputs("usage: loopscope record -p PID [-o FILE] [-d SECONDS] [options]\n"
+          "       loopscope record [-o FILE] [-d SECONDS] [options] -- CMD [ARGS...]\n"
+          "\n"
+          "Attach to a running program (or start one) and record it into a SQLite\n"
+          "trace: the task lifecycle of a libevl program, or in the generic loop mode\n"
+          "(any other process: Python asyncio, Node.js, libuv, redis ...) its loop\n"
+          "threads' iterations and blocking calls.  Ends on Ctrl-C/SIGTERM, after\n"
+          "--duration, or when the target exits.\n"
+          "\n"
+          "  -p, --pid PID        attach to this running process\n"
+          "  -o, --output FILE    trace database to write (default: trace.db)\n"
+          "  -d, --duration SEC   stop after SEC seconds\n"
+          "  -f, --force          replace FILE if it exists (only once the new trace is done)\n"
+          "      --no-batch       one uprobe hit per event instead of per batch (slower)\n"
+          "      --ringbuf-kb N   ring buffer size in KiB, a power of two >= 256 (default 65536)\n"
+          "  -t, --block-threshold MS  report loop stalls of at least MS ms (default 10)\n"
+          "      --no-blocking    do not detect blocking (no sched_switch program)\n"
+          "      --syscalls       also time every syscall of the loop threads (costs\n"
+          "                       every process on the machine ~0.1-0.2 us per syscall)\n"
+          "      --mode MODE      auto (default: libevl if the target has its probes,\n"
+          "                       else generic), libevl or generic\n"
+          "      --wait-calls SET generic mode: the calls a loop waits in: epoll (default:\n"
+          "                       epoll_wait, epoll_pwait, epoll_pwait2) or all (also\n"
+          "                       poll, ppoll, select, pselect6)\n"
+          "      --wait-hook HOOK generic mode: how the wait calls are seen: tracepoint\n"
+          "                       (default: their own syscall tracepoints) or raw (one\n"
+          "                       raw tracepoint on every syscall; see tracer/README.md)\n"
+          "  -q, --quiet          no live status line\n"
+          "      --priority P     idle (default), batch or normal: idle runs the recorder\n"
+          "                       as SCHED_IDLE, on the CPU time the service leaves,\n"
+          "                       raised back when starved; batch as SCHED_BATCH, which\n"
+          "                       never preempts the service when woken (the default of\n"
+          "                       top); normal as any thread (tracer/README.md)\n"
+          "      --backlog SIZE   while the machine's CPUs are busy, keep what a loop hands\n"
+          "                       over in memory, up to SIZE, and store it when they have\n"
+          "                       time to spare, it is 10 s old or recording ends\n"
+          "                       (default 64M; 0: store everything as it comes; not with\n"
+          "                       --max-size or --flight-recorder; tracer/README.md)\n"
+          "      --max-size SIZE  stop (as after --duration) once the trace file and its WAL\n"
+          "                       reach 90% of SIZE less 4 MiB and 64 bytes a task, so that\n"
+          "                       what is written at the end (indexes, derived tables)\n"
+          "                       fits: bytes with a K, M or G suffix (powers of 1024),\n"
+          "                       at least 8M; meta\n"
+          "                       stop_reason is \"max size reached\"\n"
+          "\n"
+          "Flight recorder (libevl or generic mode; see tracer/README.md):\n"
+          "      --flight-recorder WINDOW  keep the last WINDOW (e.g. 30s, 500ms, 2m) of\n"
+          "                       what the probes send in memory, and write a complete trace\n"
+          "                       each time a trigger fires, covering [trigger - WINDOW,\n"
+          "                       detection + TAIL]: FILE-1.db, FILE-2.db ... beside -o FILE\n"
+          "                       (an existing file is never replaced: the next free number)\n"
+          "      --trigger blocking>=DUR  a blocking episode of at least DUR (off-CPU: its\n"
+          "                       duration; on-CPU: its step's wall time so far); lowers\n"
+          "                       --block-threshold to DUR if it is above\n"
+          "      --trigger leak   a task leak verdict (libevl)\n"
+          "                       SIGUSR1 to the recorder always triggers; a trigger while\n"
+          "                       a trace is being captured (its tail) goes into that trace\n"
+          "      --tail DUR       how long after the trigger is seen (default 2s)\n"
+          "      --flight-memory SIZE  the recorder's own memory for the window: the copied\n"
+          "                       messages and the live-task map (default 256M, at least 8M);\n"
+          "                       the oldest messages go first when it is full.  RSS stays\n"
+          "                       under 2 x the ring buffer + SIZE + 160 MiB\n"
+          "\n"
+          "example: loopscope record -p $(pidof server) -d 10 -o server.db\n"
+          "         loopscope record -p $(pidof server) --flight-recorder 30s \\\n"
+          "                  --trigger blocking>=100ms -o /var/tmp/server.db\n", f);
+}
+
+/* SIZE: bytes, with an optional K, M, G or T suffix (powers of 1024) and
+ * an optional B or iB after it: 500M, 2G, 1.5GiB, 65536. */
+static int parse_size(const char *s, uint64_t *out)
+{
+    char *end;
+    if (!*s || !(s[0] >= '0' && s[0] <= '9'))
+        return -1;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s)
+        return -1;
+    double mul = 1;
+    switch (*end) {
+    case 'k': case 'K': mul = 1024.0; end++; break;
+    case 'm': case 'M': mul = 1048576.0; end++; break;
+    case 'g': case 'G': mul = 1073741824.0; end++; break;
+    case 't': case 'T': mul = 1099511627776.0; end++; break;
+    }
+    if (mul > 1 && *end == 'i')
+        end++;
+    if (*end == 'B' || (*end == 'b' && mul > 1))
+        end++;
+    if (*end || !(v * mul >= 1) || v * mul > 9e18)
+        return -1;
+    *out = (uint64_t)(v * mul);
+    return 0;
+}
+
+/* DURATION: a number with a unit, ns, us, ms, s, m or h (seconds if none). */
+static int parse_dur(const char *s, int64_t *out)
+{
+    char *end;
+    if (!*s || !((s[0] >= '0' && s[0] <= '9') || s[0] == '.'))
+        return -1;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s)
+        return -1;
+    static const struct { const char *unit; double ns; } units[] = {
+        { "", 1e9 }, { "ns", 1 }, { "us", 1e3 }, { "ms", 1e6 }, { "s", 1e9 }, { "m", 60e9 },
+        { "h", 3600e9 },
+    };
+    for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
+        if (!strcmp(end, units[i].unit)) {
+            double ns = v * units[i].ns;
+            if (!(ns >= 0) || ns > 9e18)
+                return -1;
+            *out = (int64_t)ns;
+            return 0;
+        }
+    return -1;
+}
+
+static int parse(recorder *r, int argc, char **argv)
+{
+    static const struct option opts[] = {
+        { "pid", required_argument, NULL, 'p' },
+        { "output", required_argument, NULL, 'o' },
+        { "duration", required_argument, NULL, 'd' },
+        { "force", no_argument, NULL, 'f' },
+        { "quiet", no_argument, NULL, 'q' },
+        { "no-batch", no_argument, NULL, 'B' },
+        { "ringbuf-kb", required_argument, NULL, 'R' },
+        { "block-threshold", required_argument, NULL, 't' },
+        { "no-blocking", no_argument, NULL, 'N' },
+        { "syscalls", no_argument, NULL, 'S' },
+        { "mode", required_argument, NULL, 'M' },
+        { "wait-calls", required_argument, NULL, 'W' },
+        { "wait-hook", required_argument, NULL, 'H' },
+        { "max-size", required_argument, NULL, 1001 },
+        { "flight-recorder", required_argument, NULL, 1002 },
+        { "trigger", required_argument, NULL, 1003 },
+        { "tail", required_argument, NULL, 1004 },
+        { "flight-memory", required_argument, NULL, 1005 },
+        { "priority", required_argument, NULL, 1006 },
+        { "backlog", required_argument, NULL, 1007 },
+        { "help", no_argument, NULL, 'h' },
+        { NULL, 0, NULL, 0 },
+    };
+    int c;
+    char *end;
+    bool triggers = false, tail = false, memory = false, backlog = false;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "+p:o:d:t:fqh", opts, NULL)) != -1) {
+        switch (c) {
+        case 'p': {
+            long v = strtol(optarg, &end, 10);
+            if (*end || v <= 0 || v > INT_MAX)
+                return 1 + ls_error("invalid pid '%s'", optarg);
+            r->pid = (pid_t)v;
+            break;
+        }
+        case 'o':
+            r->out = optarg;
+            break;
+        case 'd':
+            r->duration = strtod(optarg, &end);
+            if (*end || !(r->duration > 0))
+                return 1 + ls_error("invalid duration '%s' (seconds, > 0)", optarg);
+            break;
+        case 'f':
+            r->force = true;
+            break;
+        case 'q':
+            r->quiet = true;
+            break;
+        case 'B':
+            r->no_batch = true;
+            break;
+        case 'R': {
+            long v = strtol(optarg, &end, 10);
+            /* Below a few full batches (64 KiB each) most batches would
+             * not fit: refused rather than silently lossy. */
+            if (*end || v < LS_MIN_RINGBUF_KB || v > (1 << 21) || (v & (v - 1)))
+                return 1 + ls_error("invalid --ringbuf-kb '%s' (a power of two, %d..2097152)",
+                                    optarg, LS_MIN_RINGBUF_KB);
+            r->ringbuf_kb = (unsigned)v;
+            break;
+        }
+        case 't':
+            r->threshold_given = true;
+            r->block_threshold_ms = strtod(optarg, &end);
+            if (*end || !(r->block_threshold_ms >= 0.1) || r->block_threshold_ms > 60000)
+                return 1 + ls_error("invalid --block-threshold '%s' (milliseconds, 0.1..60000)",
+                                optarg);
+            break;
+        case 'N':
+            r->no_blocking = true;
+            break;
+        case 'S':
+            r->syscalls = true;
+            break;
+        case 'M':
+            if (!strcmp(optarg, "auto"))
+                r->mode = LS_MODE_AUTO;
+            else if (!strcmp(optarg, "libevl"))
+                r->mode = LS_MODE_LIBEVL;
+            else if (!strcmp(optarg, "generic"))
+                r->mode = LS_MODE_GENERIC;
+            else
+                return 1 + ls_error("invalid --mode '%s' (auto, libevl or generic)", optarg);
+            break;
+        case 'W':
+            if (strcmp(optarg, "epoll") && strcmp(optarg, "all"))
+                return 1 + ls_error("invalid --wait-calls '%s' (epoll or all)", optarg);
+            r->wait_all = !strcmp(optarg, "all");
+            break;
+        case 'H':
+            if (strcmp(optarg, "tracepoint") && strcmp(optarg, "raw"))
+                return 1 + ls_error("invalid --wait-hook '%s' (tracepoint or raw)", optarg);
+            r->wait_raw = !strcmp(optarg, "raw");
+            break;
+        case 1001:
+            if (parse_size(optarg, &r->max_size) < 0 || r->max_size < LS_MAX_SIZE_MIN)
+                return 1 + ls_error("invalid --max-size '%s' (bytes with an optional K, M or G "
+                                    "suffix, at least 8M)", optarg);
+            break;
+        case 1002:
+            if (parse_dur(optarg, &r->flight_window_ns) < 0 ||
+                r->flight_window_ns < 100000000ll || r->flight_window_ns > 3600000000000ll)
+                return 1 + ls_error("invalid --flight-recorder '%s' (a duration such as 30s, "
+                                    "500ms or 2m: 100ms..1h)", optarg);
+            break;
+        case 1003: {
+            const char *v = optarg;
+            if (!strcmp(v, "leak")) {
+                r->trig_leak = true;
+            } else if (!strncmp(v, "blocking>=", 10) && parse_dur(v + 10, &r->trig_block_ns) == 0
+                       && r->trig_block_ns >= 100000 && r->trig_block_ns <= 60000000000ll) {
+                ;
+            } else {
+                return 1 + ls_error("invalid --trigger '%s' (blocking>=DURATION, e.g. "
+                                    "blocking>=100ms, 0.1ms..60s; or leak)", optarg);
+            }
+            triggers = true;
+            break;
+        }
+        case 1004:
+            if (parse_dur(optarg, &r->flight_tail_ns) < 0 || r->flight_tail_ns > 600000000000ll)
+                return 1 + ls_error("invalid --tail '%s' (a duration such as 2s: 0..10m)", optarg);
+            tail = true;
+            break;
+        case 1005:
+            if (parse_size(optarg, &r->flight_memory) < 0 ||
+                r->flight_memory < LS_FLIGHT_MIN_MEMORY || r->flight_memory > (1ull << 40))
+                return 1 + ls_error("invalid --flight-memory '%s' (bytes with an optional K, M or "
+                                    "G suffix, 8M..1T)", optarg);
+            memory = true;
+            break;
+        case 1006:
+            r->priority = -1;
+            for (int i = 0; i < 3; i++)
+                if (!strcmp(optarg, ls_prio_names[i]))
+                    r->priority = i;
+            if (r->priority < 0)
+                return 1 + ls_error("invalid --priority '%s' (normal, batch or idle)", optarg);
+            break;
+        case 1007:
+            r->backlog.limit = 0;
+            if ((strcmp(optarg, "0") && parse_size(optarg, &r->backlog.limit) < 0) ||
+                (r->backlog.limit && r->backlog.limit < LS_BACKLOG_MIN) ||
+                r->backlog.limit > LS_BACKLOG_MAX)
+                return 1 + ls_error("invalid --backlog '%s' (bytes with an optional K, M or G "
+                                    "suffix: 0, or 1M..64G)", optarg);
+            backlog = true;
+            break;
+        case 'h':
+            usage(stdout);
+            exit(0);
+        default:
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (optind < argc)
+        r->cmd = argv + optind;
+    if (!r->pid == !r->cmd)
+        return 1 + ls_error("give either -p PID or -- CMD (see 'loopscope record --help')");
+    if (!r->flight_window_ns && (triggers || tail || memory))
+        return 1 + ls_error("--%s needs --flight-recorder WINDOW",
+                            triggers ? "trigger" : tail ? "tail" : "flight-memory");
+    if (backlog && r->backlog.limit && (r->max_size || r->flight_window_ns))
+        return 1 + ls_error("--backlog does not apply to --%s (%s)",
+                            r->max_size ? "max-size" : "flight-recorder",
+                            r->max_size ? "the cap is checked against what is stored"
+                                        : "its window is in memory already");
+    if (!backlog && !r->max_size && !r->flight_window_ns)
+        r->backlog.limit = LS_BACKLOG_DEFAULT;
+    const char *t = getenv("LOOPSCOPE_TEST_BACKLOG");
+    r->backlog.hold = t && !strcmp(t, "hold");
+    if (r->flight_window_ns) {
+        if (r->max_size)
+            return 1 + ls_error("--max-size does not apply to --flight-recorder (each of its "
+                                "traces is bounded by --flight-memory)");
+        if (r->force)
+            return 1 + ls_error("--force does not apply to --flight-recorder (its traces never "
+                                "replace a file)");
+        if (r->trig_block_ns && r->no_blocking)
+            return 1 + ls_error("--trigger blocking needs blocking detection (no --no-blocking)");
+        if (!tail)
+            r->flight_tail_ns = 2000000000ll;
+        if (!memory)
+            r->flight_memory = 256ull << 20;
+        /* Episodes shorter than --block-threshold are never sent: a
+         * blocking trigger below it would never fire. */
+        double x = r->trig_block_ns / 1e6;
+        if (r->trig_block_ns && r->block_threshold_ms > x) {
+            if (r->threshold_given)
+                return 1 + ls_error("--block-threshold %g ms is above the blocking trigger's "
+                                    "%g ms: shorter episodes would never be seen", 
+                                    r->block_threshold_ms, x);
+            r->block_threshold_ms = x;
+        }
+    }
+    return 0;
+}
+
+/* The live status line, about once a second (r->on_status). */
+static void print_status(recorder *r, int64_t now)
+{
+    static uint64_t last_ev;
+    static int64_t last_t;
+    if (r->flight) {
+        char st[160];
+        ls_flight_status(r, st, sizeof(st));
+        fprintf(stderr, "\r%s   ", st);
+        return;
+    }
+    if (!last_t)
+        last_t = r->start_ns;
+    double el = (now - r->start_ns) / 1e9, dt = (now - last_t) / 1e9;
+    uint64_t ev = r->nevents;
+    if (r->generic) {
+        fprintf(stderr, "\rrecording pid %d: %.1fs  loop threads %zu  blocking episodes %llu  "
+                        "dropped %llu   ", r->pid, el, r->nloops, (unsigned long long)r->blocks,
+                (unsigned long long)ls_stat(r, LS_STAT_DROPPED_MSGS));
+        return;
+    }
+    fprintf(stderr, "\rrecording pid %d: %.1fs  %.0f events/s  tasks alive %llu  dropped %llu  "
+                    "backlog %.1f MiB   ",
+            r->pid, el, dt > 0 ? (ev - last_ev) / dt : 0.0,
+            (unsigned long long)(r->tasks_created - r->tasks_finished),
+            (unsigned long long)ls_stat(r, LS_STAT_DROPPED_MSGS), r->backlog.bytes / 1048576.0);
+    last_ev = ev;
+    last_t = now;
+}
+
+/* The last line: what was recorded, and whether anything was lost. */
+static void print_summary(recorder *r, const char *why)
+{
+    uint64_t dropped = ls_stat(r, LS_STAT_DROPPED_MSGS), rejected = r->rejected + r->rejected_msgs;
+    uint64_t lost = r->generic ? 0 : ls_loop_lost(r);
+    double secs = (ls_now() - r->start_ns) / 1e9;
+    if (!r->quiet || dropped || lost || rejected) {
+        if (r->generic)
+            fprintf(stderr, "recorded %llu blocking episode%s, %llu loop thread%s from pid %d in "
+                            "%.1f s into '%s' (%s)", (unsigned long long)r->blocks,
+                    r->blocks == 1 ? "" : "s", (unsigned long long)r->nloops,
+                    r->nloops == 1 ? "" : "s", r->pid, secs, r->out, why);
+        else
+            fprintf(stderr, "recorded %llu events, %llu tasks, %llu loop%s from pid %d in %.1f s "
+                            "into '%s' (%s)", (unsigned long long)r->nevents,
+                    (unsigned long long)r->tasks_created, (unsigned long long)r->nloops,
+                    r->nloops == 1 ? "" : "s", r->pid, secs, r->out, why);
+        if (dropped)
+            fprintf(stderr, "; LOSSY: %llu messages dropped (the target claims %llu events "
+                            "in them)", (unsigned long long)dropped,
+                    (unsigned long long)ls_stat(r, LS_STAT_CLAIMED_DROPPED));
+        if (lost)
+            fprintf(stderr, "; LOSSY: the target's loops dropped %llu records while the recorder "
+                            "held every buffer they lend (their own count)",
+                    (unsigned long long)lost);
+        if (rejected)
+            fprintf(stderr, "; %llu malformed records or messages rejected",
+                    (unsigned long long)rejected);
+        fputc('\n', stderr);
+    }
+}
+
+int cmd_record(int argc, char **argv)
+{
+    recorder rr = { .out = "trace.db", .ringbuf_kb = 65536, .block_threshold_ms = 10,
+                    .priority = LS_PRIO_IDLE, .pidfd = -1, .go_pipe = -1,
+                    .on_status = print_status };
+    recorder *r = &rr;
+    const char *why = "";
+    r->argc = argc;
+    r->argv = argv;
+    int err = parse(r, argc, argv);
+    if (err)
+        return err;
+    if ((err = ls_recorder_open(r))) {
+        ls_recorder_free(r);
+        return err;
+    }
+    err = ls_recorder_run(r, &why);
+    err = ls_recorder_stop(r, err, why);
+    if (r->trace_done)
+        print_summary(r, why);
+    ls_recorder_free(r);
+    return err;
+}

@@ -1,0 +1,458 @@
+/*
+ * engine.c -- the recorder's one lifecycle, as in libbpf-tools: open (the
+ * target found, the BPF object opened, configured, loaded and attached,
+ * the trace created) -> run (the main loop: drain the ring buffer into the
+ * pipeline until the target exits, a signal, --duration, --max-size or a
+ * live hook stops it) -> stop (detach, drain what is left, finish the
+ * trace) -> free (one cleanup path whose destroy calls accept NULL).
+ * `loopscope record` (cmd_record.c) and `loopscope top` (live.c,
+ * ls_live_run) both drive it.  How a message travels through the stages:
+ * ARCHITECTURE.md, "The recorder's pipeline".
+ */
+#define _GNU_SOURCE
+#include "recorder.h"
+#include "live.h"
+#include "flight.h"
+
+#include <bpf/libbpf.h>
+#include <errno.h>
+#include <getopt.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+/* --max-size: recording stops when the file and its WAL reach this part
+ * of the cap less LS_MAX_SIZE_RESERVE and LS_END_BYTES_PER_TASK for each
+ * task created so far: what is still in SQLite's page cache, the indexes
+ * and the derived tables written at the end (a task_stats and a
+ * task_slices row a task: 46-52 bytes with their B-tree pages,
+ * tests/bench/results/max_size.txt) fit in the rest (tracer/README.md). */
+#define LS_MAX_SIZE_STOP 0.90
+#define LS_MAX_SIZE_RESERVE (4ull << 20)
+#define LS_END_BYTES_PER_TASK 64
+static volatile sig_atomic_t ls_stop_signal, ls_usr1;
+
+static void ls_on_signal(int sig) { ls_stop_signal = sig; }
+static void ls_on_usr1(int sig) { (void)sig; ls_usr1 = 1; }
+
+int64_t ls_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000ll + ts.tv_nsec;
+}
+
+static int ls_libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
+{
+    if (level == LIBBPF_DEBUG || !getenv("LOOPSCOPE_DEBUG"))
+        return 0;
+    return vfprintf(stderr, fmt, ap);
+}
+
+uint64_t ls_stat(recorder *r, enum ls_stat k)
+{
+    if (r->offline)                   /* a flight trace: over its window */
+        return ls_flight_stat(r->parent, k, r->start_ns);
+    int ncpu = libbpf_num_possible_cpus();
+    if (ncpu <= 0 || !r->skel)
+        return 0;
+    uint64_t vals[ncpu], sum = 0;
+    uint32_t key = k;
+    if (bpf_map__lookup_elem(r->skel->maps.stats, &key, sizeof(key), vals,
+                             sizeof(uint64_t) * (size_t)ncpu, 0) != 0)
+        return 0;
+    for (int i = 0; i < ncpu; i++)
+        sum += vals[i];
+    return sum;
+}
+
+/* Everything up to the main loop: the target, the BPF programs loaded and
+ * attached, the trace (when r->out), the replay, the signals.  On error
+ * returns non-zero after one error line; ls_recorder_free cleans up. */
+int ls_recorder_open(recorder *r)
+{
+    char errbuf[512];
+    int err;
+    libbpf_set_print(ls_libbpf_print);
+    if ((err = ls_check_privileges()))
+        return err;
+    /* A bad output is refused before the target is touched; the file
+     * itself is made only once every probe is attached, so a failed
+     * attach leaves nothing behind. */
+    if (r->flight_window_ns) {
+        if ((err = ls_flight_open(r)))
+            return err;
+    } else if (r->out && ls_store_check(r->out, r->force, errbuf, sizeof(errbuf)) < 0) {
+        return ls_error("%s", errbuf);
+    }
+
+    if (r->cmd) {
+        if ((err = ls_spawn(r)))
+            return err;
+    } else {
+        if (kill(r->pid, 0) < 0 && errno == ESRCH)
+            return ls_error("no process with pid %d", r->pid);
+        if ((err = ls_check_target_access(r->pid)) || (err = ls_find_probes(r)))
+            return err;
+    }
+    r->pidfd = (int)syscall(SYS_pidfd_open, r->pid, 0);
+    if (r->pidfd < 0)
+        return ls_error("cannot watch pid %d: %s", r->pid, strerror(errno));
+
+    r->skel = record_bpf__open();
+    if (!r->skel)
+        return ls_error("cannot open the BPF object: %s", strerror(errno));
+    r->skel->rodata->target_tgid = (uint32_t)r->pid;
+    r->skel->rodata->block_threshold_ns = (uint64_t)(r->block_threshold_ms * 1e6);
+    r->skel->rodata->detect_blocking = !r->no_blocking;
+    r->skel->rodata->trace_syscalls = r->syscalls;
+    r->skel->rodata->generic = r->generic;
+    ls_detect_runtime(r, !r->child);
+    r->skel->rodata->window_ns = LS_WINDOW_NS;
+    r->skel->rodata->wait_all = r->wait_all;
+    ls_choose_programs(r);
+    if (!r->syscalls) {
+        bpf_program__set_autoload(r->skel->progs.on_sys_enter, false);
+        bpf_program__set_autoload(r->skel->progs.on_sys_exit, false);
+    }
+    if (r->no_blocking) {
+        bpf_program__set_autoload(r->skel->progs.on_switch, false);
+        bpf_program__set_autoload(r->skel->progs.on_cpu_sample, false);
+    }
+    bpf_map__set_max_entries(r->skel->maps.events, r->ringbuf_kb * 1024u);
+    int ncpu = libbpf_num_possible_cpus();
+    bpf_map__set_max_entries(r->skel->maps.block_scratch, ncpu > 0 ? (uint32_t)ncpu : 1);
+    /* Preallocated (record.h, LS_OPEN_EPISODES): no room where unused. */
+    if (r->no_blocking)
+        bpf_map__set_max_entries(r->skel->maps.offcpu, 1);
+    if (r->no_blocking || !r->generic)
+        bpf_map__set_max_entries(r->skel->maps.oncpu_open, 1);
+    if ((err = record_bpf__load(r->skel)))
+        return ls_error("cannot load the BPF programs: %s%s", strerror(-err),
+                        err == -EPERM || err == -EACCES ? " (needs CAP_SYS_ADMIN)" : "");
+    /* The handlers before the first probe: a signal that comes once the
+     * target's semaphores are up must stop the recording, not kill it. */
+    struct sigaction sa = { .sa_handler = ls_on_signal };
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+    if (r->flight) {
+        struct sigaction su = { .sa_handler = ls_on_usr1 };
+        sigemptyset(&su.sa_mask);
+        sigaction(SIGUSR1, &su, NULL);
+    }
+    /* Only kept batches wait in the backlog: none in the generic mode or
+     * without batches.  Mapped and touched before the first probe. */
+    if (r->generic || r->no_batch)
+        r->backlog.limit = 0;
+    if ((err = ls_backlog_open(r)))
+        return err;
+    r->attach_ns = ls_now();
+    if ((err = ls_attach_all(r)))
+        return err;
+    /* The sinks: `top`'s live view, the trace file. */
+    if (r->live && (err = ls_live_sink_add(r)))
+        return err;
+    if (r->out && !r->flight) {
+        r->store = ls_store_create(r->out, r->force, errbuf, sizeof(errbuf));
+        if (!r->store)
+            return ls_error("%s", errbuf);
+        if ((err = ls_sink_add(r, &ls_store_sink, r->store)))
+            return err;
+    }
+    r->rb = ring_buffer__new(bpf_map__fd(r->skel->maps.events), ls_on_msg, r, NULL);
+    if (!r->rb)
+        return ls_error("cannot create the ring buffer reader: %s", strerror(errno));
+    r->start_ns = ls_now();
+    if (r->store)
+        ls_write_meta(r, r->argc, r->argv);
+    /* Recording only stores events: what is derived from them is replayed
+     * once they are all in (ls_output_finish), off the target's time. */
+    if (!(r->rows = ls_tasks_new(LS_TASKS_MAX)))
+        return ls_error("out of memory");
+    if (r->generic && !r->child)
+        ls_find_waiting_threads(r);
+    if (r->child) {
+        if (write(r->go_pipe, "g", 1) != 1)
+            return ls_error("cannot start '%s': %s", r->cmd[0], strerror(errno));
+        close(r->go_pipe);
+        r->go_pipe = -1;
+    }
+
+    if (r->flight) {
+        if (!r->quiet) {
+            char x[32] = "";
+            if (r->trig_block_ns)
+                snprintf(x, sizeof(x), "blocking>=%g ms, ", r->trig_block_ns / 1e6);
+            fprintf(stderr, "flight recorder on pid %d (%s) in the %s: the last %g s in memory "
+                            "(at most %llu MiB); triggers: %s%sSIGUSR1; traces '%s-N%s'%s\n",
+                    r->pid, r->binary, r->generic ? "generic loop mode" : "libevl mode",
+                    r->flight_window_ns / 1e9, (unsigned long long)(r->flight_memory >> 20), x,
+                    r->trig_leak ? "leak, " : "", ls_flight_stem(r), ls_flight_ext(r),
+                    isatty(2) ? "; Ctrl-C to stop" : "");
+        }
+    } else if (!r->quiet)
+        fprintf(stderr, "recording pid %d (%s) in the %s into '%s'%s\n", r->pid, r->binary,
+                r->generic ? "generic loop mode" : "libevl mode", r->out,
+                isatty(2) ? "; Ctrl-C to stop" : "");
+    return 0;
+}
+
+#define LS_DRAIN_MS 20
+/* While batches come, the recorder drains on a timer of its own and the
+ * BPF side does not wake it for each batch (record.bpf.c,
+ * recorder_polling).  The timer aims at one batch per drain: an empty
+ * drain lengthens it by a millisecond, one that took several shortens it,
+ * within LS_POLL_MIN_MS..LS_POLL_MAX_MS.  After LS_DRAIN_MS without a
+ * batch the recorder sleeps until woken again. */
+#define LS_POLL_MIN_MS 1
+#define LS_POLL_MAX_MS 10
+/* A drain's work, at most about: it stops there with messages left, and
+ * the next turn drains again without sleeping.  As SCHED_IDLE
+ * (LS_DRAIN_IDLE_NS) the service preempts it whenever it wakes, so it may
+ * as well empty the ring; the bound is how late the watchdog's beat, a
+ * flight trigger or `top` can be.  Otherwise (LS_DRAIN_BUSY_NS) it keeps
+ * a producer faster than SQLite from holding off a commit or the stop. */
+#define LS_DRAIN_IDLE_NS (LS_DRAIN_MS * 1000000ll)
+#define LS_DRAIN_BUSY_NS 200000000ll
+
+/* --max-size: the file and its WAL, against LS_MAX_SIZE_STOP of the cap
+ * (the end adds indexes and derived tables: tracer/README.md).  Reached,
+ * the trace ends at its newest record (or now, without records: generic
+ * mode), and what the ring and the loops still hold is read and released
+ * but not stored: after the check that saw the cap, nothing more counts
+ * against it but the end. */
+bool ls_max_size_reached(recorder *r)
+{
+    if (r->capped_ns)
+        return true;
+    if (!r->max_size || !r->store ||
+        (double)ls_store_size(r->store) + (double)LS_MAX_SIZE_RESERVE +
+                (double)r->tasks_created * LS_END_BYTES_PER_TASK <
+            LS_MAX_SIZE_STOP * (double)r->max_size)
+        return false;
+    int64_t newest = 0;
+    for (size_t i = 0; i < r->nloops; i++)
+        if (r->loops[i].last_ts > newest)
+            newest = r->loops[i].last_ts;
+    r->capped_ns = newest > r->start_ns ? newest : ls_now();
+    return true;
+}
+
+/* The main loop: drain the ring buffer until the target exits, a signal,
+ * the duration, or a live hook stops it.  Sets *why; returns non-zero
+ * after one error line. */
+int ls_recorder_run(recorder *r, const char **why)
+{
+    char fail[600] = "";
+    bool tty = !r->quiet && isatty(2), stop = false;
+    int64_t deadline = r->duration > 0 ? r->start_ns + (int64_t)(r->duration * 1e9) : 0;
+    int64_t last_status = r->start_ns, last_tick = 0;
+    int poll_ms = 4;                  /* the timer while polling */
+    int64_t last_batch = 0;           /* when a drain last took a batch */
+    volatile uint32_t *polling = &r->skel->bss->recorder_polling;
+    bool backlog_due = false;         /* stored less of the backlog than was due */
+    bool behind = false;              /* the last drain stopped on its budget */
+    struct pollfd pfd[2] = { { r->pidfd, POLLIN, 0 },
+                             { ring_buffer__epoll_fd(r->rb), POLLIN, 0 } };
+    *why = "target exited";
+    if (r->priority == LS_PRIO_IDLE)
+        ls_prio_start(&r->prio, gettid(), r->skel->maps.events);   /* prio.c */
+    else if (r->priority == LS_PRIO_BATCH)
+        ls_prio_batch(&r->prio, gettid());
+    while (!stop) {
+        if (ls_stop_signal) {
+            *why = ls_stop_signal == SIGINT ? "interrupted (SIGINT)" : "terminated by signal";
+            break;
+        }
+        int64_t now = ls_now();
+        if (deadline && now >= deadline) {
+            *why = "duration reached";
+            break;
+        }
+        /* Sleep until a batch wakes us (when not polling), a message
+         * after an empty ring, the target's exit, or the timer, then drain
+         * the ring.  One drain is one burst of CPU: the records that came
+         * since the last.  On a loaded machine the target's latency grows
+         * with the longest such burst, not with their share of the CPU
+         * (tests/bench/results/burst_latency.txt: 1 ms of CPU every 20 ms
+         * moves a server's p99 from 0.14 to 0.95 ms; 0.05 ms every 1 ms, to
+         * 0.18 ms).  A busy loop hands over a batch every EVL_BATCH_BYTES
+         * of records, a quiet one every EVL_TRACE_FLUSH_NS at most: while
+         * they come, a drain on the polling timer takes about one batch,
+         * as a wakeup per batch did, without the target's thread paying
+         * for the wakeup (record.bpf.c, recorder_polling). */
+        /* Holding the backlog back (not full), a read is all a batch
+         * costs now: every batch that came, on a slower timer.  Full, each
+         * batch stores the oldest: drains on the polling timer again, as
+         * without a backlog. */
+        bool holding = r->backlog.n && r->backlog.n < r->backlog.nslots;
+        int wait_ms = backlog_due || behind ? 0 : holding ? LS_DRAIN_MS : *polling ? poll_ms : LS_DRAIN_MS;
+        if (poll(pfd, 2, wait_ms) < 0 && errno != EINTR) {
+            snprintf(fail, sizeof(fail), "poll: %s", strerror(errno));
+            break;
+        }
+        /* As SCHED_IDLE a drain goes on until the ring is empty (or
+         * LS_DRAIN_IDLE_NS): the recorder must keep up on the CPU time the
+         * service leaves, or the watchdog raises it (tracer/README.md,
+         * "Sharing the CPU") */
+        uint64_t batches = r->batches_in;
+        int64_t slice = r->prio.started && atomic_load(&r->prio.idle) ? LS_DRAIN_IDLE_NS
+                                                                       : LS_DRAIN_BUSY_NS;
+        int took_msgs = ls_consume(r, slice);
+        behind = took_msgs == -1;     /* budget spent (ingest.c) */
+        ls_prio_beat(&r->prio, took_msgs >= 0);
+        if (r->backlog.mem)
+            backlog_due = ls_backlog_tick(r, ls_now(), slice);
+        uint64_t took = r->batches_in - batches;
+        if (took) {
+            if (*polling && took > 1)
+                poll_ms -= poll_ms > LS_POLL_MIN_MS;
+            last_batch = ls_now();
+            *polling = 1;
+        } else if (*polling) {
+            poll_ms += poll_ms < LS_POLL_MAX_MS;
+            if (ls_now() - last_batch >= LS_DRAIN_MS * 1000000ll)
+                *polling = 0;         /* a batch sent meanwhile waits LS_DRAIN_MS at most */
+        }
+        if (r->flight) {
+            bool usr1 = ls_usr1;
+            ls_usr1 = 0;
+            ls_flight_tick(r, ls_now(), usr1, why);
+        }
+        if (pfd[0].revents & POLLIN) {
+            r->target_gone = true;    /* drain what it sent before dying */
+            while (ls_consume(r, 200000000) < 0)
+                ;
+            if (r->capped_ns)
+                *why = "max size reached";  /* before it exited */
+            break;
+        }
+        now = ls_now();
+        if (ls_store_tick(r->store, now) < 0) {
+            snprintf(fail, sizeof(fail), "writing '%s' failed: %s", r->out,
+                     ls_store_error(r->store));
+            break;
+        }
+        if (ls_max_size_reached(r)) {
+            *why = "max size reached";
+            break;
+        }
+        if (tty && r->on_status && now - last_status >= 1000000000ll) {
+            r->on_status(r, now);
+            last_status = now;
+        }
+        if (r->live && now - last_tick >= LS_LIVE_TICK_NS) {
+            last_tick = now;
+            ls_live_tick(r, now, why, &stop);
+        }
+    }
+    ls_prio_stop(&r->prio);           /* what is left (drain, derive) at full speed */
+    if (tty)
+        fputc('\n', stderr);
+    ls_live_stopped(r, *why);
+    return fail[0] ? ls_error("%s", fail) : 0;
+}
+
+/* The end of a trace, the recorder's or a flight trace (flight_write.c,
+ * r->offline, whose end_ns is its window's end): the episodes and windows
+ * still open in BPF, the end meta, then each sink's end (the store's: the
+ * derived tables replayed from the stored events, indexes; the live
+ * view's: its replay's); r->store is NULL afterwards. */
+int ls_output_finish(recorder *r, const char *why)
+{
+    ls_flush_open_episodes(r);
+    ls_flush_windows(r);
+    ls_store_syscalls(r);
+    if (!r->offline)
+        r->end_ns = r->capped_ns ? r->capped_ns : ls_now();
+    if (r->store)
+        ls_write_end_meta(r, why);
+    ls_tasks_free(r->rows);           /* everything is in: the derivation's table next */
+    r->rows = NULL;
+    int err = ls_sinks_end(r, r->end_ns);
+    r->store = NULL;                  /* its end finished it, even on error */
+    return err;
+}
+
+/* Detach (the target keeps running, its semaphores drop to 0), take what
+ * is still in the ring buffer, finish the trace (r->trace_done once it is
+ * complete).  Returns err, or the first error here. */
+int ls_recorder_stop(recorder *r, int err, const char *why)
+{
+    ls_flush_loops(r);
+    r->detach_ns = ls_now();
+    /* The samplers first: once the batch probe is gone the loop stops
+     * stamping its steps (evl_loop_pub.since), and a sample would take
+     * the last step for one still running. */
+    for (int i = 0; i < r->nsampled; i++)
+        bpf_link__destroy(r->samplers[i]);
+    r->nsampled = 0;
+    free(r->samplers);
+    r->samplers = NULL;
+    for (int i = 0; i < r->nlinks; i++)
+        bpf_link__destroy(r->links[i]);
+    r->nlinks = 0;
+    while (ls_consume(r, 200000000) < 0)
+        ;                             /* nothing new arrives once detached */
+    ls_backlog_drain(r, 0);
+    ls_loops_leave(r);
+    if (r->flight) {                  /* no trace of its own: the one being captured */
+        ls_flight_close(r, why);
+        return err;
+    }
+    /* Drained for good: its pages (the data mapped twice) go before the
+     * derivation's memory comes. */
+    ring_buffer__free(r->rb);
+    r->rb = NULL;
+    bool stored = r->store != NULL;
+    int ferr = ls_output_finish(r, why);
+    r->trace_done = stored && !ferr;
+    return err ? err : ferr;
+}
+
+/* Everything open lets go: what ls_recorder_open made, in any state.  A
+ * trace still open (an error while recording) keeps what was written;
+ * one with nothing recorded is removed. */
+void ls_recorder_free(recorder *r)
+{
+    char errbuf[512];
+    for (int i = 0; i < r->nlinks; i++)
+        bpf_link__destroy(r->links[i]);
+    for (int i = 0; i < r->nsampled; i++)
+        bpf_link__destroy(r->samplers[i]);
+    free(r->samplers);
+    ring_buffer__free(r->rb);
+    record_bpf__destroy(r->skel);
+    if (r->store && r->start_ns)      /* an error while recording: keep what was written */
+        ls_store_finish(r->store, errbuf, sizeof(errbuf));
+    else
+        ls_store_abort(r->store);     /* nothing was recorded: leave nothing behind */
+    ls_syms_free(r->syms);
+    ls_py_free(r->py);
+    ls_tasks_free(r->rows);
+    ls_sinks_free(r);
+    ls_flight_free(r);
+    free(r->loops);
+    free(r->ref_buf);
+    ls_backlog_free(r);
+    if (r->go_pipe >= 0)
+        close(r->go_pipe);            /* the child exits without running */
+    if (r->child) {
+        int status;
+        if (!r->target_gone)
+            kill(r->child, SIGTERM);
+        waitpid(r->child, &status, 0);
+    }
+    if (r->pidfd >= 0)
+        close(r->pidfd);
+}
