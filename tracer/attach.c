@@ -1,12 +1,15 @@
 /*
- * attach.c -- which BPF programs load (libevl mode: the USDT probes;
- * generic mode: the wait-call tracepoints) and attaching them.  Part of
- * the recorder (recorder.h).
+ * attach.c -- the source stage's programs: which BPF programs load and
+ * attaching them: the scheduler and syscall programs every mode uses
+ * (ls_attach_all), then the decoder's own (decode.h, attach): libevl's
+ * USDT probes (ls_attach_evl) or the generic mode's wait-call
+ * tracepoints (ls_attach_generic).  Part of the recorder (recorder.h).
  */
 #define _GNU_SOURCE
 #include "recorder.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
 #include <unistd.h>
@@ -52,7 +55,7 @@ static int ls_need_tracefs(void)
     return 0;
 }
 
-static int ls_attach_generic(recorder *r)
+int ls_attach_generic(recorder *r)
 {
     struct record_bpf *s = r->skel;
     struct bpf_program *wait[][2] = LS_WAIT_PROGS(s);
@@ -80,20 +83,21 @@ static int ls_attach_generic(recorder *r)
     return 0;
 }
 
-/* Generic mode: only the programs of the wait calls asked for are loaded;
- * libevl mode: none of them. */
-void ls_choose_programs(recorder *r)
+/* waits (the generic mode): only the programs of the wait calls asked
+ * for are loaded, and none of the USDT ones; else (libevl) none of the
+ * wait-call programs. */
+void ls_choose_programs(recorder *r, bool waits)
 {
     struct record_bpf *s = r->skel;
     struct bpf_program *wait[][2] = LS_WAIT_PROGS(s);
-    int n = !r->generic || r->wait_raw ? 0
+    int n = !waits || r->wait_raw ? 0
             : r->wait_all ? (int)(sizeof(wait) / sizeof(wait[0])) : LS_EPOLL_CALLS;
     for (size_t i = 0; i < sizeof(wait) / sizeof(wait[0]); i++)
         for (int j = 0; j < 2; j++)
             bpf_program__set_autoload(wait[i][j], (int)i < n);
-    bpf_program__set_autoload(s->progs.on_thread_exit, r->generic);
-    bpf_program__set_autoload(s->progs.on_wait_enter, r->generic && r->wait_raw);
-    bpf_program__set_autoload(s->progs.on_wait_exit, r->generic && r->wait_raw);
+    bpf_program__set_autoload(s->progs.on_thread_exit, waits);
+    bpf_program__set_autoload(s->progs.on_wait_enter, waits && r->wait_raw);
+    bpf_program__set_autoload(s->progs.on_wait_exit, waits && r->wait_raw);
     struct bpf_program *usdt[] = {
         s->progs.on_loop_start, s->progs.on_loop_stop, s->progs.on_batch,
         s->progs.on_task_create, s->progs.on_task_run, s->progs.on_task_suspend,
@@ -101,12 +105,14 @@ void ls_choose_programs(recorder *r)
         s->progs.on_task_leak, s->progs.on_poll_enter, s->progs.on_poll_exit,
         s->progs.on_callback_begin, s->progs.on_callback_end,
     };
-    if (r->generic)
+    if (waits)
         for (size_t i = 0; i < sizeof(usdt) / sizeof(usdt[0]); i++)
             bpf_program__set_autoload(usdt[i], false);
 }
 
-int ls_attach_all(recorder *r)
+/* libevl: loop_start, loop_stop and batch (and the gate), or with
+ * --no-batch one program per lifecycle probe. */
+int ls_attach_evl(recorder *r)
 {
     struct record_bpf *s = r->skel;
     struct { struct bpf_program *prog; const char *probe; bool batched; } t[] = {
@@ -125,6 +131,24 @@ int ls_attach_all(recorder *r)
         { s->progs.on_callback_begin, "callback_begin", false },
         { s->progs.on_callback_end, "callback_end", false },
     };
+    for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+        bool want = i < 2 || t[i].batched != r->no_batch;
+        if (!want)
+            continue;
+        int rc = ls_attach(r, t[i].prog, t[i].probe);
+        if (rc < 0)
+            return ls_error("cannot attach to probe evl:%s in '%s': %s%s", t[i].probe, r->binary,
+                            strerror(-rc), rc == -EACCES || rc == -EPERM
+                                             ? " (uprobes need CAP_SYS_ADMIN)" : "");
+    }
+    return 0;
+}
+
+/* The programs every mode uses (--syscalls, blocking detection), then the
+ * decoder's own (decode.h). */
+int ls_attach_all(recorder *r)
+{
+    struct record_bpf *s = r->skel;
     if (r->syscalls) {
         struct bpf_link *e = bpf_program__attach(s->progs.on_sys_enter);
         struct bpf_link *x = e ? bpf_program__attach(s->progs.on_sys_exit) : NULL;
@@ -141,17 +165,5 @@ int ls_attach_all(recorder *r)
             return ls_error("cannot attach to the sched_switch tracepoint: %s", strerror(errno));
         r->links[r->nlinks++] = l;
     }
-    if (r->generic)
-        return ls_attach_generic(r);
-    for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
-        bool want = i < 2 || t[i].batched != r->no_batch;
-        if (!want)
-            continue;
-        int rc = ls_attach(r, t[i].prog, t[i].probe);
-        if (rc < 0)
-            return ls_error("cannot attach to probe evl:%s in '%s': %s%s", t[i].probe, r->binary,
-                            strerror(-rc), rc == -EACCES || rc == -EPERM
-                                             ? " (uprobes need CAP_SYS_ADMIN)" : "");
-    }
-    return 0;
+    return r->dec->attach(r);
 }

@@ -65,7 +65,7 @@ struct ls_slot {
     _Alignas(8) uint8_t data[sizeof(struct ls_msg_hdr) + EVL_BATCH_BYTES];
 };
 
-static struct ls_slot *ls_slot(ls_backlog *b, uint32_t i)
+static struct ls_slot *slot_at(ls_backlog *b, uint32_t i)
 {
     return (struct ls_slot *)(void *)(b->mem + (size_t)(i % b->nslots) * sizeof(struct ls_slot));
 }
@@ -90,10 +90,10 @@ int ls_backlog_open(recorder *r)
 }
 
 /* Store the oldest message. */
-static void ls_backlog_take(recorder *r)
+static void backlog_take(recorder *r)
 {
     ls_backlog *b = &r->backlog;
-    struct ls_slot *s = ls_slot(b, b->first);
+    struct ls_slot *s = slot_at(b, b->first);
     b->first = (b->first + 1) % b->nslots;
     b->n--;
     b->bytes -= s->size;
@@ -107,14 +107,14 @@ void ls_backlog_add(recorder *r, const void *data, size_t size, bool ref)
     const struct ls_batch_ref *br = NULL;
     if (ref && !(br = ls_batch_ref(r, data, size)))
         return;
-    if (!ref && size > sizeof(ls_slot(b, 0)->data)) {
+    if (!ref && size > sizeof(slot_at(b, 0)->data)) {
         ls_backlog_drain(r, 0);       /* no slot holds it: everything before it, then it */
         ls_take_msg(r, data, size);
         return;
     }
     if (b->n == b->nslots)
-        ls_backlog_take(r);           /* full: store as it comes */
-    struct ls_slot *s = ls_slot(b, b->first + b->n);
+        backlog_take(r);           /* full: store as it comes */
+    struct ls_slot *s = slot_at(b, b->first + b->n);
     if (ref) {
         if (!ls_read_batch(r, h, br, (struct ls_msg_hdr *)(void *)s->data))
             return;
@@ -134,12 +134,12 @@ void ls_backlog_add(recorder *r, const void *data, size_t size, bool ref)
 void ls_backlog_drain(recorder *r, int64_t until)
 {
     while (r->backlog.n && (!until || ls_now() < until))
-        ls_backlog_take(r);
+        backlog_take(r);
 }
 
 /* Idle CPU time per second since the last call, the recorder's own
  * counted as idle; -1 the first time or when /proc/stat is unreadable. */
-static double ls_idle_cpus(ls_backlog *b, int64_t now)
+static double idle_cpus(ls_backlog *b, int64_t now)
 {
     FILE *f = fopen("/proc/stat", "re");
     unsigned long long v[5] = { 0 };
@@ -165,8 +165,8 @@ bool ls_backlog_tick(recorder *r, int64_t now, int64_t slice_ns)
 {
     ls_backlog *b = &r->backlog;
     if (now - b->seen_at >= LS_SPARE_PERIOD_NS)
-        b->spare = ls_idle_cpus(b, now) >= LS_SPARE_CPUS && !b->hold;
-    if (!b->n || (!b->spare && now - ls_slot(b, b->first)->t < LS_BACKLOG_AGE_NS))
+        b->spare = idle_cpus(b, now) >= LS_SPARE_CPUS && !b->hold;
+    if (!b->n || (!b->spare && now - slot_at(b, b->first)->t < LS_BACKLOG_AGE_NS))
         return false;
     ls_backlog_drain(r, now + slice_ns);
     return b->n != 0;

@@ -65,7 +65,7 @@ static int py_frames(recorder *r, int64_t id, int depth, const struct ls_pystack
  * _PyEval_EvalFrameDefault runs (up to and including the next ENTRY frame,
  * pystack.h) go right before it; Python frames the native stack gave no
  * place to (the unwind stopped early) go at its end. */
-static int64_t ls_stack_id(recorder *r, uint32_t tid, const struct ls_block *b,
+static int64_t stack_id(recorder *r, uint32_t tid, const struct ls_block *b,
                            const struct ls_pystack *py, const uint8_t *stack)
 {
     uint64_t pcs[LS_MAX_DEPTH];
@@ -113,24 +113,6 @@ static int64_t ls_stack_id(recorder *r, uint32_t tid, const struct ls_block *b,
     return id;
 }
 
-/* Generic mode: the asyncio task a blocking episode happened in, as a
- * tasks row named after it; its id is a hash of the Task's address and
- * name (an address is reused once a task is freed).  0 if none. */
-static uint64_t ls_generic_task(recorder *r, uint64_t loop, const char *name, uint64_t addr)
-{
-    if (!name)
-        return 0;
-    size_t n = strlen(name);
-    uint64_t h = 1469598103934665603ull;
-    for (int i = 0; i < 8; i++)
-        h = (h ^ ((addr >> (8 * i)) & 0xff)) * 1099511628211ull;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ (uint8_t)name[i]) * 1099511628211ull;
-    h &= INT64_MAX;
-    ls_sink_task_named(r, h ? h : 1, loop, n ? name : "?", n ? n : 1);
-    return h ? h : 1;
-}
-
 /* A blocking episode.  The BPF side wrote it, but from what the target
  * published: the task id and, for on-CPU episodes, the step's start
  * (pub.since) are the target's word, so the start is kept inside
@@ -156,13 +138,9 @@ void ls_on_block(recorder *r, const struct ls_msg_hdr *h)
     }
     if (dur < 0)
         dur = 0;
-    if (b->task && !r->generic)
-        ls_task_row(r, ls_task_seen(r, h->loop, b->task), h->loop, b->task);
-    uint64_t task = b->task;
-    const char *tname = r->generic && r->py && py->task ? ls_py_task_name(r->py, py) : NULL;
-    if (r->generic)
-        task = ls_generic_task(r, h->loop, tname, py->task);
-    int64_t stack = ls_stack_id(r, h->tid, b, py, (const uint8_t *)(py + 1));
+    const char *tname;
+    uint64_t task = r->dec->block_task(r, h, py, &tname);
+    int64_t stack = stack_id(r, h->tid, b, py, (const uint8_t *)(py + 1));
     ls_sink_block(r, &(ls_block_rec){
         .loop = h->loop, .task = task, .kind = (int)b->kind, .syscall = b->syscall,
         .start = start, .dur = dur, .stack = stack,
@@ -211,29 +189,28 @@ void ls_map_each(recorder *r, struct bpf_map *map,
 
 /* At the end: episodes still open in BPF (the loop has not polled since):
  * off-CPU ones, and in the generic mode on-CPU ones. */
-static void ls_flush_open(recorder *r, uint32_t key, void *value);
+static void flush_open(recorder *r, uint32_t key, void *value);
 
 void ls_flush_open_episodes(recorder *r)
 {
-    if (r->no_blocking || !r->skel)
-        return;
-    ls_map_each(r, r->skel->maps.offcpu, ls_flush_open);
-    if (r->generic)
-        ls_map_each(r, r->skel->maps.oncpu_open, ls_flush_open);
+    if (!r->no_blocking && r->skel)
+        ls_flush_open_map(r, r->skel->maps.offcpu);
 }
 
-static void ls_flush_open(recorder *r, uint32_t key, void *v)
+void ls_flush_open_map(recorder *r, struct bpf_map *map)
+{
+    ls_map_each(r, map, flush_open);
+}
+
+static void flush_open(recorder *r, uint32_t key, void *v)
 {
     struct ls_msg_hdr *h = (struct ls_msg_hdr *)v;
     struct ls_block *b = (struct ls_block *)(h + 1);
     /* Still asleep, or (on-CPU) still in its step when we detached,
      * unless the loop had entered its wait since (generic mode). */
     int64_t end = r->detach_ns;
-    struct ls_gloop g;
-    if (r->generic && bpf_map__lookup_elem(r->skel->maps.gloops, &key, sizeof(key), &g,
-                                           sizeof(g), 0) == 0 &&
-        g.in_wait && g.steps == b->steps && (int64_t)g.enter_ns < end)
-        end = (int64_t)g.enter_ns;
+    if (r->dec->open_end)
+        end = r->dec->open_end(r, key, b, end);
     if (!b->dur_ns)
         b->dur_ns = end > (int64_t)b->start_ns ? (uint64_t)(end - (int64_t)b->start_ns) : 0;
     /* An on-CPU episode counts CPU time: less the step's time switched

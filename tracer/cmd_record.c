@@ -354,7 +354,6 @@ static int parse(recorder *r, int argc, char **argv)
 /* The live status line, about once a second (r->on_status). */
 static void print_status(recorder *r, int64_t now)
 {
-    static uint64_t last_ev;
     static int64_t last_t;
     if (r->flight) {
         char st[160];
@@ -364,20 +363,7 @@ static void print_status(recorder *r, int64_t now)
     }
     if (!last_t)
         last_t = r->start_ns;
-    double el = (now - r->start_ns) / 1e9, dt = (now - last_t) / 1e9;
-    uint64_t ev = r->nevents;
-    if (r->generic) {
-        fprintf(stderr, "\rrecording pid %d: %.1fs  loop threads %zu  blocking episodes %llu  "
-                        "dropped %llu   ", r->pid, el, r->nloops, (unsigned long long)r->blocks,
-                (unsigned long long)ls_stat(r, LS_STAT_DROPPED_MSGS));
-        return;
-    }
-    fprintf(stderr, "\rrecording pid %d: %.1fs  %.0f events/s  tasks alive %llu  dropped %llu  "
-                    "backlog %.1f MiB   ",
-            r->pid, el, dt > 0 ? (ev - last_ev) / dt : 0.0,
-            (unsigned long long)(r->tasks_created - r->tasks_finished),
-            (unsigned long long)ls_stat(r, LS_STAT_DROPPED_MSGS), r->backlog.bytes / 1048576.0);
-    last_ev = ev;
+    r->dec->status(r, stderr, (now - r->start_ns) / 1e9, (now - last_t) / 1e9);
     last_t = now;
 }
 
@@ -385,32 +371,24 @@ static void print_status(recorder *r, int64_t now)
 static void print_summary(recorder *r, const char *why)
 {
     uint64_t dropped = ls_stat(r, LS_STAT_DROPPED_MSGS), rejected = r->rejected + r->rejected_msgs;
-    uint64_t lost = r->generic ? 0 : ls_loop_lost(r);
+    uint64_t lost = ls_loop_lost(r);
     double secs = (ls_now() - r->start_ns) / 1e9;
-    if (!r->quiet || dropped || lost || rejected) {
-        if (r->generic)
-            fprintf(stderr, "recorded %llu blocking episode%s, %llu loop thread%s from pid %d in "
-                            "%.1f s into '%s' (%s)", (unsigned long long)r->blocks,
-                    r->blocks == 1 ? "" : "s", (unsigned long long)r->nloops,
-                    r->nloops == 1 ? "" : "s", r->pid, secs, r->out, why);
-        else
-            fprintf(stderr, "recorded %llu events, %llu tasks, %llu loop%s from pid %d in %.1f s "
-                            "into '%s' (%s)", (unsigned long long)r->nevents,
-                    (unsigned long long)r->tasks_created, (unsigned long long)r->nloops,
-                    r->nloops == 1 ? "" : "s", r->pid, secs, r->out, why);
-        if (dropped)
-            fprintf(stderr, "; LOSSY: %llu messages dropped (the target claims %llu events "
-                            "in them)", (unsigned long long)dropped,
-                    (unsigned long long)ls_stat(r, LS_STAT_CLAIMED_DROPPED));
-        if (lost)
-            fprintf(stderr, "; LOSSY: the target's loops dropped %llu records while the recorder "
-                            "held every buffer they lend (their own count)",
-                    (unsigned long long)lost);
-        if (rejected)
-            fprintf(stderr, "; %llu malformed records or messages rejected",
-                    (unsigned long long)rejected);
-        fputc('\n', stderr);
-    }
+    if (r->quiet && !dropped && !lost && !rejected)
+        return;
+    r->dec->summary(r, stderr);
+    fprintf(stderr, " from pid %d in %.1f s into '%s' (%s)", r->pid, secs, r->out, why);
+    if (dropped)
+        fprintf(stderr, "; LOSSY: %llu messages dropped (the target claims %llu events "
+                        "in them)", (unsigned long long)dropped,
+                (unsigned long long)ls_stat(r, LS_STAT_CLAIMED_DROPPED));
+    if (lost)
+        fprintf(stderr, "; LOSSY: the target's loops dropped %llu records while the recorder "
+                        "held every buffer they lend (their own count)",
+                (unsigned long long)lost);
+    if (rejected)
+        fprintf(stderr, "; %llu malformed records or messages rejected",
+                (unsigned long long)rejected);
+    fputc('\n', stderr);
 }
 
 int cmd_record(int argc, char **argv)

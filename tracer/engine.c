@@ -40,8 +40,8 @@
 #define LS_END_BYTES_PER_TASK 64
 static volatile sig_atomic_t ls_stop_signal, ls_usr1;
 
-static void ls_on_signal(int sig) { ls_stop_signal = sig; }
-static void ls_on_usr1(int sig) { (void)sig; ls_usr1 = 1; }
+static void on_signal(int sig) { ls_stop_signal = sig; }
+static void on_usr1(int sig) { (void)sig; ls_usr1 = 1; }
 
 int64_t ls_now(void)
 {
@@ -50,7 +50,7 @@ int64_t ls_now(void)
     return (int64_t)ts.tv_sec * 1000000000ll + ts.tv_nsec;
 }
 
-static int ls_libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
+static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
 {
     if (level == LIBBPF_DEBUG || !getenv("LOOPSCOPE_DEBUG"))
         return 0;
@@ -81,7 +81,7 @@ int ls_recorder_open(recorder *r)
 {
     char errbuf[512];
     int err;
-    libbpf_set_print(ls_libbpf_print);
+    libbpf_set_print(libbpf_print);
     if ((err = ls_check_privileges()))
         return err;
     /* A bad output is refused before the target is touched; the file
@@ -114,11 +114,10 @@ int ls_recorder_open(recorder *r)
     r->skel->rodata->block_threshold_ns = (uint64_t)(r->block_threshold_ms * 1e6);
     r->skel->rodata->detect_blocking = !r->no_blocking;
     r->skel->rodata->trace_syscalls = r->syscalls;
-    r->skel->rodata->generic = r->generic;
-    ls_detect_runtime(r, !r->child);
+    r->dec->runtime(r, !r->child);
     r->skel->rodata->window_ns = LS_WINDOW_NS;
     r->skel->rodata->wait_all = r->wait_all;
-    ls_choose_programs(r);
+    r->dec->configure(r);             /* its programs; the generic flag */
     if (!r->syscalls) {
         bpf_program__set_autoload(r->skel->progs.on_sys_enter, false);
         bpf_program__set_autoload(r->skel->progs.on_sys_exit, false);
@@ -133,27 +132,24 @@ int ls_recorder_open(recorder *r)
     /* Preallocated (record.h, LS_OPEN_EPISODES): no room where unused. */
     if (r->no_blocking)
         bpf_map__set_max_entries(r->skel->maps.offcpu, 1);
-    if (r->no_blocking || !r->generic)
+    if (r->no_blocking)
         bpf_map__set_max_entries(r->skel->maps.oncpu_open, 1);
     if ((err = record_bpf__load(r->skel)))
         return ls_error("cannot load the BPF programs: %s%s", strerror(-err),
                         err == -EPERM || err == -EACCES ? " (needs CAP_SYS_ADMIN)" : "");
     /* The handlers before the first probe: a signal that comes once the
      * target's semaphores are up must stop the recording, not kill it. */
-    struct sigaction sa = { .sa_handler = ls_on_signal };
+    struct sigaction sa = { .sa_handler = on_signal };
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL);
     if (r->flight) {
-        struct sigaction su = { .sa_handler = ls_on_usr1 };
+        struct sigaction su = { .sa_handler = on_usr1 };
         sigemptyset(&su.sa_mask);
         sigaction(SIGUSR1, &su, NULL);
     }
-    /* Only kept batches wait in the backlog: none in the generic mode or
-     * without batches.  Mapped and touched before the first probe. */
-    if (r->generic || r->no_batch)
-        r->backlog.limit = 0;
+    /* Mapped and touched before the first probe. */
     if ((err = ls_backlog_open(r)))
         return err;
     r->attach_ns = ls_now();
@@ -179,8 +175,8 @@ int ls_recorder_open(recorder *r)
      * once they are all in (ls_output_finish), off the target's time. */
     if (!(r->rows = ls_tasks_new(LS_TASKS_MAX)))
         return ls_error("out of memory");
-    if (r->generic && !r->child)
-        ls_find_waiting_threads(r);
+    if (r->dec->started)
+        r->dec->started(r);
     if (r->child) {
         if (write(r->go_pipe, "g", 1) != 1)
             return ls_error("cannot start '%s': %s", r->cmd[0], strerror(errno));
@@ -195,14 +191,14 @@ int ls_recorder_open(recorder *r)
                 snprintf(x, sizeof(x), "blocking>=%g ms, ", r->trig_block_ns / 1e6);
             fprintf(stderr, "flight recorder on pid %d (%s) in the %s: the last %g s in memory "
                             "(at most %llu MiB); triggers: %s%sSIGUSR1; traces '%s-N%s'%s\n",
-                    r->pid, r->binary, r->generic ? "generic loop mode" : "libevl mode",
+                    r->pid, r->binary, r->dec->name,
                     r->flight_window_ns / 1e9, (unsigned long long)(r->flight_memory >> 20), x,
                     r->trig_leak ? "leak, " : "", ls_flight_stem(r), ls_flight_ext(r),
                     isatty(2) ? "; Ctrl-C to stop" : "");
         }
     } else if (!r->quiet)
         fprintf(stderr, "recording pid %d (%s) in the %s into '%s'%s\n", r->pid, r->binary,
-                r->generic ? "generic loop mode" : "libevl mode", r->out,
+                r->dec->name, r->out,
                 isatty(2) ? "; Ctrl-C to stop" : "");
     return 0;
 }
@@ -371,7 +367,8 @@ int ls_recorder_run(recorder *r, const char **why)
 int ls_output_finish(recorder *r, const char *why)
 {
     ls_flush_open_episodes(r);
-    ls_flush_windows(r);
+    if (r->dec->flush)
+        r->dec->flush(r);
     ls_store_syscalls(r);
     if (!r->offline)
         r->end_ns = r->capped_ns ? r->capped_ns : ls_now();
@@ -389,7 +386,8 @@ int ls_output_finish(recorder *r, const char *why)
  * complete).  Returns err, or the first error here. */
 int ls_recorder_stop(recorder *r, int err, const char *why)
 {
-    ls_flush_loops(r);
+    if (r->dec->detaching)
+        r->dec->detaching(r);
     r->detach_ns = ls_now();
     /* The samplers first: once the batch probe is gone the loop stops
      * stamping its steps (evl_loop_pub.since), and a sample would take

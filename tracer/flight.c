@@ -23,7 +23,7 @@
 #include <unistd.h>
 
 
-static size_t ls_flight_bytes(const struct ls_flight *f)
+static size_t flight_bytes(const struct ls_flight *f)
 {
     return sizeof(*f) + f->nchunks * LS_CHUNK_BYTES + f->tcap * sizeof(struct ls_ftask);
 }
@@ -31,7 +31,7 @@ static size_t ls_flight_bytes(const struct ls_flight *f)
 /* The task map: open addressing, linear probing, at most half full
  * (deleted slots count), its bytes at most an eighth of --flight-memory so
  * that a rehash (old and new table at once) stays within a quarter. */
-static size_t ls_thash(uint64_t loop, uint64_t id, size_t cap)
+static size_t thash(uint64_t loop, uint64_t id, size_t cap)
 {
     uint64_t h = (loop * 0x9E3779B97F4A7C15ull) ^ id;
     h ^= h >> 31;
@@ -44,7 +44,7 @@ struct ls_ftask *ls_flight_task(struct ls_flight *f, uint64_t loop, uint64_t id)
 {
     if (!f->tcap)
         return NULL;
-    for (size_t i = ls_thash(loop, id, f->tcap);; i = (i + 1) & (f->tcap - 1)) {
+    for (size_t i = thash(loop, id, f->tcap);; i = (i + 1) & (f->tcap - 1)) {
         struct ls_ftask *t = &f->tasks[i];
         if (!t->id && !t->loop)
             return NULL;
@@ -53,7 +53,7 @@ struct ls_ftask *ls_flight_task(struct ls_flight *f, uint64_t loop, uint64_t id)
     }
 }
 
-static int ls_trehash(recorder *r, size_t cap)
+static int trehash(recorder *r, size_t cap)
 {
     struct ls_flight *f = r->flight;
     struct ls_ftask *n = calloc(cap, sizeof(*n));
@@ -63,7 +63,7 @@ static int ls_trehash(recorder *r, size_t cap)
         struct ls_ftask *t = &f->tasks[i];
         if (!t->id)
             continue;
-        size_t j = ls_thash(t->loop, t->id, cap);
+        size_t j = thash(t->loop, t->id, cap);
         while (n[j].id)
             j = (j + 1) & (cap - 1);
         n[j] = *t;
@@ -76,17 +76,17 @@ static int ls_trehash(recorder *r, size_t cap)
 }
 
 /* The slot for a new task, NULL when the map is at its cap. */
-static struct ls_ftask *ls_tadd(recorder *r, uint64_t loop, uint64_t id)
+static struct ls_ftask *tadd(recorder *r, uint64_t loop, uint64_t id)
 {
     struct ls_flight *f = r->flight;
     if (2 * (f->ntasks + f->ndeleted + 1) > f->tcap) {
         size_t cap = f->tcap;
         if (2 * (f->ntasks + 1) > cap)
             cap *= 2;                 /* else: the same size, without the deleted */
-        if (2 * cap * sizeof(struct ls_ftask) > r->flight_memory / 4 || ls_trehash(r, cap) < 0)
+        if (2 * cap * sizeof(struct ls_ftask) > r->flight_memory / 4 || trehash(r, cap) < 0)
             return NULL;
     }
-    size_t i = ls_thash(loop, id, f->tcap);
+    size_t i = thash(loop, id, f->tcap);
     while (f->tasks[i].id)
         i = (i + 1) & (f->tcap - 1);
     if (f->tasks[i].loop)
@@ -96,7 +96,7 @@ static struct ls_ftask *ls_tadd(recorder *r, uint64_t loop, uint64_t id)
     return &f->tasks[i];
 }
 
-static void ls_tdel(struct ls_flight *f, struct ls_ftask *t)
+static void tdel(struct ls_flight *f, struct ls_ftask *t)
 {
     *t = (struct ls_ftask){ .loop = 1 };
     f->ntasks--;
@@ -105,7 +105,7 @@ static void ls_tdel(struct ls_flight *f, struct ls_ftask *t)
 
 /* --------------------------------------------------------------- the ring */
 
-static void ls_ring_pop(struct ls_flight *f)
+static void ring_pop(struct ls_flight *f)
 {
     struct ls_fchunk *c = f->first;
     const struct ls_fent *e = (const void *)(c->data + c->head);
@@ -126,7 +126,7 @@ static void ls_ring_pop(struct ls_flight *f)
 
 /* The oldest message a capture may still need arrived at or after this:
  * the window plus the slack before now, and before a pending trigger. */
-static int64_t ls_ring_horizon(recorder *r, int64_t now)
+static int64_t ring_horizon(recorder *r, int64_t now)
 {
     struct ls_flight *f = r->flight;
     int64_t h = now - r->flight_window_ns - LS_FLIGHT_SLACK_NS;
@@ -135,7 +135,7 @@ static int64_t ls_ring_horizon(recorder *r, int64_t now)
     return h;
 }
 
-static bool ls_ring_oldest(const struct ls_flight *f, int64_t *arrival)
+static bool ring_oldest(const struct ls_flight *f, int64_t *arrival)
 {
     const struct ls_fchunk *c = f->first;
     if (!c || c->head == c->used)
@@ -144,22 +144,22 @@ static bool ls_ring_oldest(const struct ls_flight *f, int64_t *arrival)
     return true;
 }
 
-static void ls_ring_evict(recorder *r, int64_t now)
+static void ring_evict(recorder *r, int64_t now)
 {
     struct ls_flight *f = r->flight;
-    int64_t horizon = ls_ring_horizon(r, now), a;
+    int64_t horizon = ring_horizon(r, now), a;
     size_t budget = r->flight_memory - r->flight_memory / 4;
-    while (ls_ring_oldest(f, &a)) {
+    while (ring_oldest(f, &a)) {
         bool full = f->nchunks * LS_CHUNK_BYTES > budget;
         if (!full && a >= horizon)
             break;
         if (a >= horizon)
             f->evicted_early++;       /* the cap, not the age: a shorter window */
-        ls_ring_pop(f);
+        ring_pop(f);
     }
 }
 
-static void ls_ring_push(recorder *r, const void *data, size_t size, int64_t now)
+static void ring_push(recorder *r, const void *data, size_t size, int64_t now)
 {
     struct ls_flight *f = r->flight;
     size_t need = sizeof(struct ls_fent) + ((size + 7) & ~(size_t)7);
@@ -188,7 +188,7 @@ static void ls_ring_push(recorder *r, const void *data, size_t size, int64_t now
     memcpy(e + 1, data, size);
     c->used += need;
     f->nmsgs++;
-    ls_ring_evict(r, now);
+    ring_evict(r, now);
 }
 
 /* Call fn on each message in the ring, oldest first. */
@@ -209,7 +209,7 @@ void ls_flight_ring_each(struct ls_flight *f, void (*fn)(void *ctx, const struct
 /* A trigger fired at trig (the episode's start, the verdict's time, the
  * signal), seen now.  One capture at a time: a trigger during a capture's
  * tail is in its file (counted) and extends nothing. */
-static void ls_flight_trigger(recorder *r, int64_t trig, int64_t now, const char *pre,
+static void flight_trigger(recorder *r, int64_t trig, int64_t now, const char *pre,
                               bool named, uint64_t loop, uint64_t task, const char *post)
 {
     struct ls_flight *f = r->flight;
@@ -263,7 +263,7 @@ void ls_flight_task_label(recorder *r, uint64_t loop, uint64_t task, char *buf, 
              name[0] ? ")" : "");
 }
 
-static void ls_fmt_ms(char *buf, size_t len, int64_t ns)
+static void fmt_ms(char *buf, size_t len, int64_t ns)
 {
     snprintf(buf, len, "%.*f ms", ns < 10000000 ? 2 : 1, ns / 1e6);
 }
@@ -271,8 +271,8 @@ static void ls_fmt_ms(char *buf, size_t len, int64_t ns)
 /* A blocking episode in the ring: a trigger if long enough.  Off-CPU
  * episodes (and generic on-CPU ones, sent at the step's end) carry their
  * duration; a libevl on-CPU episode is sent at a sample, mid-step: it
- * counts by its wall time so far, then is watched (ls_watch_oncpu). */
-static void ls_flight_block(recorder *r, const struct ls_msg_hdr *h, int64_t now)
+ * counts by its wall time so far, then is watched (watch_oncpu). */
+static void flight_block(recorder *r, const struct ls_msg_hdr *h, int64_t now)
 {
     const struct ls_block *b = (const void *)(h + 1);
     size_t fixed = sizeof(*b) + sizeof(struct ls_pystack);
@@ -283,21 +283,21 @@ static void ls_flight_block(recorder *r, const struct ls_msg_hdr *h, int64_t now
     if (!li || !r->trig_block_ns)
         return;
     int64_t start = (int64_t)b->start_ns, dur = (int64_t)b->dur_ns;
-    bool watch = b->kind == LS_BLOCK_ONCPU && !r->generic;
+    bool watch = b->kind == LS_BLOCK_ONCPU && r->dec->tasks;
     if (watch)
         dur = (int64_t)h->ts >= start ? (int64_t)h->ts - start : 0;
     char pre[128], d[32], x[32];
-    ls_fmt_ms(x, sizeof(x), r->trig_block_ns);
+    fmt_ms(x, sizeof(x), r->trig_block_ns);
     if (dur >= r->trig_block_ns) {
-        ls_fmt_ms(d, sizeof(d), dur);
+        fmt_ms(d, sizeof(d), dur);
         snprintf(pre, sizeof(pre), "blocking>=%s: %s %s in ", x, d,
                  b->kind == LS_BLOCK_OFFCPU ? "off-CPU" : watch ? "on-CPU (so far)" : "on-CPU");
-        if (r->generic) {
+        if (!r->dec->tasks) {         /* no task to name: its thread */
             char who[32];
             snprintf(who, sizeof(who), "loop thread %u", h->tid);
-            ls_flight_trigger(r, start, now, pre, false, 0, 0, who);
+            flight_trigger(r, start, now, pre, false, 0, 0, who);
         } else {
-            ls_flight_trigger(r, start, now, pre, true, h->loop, b->task, "");
+            flight_trigger(r, start, now, pre, true, h->loop, b->task, "");
         }
     } else if (watch) {
         li->oncpu_start = start;
@@ -309,7 +309,7 @@ static void ls_flight_block(recorder *r, const struct ls_msg_hdr *h, int64_t now
 /* libevl on-CPU episodes shorter than the trigger when sampled: while the
  * loop's published step is still the sampled one, the step runs on; it
  * fires once it has run the trigger's time (checked every 20 ms). */
-static void ls_watch_oncpu(recorder *r, int64_t now)
+static void watch_oncpu(recorder *r, int64_t now)
 {
     for (size_t i = 0; i < r->nloops; i++) {
         struct ls_loop_info *li = &r->loops[i];
@@ -321,17 +321,17 @@ static void ls_watch_oncpu(recorder *r, int64_t now)
         if (!ls_read_pub(r, li->pub, &cur) || cur.steps != li->oncpu_steps)
             continue;                 /* the step has ended (or cannot be told) */
         char pre[128], d[32], x[32];
-        ls_fmt_ms(x, sizeof(x), r->trig_block_ns);
-        ls_fmt_ms(d, sizeof(d), now - start);
+        fmt_ms(x, sizeof(x), r->trig_block_ns);
+        fmt_ms(d, sizeof(d), now - start);
         snprintf(pre, sizeof(pre), "blocking>=%s: %s on-CPU (still running) in ", x, d);
-        ls_flight_trigger(r, start, now, pre, true, li->id, li->oncpu_task, "");
+        flight_trigger(r, start, now, pre, true, li->id, li->oncpu_task, "");
     }
 }
 
 /* A batch: the task map (creates, finishes) and leak verdicts.  The
  * records are the target's: framing and ids are checked here, the rest by
  * ingest.c when a trace is written. */
-static void ls_flight_batch(recorder *r, struct ls_loop_info *li, const struct ls_msg_hdr *h,
+static void flight_batch(recorder *r, struct ls_loop_info *li, const struct ls_msg_hdr *h,
                             int64_t now)
 {
     struct ls_flight *f = r->flight;
@@ -350,7 +350,7 @@ static void ls_flight_batch(recorder *r, struct ls_loop_info *li, const struct l
             t = ls_flight_task(f, li->id, e->task);
             if (t && (e->a32 & EVL_REC_PREEXISTING))
                 break;                /* a repeated snapshot: we know it */
-            if (!t && !(t = ls_tadd(r, li->id, e->task))) {
+            if (!t && !(t = tadd(r, li->id, e->task))) {
                 f->untracked_tasks++;
                 break;
             }
@@ -375,7 +375,7 @@ static void ls_flight_batch(recorder *r, struct ls_loop_info *li, const struct l
                                 ? kinds[e->a32] : "?";
                 char post[64];
                 snprintf(post, sizeof(post), " %s", k);
-                ls_flight_trigger(r, (int64_t)e->ts, now, "leak: ", true, li->id, e->task, post);
+                flight_trigger(r, (int64_t)e->ts, now, "leak: ", true, li->id, e->task, post);
             }
             break;
         }
@@ -388,9 +388,9 @@ void ls_flight_on_msg(recorder *r, const void *data, size_t size)
     int64_t now = ls_now();
     if (size < sizeof(*h) || h->len > size - sizeof(*h))
         return;
-    ls_ring_push(r, data, sizeof(*h) + h->len, now);   /* not a batch's unused room */
+    ring_push(r, data, sizeof(*h) + h->len, now);   /* not a batch's unused room */
     if (h->type == LS_MSG_BLOCK) {
-        ls_flight_block(r, h, now);
+        flight_block(r, h, now);
         return;
     }
     /* The loop's entry: its sampler, its snapshot (as when recording). */
@@ -415,8 +415,8 @@ void ls_flight_on_msg(recorder *r, const void *data, size_t size)
         break;
     case LS_MSG_BATCH:
     case LS_MSG_REC:
-        if (!r->generic)
-            ls_flight_batch(r, li, h, now);
+        if (r->dec->tasks)
+            flight_batch(r, li, h, now);
         break;
     }
 }
@@ -452,7 +452,7 @@ int ls_flight_open(recorder *r)
     return 0;
 }
 
-static void ls_push_stats(recorder *r, int64_t now)
+static void push_stats(recorder *r, int64_t now)
 {
     struct {
         struct ls_msg_hdr h;
@@ -460,7 +460,7 @@ static void ls_push_stats(recorder *r, int64_t now)
     } m = { .h = { .type = LS_MSG_FLIGHT_STATS, .len = sizeof(m.v), .ts = (uint64_t)now } };
     for (int k = 0; k < LS_STAT_COUNT; k++)
         m.v[k] = ls_stat(r, (enum ls_stat)k);
-    ls_ring_push(r, &m, sizeof(m), now);
+    ring_push(r, &m, sizeof(m), now);
 }
 
 int ls_flight_tick(recorder *r, int64_t now, bool usr1, const char **why)
@@ -468,12 +468,12 @@ int ls_flight_tick(recorder *r, int64_t now, bool usr1, const char **why)
     struct ls_flight *f = r->flight;
     (void)why;
     if (usr1)
-        ls_flight_trigger(r, now, now, "SIGUSR1", false, 0, 0, "");
-    if (r->trig_block_ns && !r->generic)
-        ls_watch_oncpu(r, now);
+        flight_trigger(r, now, now, "SIGUSR1", false, 0, 0, "");
+    if (r->trig_block_ns && r->dec->tasks)
+        watch_oncpu(r, now);
     if (!f->last_stats || now - f->last_stats >= LS_STATS_EVERY_NS) {
         f->last_stats = now;
-        ls_push_stats(r, now);        /* also evicts by age */
+        push_stats(r, now);        /* also evicts by age */
     }
     if (now - f->last_sweep >= LS_SWEEP_EVERY_NS) {
         /* Tasks finished before everything the ring still holds can be
@@ -482,7 +482,7 @@ int ls_flight_tick(recorder *r, int64_t now, bool usr1, const char **why)
         for (size_t i = 0; i < f->tcap; i++) {
             struct ls_ftask *t = &f->tasks[i];
             if (t->id && t->finished && t->finished <= f->evicted_until)
-                ls_tdel(f, t);
+                tdel(f, t);
         }
     }
     if (f->pending && now >= f->end_ns + LS_FLIGHT_GRACE_NS)
@@ -510,9 +510,9 @@ void ls_flight_status(recorder *r, char *buf, size_t len)
 {
     struct ls_flight *f = r->flight;
     int64_t a = 0;
-    double span = ls_ring_oldest(f, &a) ? (ls_now() - a) / 1e9 : 0;
+    double span = ring_oldest(f, &a) ? (ls_now() - a) / 1e9 : 0;
     snprintf(buf, len, "flight recorder pid %d: %.1f MiB for %.1f s, %u written%s", r->pid,
-             ls_flight_bytes(f) / 1048576.0, span, f->written, f->pending ? ", capturing" : "");
+             flight_bytes(f) / 1048576.0, span, f->written, f->pending ? ", capturing" : "");
 }
 
 void ls_flight_free(recorder *r)

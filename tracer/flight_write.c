@@ -28,7 +28,7 @@ struct ls_feed {
     uint64_t fed;
 };
 
-static void ls_feed_one(void *ctx, const struct ls_fent *e)
+static void feed_one(void *ctx, const struct ls_fent *e)
 {
     struct ls_feed *fd = ctx;
     const struct ls_msg_hdr *h = (const void *)(e + 1);
@@ -90,7 +90,7 @@ done:
 
 /* The snapshot records of the tasks alive at the window's start, one
  * batch per loop known then (also loops without tasks: their rows). */
-static void ls_feed_preexisting(recorder *r, recorder *o, int64_t from)
+static void feed_preexisting(recorder *r, recorder *o, int64_t from)
 {
     struct ls_flight *f = r->flight;
     for (size_t l = 0; l < r->nloops; l++) {
@@ -131,7 +131,7 @@ static void ls_feed_preexisting(recorder *r, recorder *o, int64_t from)
 }
 
 /* The next free name: STEM-N.EXT, never an existing file. */
-static int ls_next_path(struct ls_flight *f, char *path, size_t len)
+static int next_path(struct ls_flight *f, char *path, size_t len)
 {
     struct stat st;
     for (unsigned tries = 0; tries < 100000; tries++) {
@@ -160,7 +160,7 @@ void ls_flight_write(recorder *r, int64_t now, bool cut)
         snprintf(f->detail, sizeof(f->detail), "%s%s%s", f->pre, who, f->post);
     }
     recorder *o = calloc(1, sizeof(*o));
-    if (!o || ls_next_path(f, path, sizeof(path)) < 0) {
+    if (!o || next_path(f, path, sizeof(path)) < 0) {
         free(o);
         f->failed++;
         ls_error("flight recorder: no free file name beside '%s'", r->out);
@@ -182,7 +182,7 @@ void ls_flight_write(recorder *r, int64_t now, bool cut)
     o->child = r->child;
     memcpy(o->binary, r->binary, sizeof(o->binary));
     memcpy(o->runtime, r->runtime, sizeof(o->runtime));
-    o->generic = r->generic;
+    o->dec = r->dec;
     o->py = r->py;
     o->offline = true;
     o->parent = r;
@@ -197,25 +197,25 @@ void ls_flight_write(recorder *r, int64_t now, bool cut)
         return;
     }
     ls_write_meta(o, r->argc, r->argv);
-    ls_sink_meta(o, "trigger", "%s", f->detail);
-    ls_sink_meta(o, "trigger_ns", "%lld", (long long)f->trig_ns);
-    ls_sink_meta(o, "trigger_detected_ns", "%lld", (long long)f->detect_ns);
-    ls_sink_meta(o, "flight_triggers", "%u", f->ntrig);
-    ls_sink_meta(o, "flight_window_ns", "%lld", (long long)r->flight_window_ns);
-    ls_sink_meta(o, "flight_tail_ns", "%lld", (long long)r->flight_tail_ns);
-    ls_sink_meta(o, "flight_window_start_ns", "%lld", (long long)from);
-    ls_sink_meta(o, "flight_window_end_ns", "%lld", (long long)to);
-    ls_sink_meta(o, "flight_evicted_early", "%llu",
+    ls_sink_meta(o, LS_META_TRIGGER, "%s", f->detail);
+    ls_sink_meta(o, LS_META_TRIGGER_NS, "%lld", (long long)f->trig_ns);
+    ls_sink_meta(o, LS_META_TRIGGER_DETECTED_NS, "%lld", (long long)f->detect_ns);
+    ls_sink_meta(o, LS_META_FLIGHT_TRIGGERS, "%u", f->ntrig);
+    ls_sink_meta(o, LS_META_FLIGHT_WINDOW_NS, "%lld", (long long)r->flight_window_ns);
+    ls_sink_meta(o, LS_META_FLIGHT_TAIL_NS, "%lld", (long long)r->flight_tail_ns);
+    ls_sink_meta(o, LS_META_FLIGHT_WINDOW_START_NS, "%lld", (long long)from);
+    ls_sink_meta(o, LS_META_FLIGHT_WINDOW_END_NS, "%lld", (long long)to);
+    ls_sink_meta(o, LS_META_FLIGHT_EVICTED_EARLY, "%llu",
                   (unsigned long long)f->evicted_early);
-    ls_sink_meta(o, "flight_untracked_tasks", "%llu",
+    ls_sink_meta(o, LS_META_FLIGHT_UNTRACKED_TASKS, "%llu",
                   (unsigned long long)f->untracked_tasks);
     int err = 0;
     if (!(o->rows = ls_tasks_new(LS_TASKS_MAX)))
         err = ls_error("flight recorder: out of memory");
     if (!err) {
-        ls_feed_preexisting(r, o, from);
+        feed_preexisting(r, o, from);
         struct ls_feed fd = { .o = o, .from = from, .to = to };
-        ls_flight_ring_each(f, ls_feed_one, &fd);
+        ls_flight_ring_each(f, feed_one, &fd);
         err = ls_output_finish(o, cut ? "flight recorder: recording stopped during the tail"
                                       : "flight recorder: trigger's tail ended");
     }

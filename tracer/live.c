@@ -36,33 +36,6 @@ struct ls_live {
     size_t nstops, stops_cap;
 };
 
-static bool has_prefix(const char *s, const char *p)
-{
-    return s && !strncmp(s, p, strlen(p));
-}
-
-/* Application code: the rule of the viewer's `app_frames` view
- * (viewer/trace.c, ls_create_app_frames), on one frame: not in the
- * system's libraries, not anonymous or JIT memory libevl-wise, not
- * libevl's internals (evl__*); in the generic mode Python frames outside
- * the standard library, JS frames outside node's internals, and native
- * frames outside the interpreter. */
-static bool app_frame(const recorder *r, const ls_sym *f)
-{
-    const char *m = f->module ? f->module : "";
-    if (r->generic && !strcmp(m, "python"))
-        return !(f->file && (strstr(f->file, "/lib/python") || has_prefix(f->file, "<frozen ")));
-    if (r->generic && !strcmp(m, "[jit]"))
-        return !(f->function && strstr(f->function, "node:"));
-    if (has_prefix(m, "/usr/lib/") || has_prefix(m, "/lib/") || m[0] == '[')
-        return false;
-    if (!r->generic)
-        return !has_prefix(f->function, "evl__");
-    if (strstr(m, "/libpython") || strstr(m, "/lib/python"))
-        return false;
-    return has_prefix(r->runtime[0] ? r->runtime : "native", "native") || strcmp(m, r->binary);
-}
-
 static struct site *site_of(struct ls_live *l, int64_t id)
 {
     if (!l->sites)
@@ -89,7 +62,7 @@ static void lv_frame(void *s, int64_t stack_id, int depth, uint64_t pc, const ls
         free(si->file);
         *si = (struct site){ .id = stack_id };
     }
-    if (si->have || !app_frame(l->r, f))
+    if (si->have || !l->r->dec->app_frame(l->r, f))
         return;
     si->have = true;
     si->function = f->function ? strdup(f->function) : NULL;
@@ -233,7 +206,7 @@ int ls_live_sink_add(recorder *r)
 static ls_live_status status_now(recorder *r, int64_t now)
 {
     return (ls_live_status){
-        .pid = r->pid, .binary = r->binary, .generic = r->generic, .start_ns = r->start_ns,
+        .pid = r->pid, .binary = r->binary, .generic = !r->dec->tasks, .start_ns = r->start_ns,
         .now = now, .nloops = r->nloops, .tasks_created = r->tasks_created,
         .tasks_finished = r->tasks_finished, .records = r->records, .blocks = r->blocks,
         .dropped = ls_stat(r, LS_STAT_DROPPED_MSGS), .rejected = r->rejected + r->rejected_msgs,

@@ -61,7 +61,7 @@ const char *const ls_prio_names[3] = { "normal", "idle", "batch" };
 #define LS_PRIO_KEPT_BACKLOG ((EVL_BATCH_BUFS / 4) * (uint64_t)(sizeof(struct ls_msg_hdr) + \
                                                                sizeof(struct ls_batch_ref) + 8))
 
-static void ls_prio_set(ls_prio *p, bool idle)
+static void prio_set(ls_prio *p, bool idle)
 {
     struct sched_param sp = { 0 };
     pthread_mutex_lock(&p->mu);
@@ -70,7 +70,7 @@ static void ls_prio_set(ls_prio *p, bool idle)
     pthread_mutex_unlock(&p->mu);
 }
 
-static void *ls_prio_watchdog(void *arg)
+static void *prio_watchdog(void *arg)
 {
     ls_prio *p = arg;
     uint64_t last = atomic_load(&p->beat);
@@ -93,7 +93,7 @@ static void *ls_prio_watchdog(void *arg)
         uint64_t limit = atomic_load_explicit(&p->kept, memory_order_relaxed)
                              ? LS_PRIO_KEPT_BACKLOG : p->ring_bytes / 4;
         if (backlog > limit || now - last_change >= LS_PRIO_STALL_NS) {
-            ls_prio_set(p, false);
+            prio_set(p, false);
             if (!atomic_load(&p->idle)) {
                 atomic_store(&p->raised_at, now);
                 atomic_fetch_add(&p->raises, 1);
@@ -103,7 +103,7 @@ static void *ls_prio_watchdog(void *arg)
     return NULL;
 }
 
-static void ls_prio_release(ls_prio *p)
+static void prio_release(ls_prio *p)
 {
     pthread_mutex_destroy(&p->mu);
     long pg = sysconf(_SC_PAGESIZE);
@@ -134,13 +134,13 @@ int ls_prio_start(ls_prio *p, pid_t tid, const struct bpf_map *ring)
         munmap(c, (size_t)pg);
     }
     pthread_mutex_init(&p->mu, NULL);
-    ls_prio_set(p, true);
-    if (atomic_load(&p->idle) && pthread_create(&p->watchdog, NULL, ls_prio_watchdog, p) == 0) {
+    prio_set(p, true);
+    if (atomic_load(&p->idle) && pthread_create(&p->watchdog, NULL, prio_watchdog, p) == 0) {
         p->started = p->used = true;
         return 0;
     }
-    ls_prio_set(p, false);            /* no SCHED_IDLE here, or no watchdog: as it was */
-    ls_prio_release(p);
+    prio_set(p, false);            /* no SCHED_IDLE here, or no watchdog: as it was */
+    prio_release(p);
     return -1;
 }
 
@@ -160,7 +160,7 @@ void ls_prio_beat(ls_prio *p, bool caught_up)
     atomic_fetch_add_explicit(&p->beat, 1, memory_order_relaxed);
     if (caught_up && !atomic_load_explicit(&p->idle, memory_order_relaxed) &&
         ls_now() - atomic_load(&p->raised_at) >= LS_PRIO_HOLD_NS)
-        ls_prio_set(p, true);
+        prio_set(p, true);
 }
 
 void ls_prio_stop(ls_prio *p)
@@ -174,7 +174,7 @@ void ls_prio_stop(ls_prio *p)
         return;
     atomic_store(&p->stop, true);
     pthread_join(p->watchdog, NULL);
-    ls_prio_set(p, false);            /* the end (drain, derive) at full speed */
-    ls_prio_release(p);
+    prio_set(p, false);            /* the end (drain, derive) at full speed */
+    prio_release(p);
     p->started = false;
 }

@@ -66,7 +66,7 @@ struct ls_pyw_uctx {
 
 /* Appends code point cp (U+FFFD if it is not a scalar value or is NUL) to
  * out[*n], never past cap - 1 bytes; false when it did not fit. */
-static bool ls_py_put(char *out, size_t *n, size_t cap, uint32_t cp)
+static bool py_put(char *out, size_t *n, size_t cap, uint32_t cp)
 {
     unsigned char b[4];
     size_t k;
@@ -91,7 +91,7 @@ static bool ls_py_put(char *out, size_t *n, size_t cap, uint32_t cp)
 
 /* Characters of kind (1: ASCII/Latin-1, 2: UCS-2, 4: UCS-4) to UTF-8 in
  * out (cap bytes, NUL-terminated); ascii: bytes >= 0x80 are invalid. */
-static void ls_py_units(const uint8_t *d, size_t nchars, unsigned kind, bool ascii,
+static void py_units(const uint8_t *d, size_t nchars, unsigned kind, bool ascii,
                         char *out, size_t cap)
 {
     size_t n = 0;
@@ -106,7 +106,7 @@ static void ls_py_units(const uint8_t *d, size_t nchars, unsigned kind, bool asc
                  (uint32_t)d[4 * i + 3] << 24;
         if (ascii && cp >= 0x80)
             cp = 0xfffd;
-        if (!ls_py_put(out, &n, cap, cp))
+        if (!py_put(out, &n, cap, cp))
             break;
     }
     out[n] = 0;
@@ -114,7 +114,7 @@ static void ls_py_units(const uint8_t *d, size_t nchars, unsigned kind, bool asc
 
 /* The str object at addr as UTF-8 (malloc'd), NULL if it is not a
  * compact str of this process. */
-static char *ls_py_str(ls_py *py, uint64_t addr)
+static char *py_str(ls_py *py, uint64_t addr)
 {
     const struct ls_py_cfg *c = &py->cfg;
     uint8_t h[80];
@@ -140,7 +140,7 @@ static char *ls_py_str(ls_py *py, uint64_t addr)
         free(out);
         return NULL;
     }
-    ls_py_units(d, nchars, kind, ascii, out, LS_PY_STR_MAX + 1);
+    py_units(d, nchars, kind, ascii, out, LS_PY_STR_MAX + 1);
     free(d);
     return out;
 }
@@ -149,7 +149,7 @@ static char *ls_py_str(ls_py *py, uint64_t addr)
 
 /* 3.10 (PEP 626): pairs (bytecode bytes: unsigned, line delta: signed,
  * -128 = no line); addr in bytes. */
-static int ls_py_line310(const uint8_t *t, size_t n, int first, long addr)
+static int py_line310(const uint8_t *t, size_t n, int first, long addr)
 {
     if (addr < 0)
         return first;
@@ -169,7 +169,7 @@ static int ls_py_line310(const uint8_t *t, size_t n, int first, long addr)
     return 0;
 }
 
-static uint32_t ls_py_varint(const uint8_t *t, size_t n, size_t *i)
+static uint32_t py_varint(const uint8_t *t, size_t n, size_t *i)
 {
     uint32_t v = 0;
     unsigned shift = 0;
@@ -183,16 +183,16 @@ static uint32_t ls_py_varint(const uint8_t *t, size_t n, size_t *i)
     return v;
 }
 
-static long ls_py_svarint(const uint8_t *t, size_t n, size_t *i)
+static long py_svarint(const uint8_t *t, size_t n, size_t *i)
 {
-    uint32_t v = ls_py_varint(t, n, i);
+    uint32_t v = py_varint(t, n, i);
     return v & 1 ? -(long)(v >> 1) : (long)(v >> 1);
 }
 
 /* 3.11+ (Objects/locations.md): entries 1cccclll, l+1 code units;
  * c = 15 no location, 14 long form, 13 no column, 10-12 one line (delta
  * c - 10), 0-9 short form (same line).  addr in bytes. */
-static int ls_py_line311(const uint8_t *t, size_t n, int first, long addr)
+static int py_line311(const uint8_t *t, size_t n, int first, long addr)
 {
     if (addr < 0)
         return first;
@@ -210,14 +210,14 @@ static int ls_py_line311(const uint8_t *t, size_t n, int first, long addr)
             l = -1;
             break;
         case 14:
-            line += ls_py_svarint(t, n, &i);
+            line += py_svarint(t, n, &i);
             l = line;
-            ls_py_varint(t, n, &i);         /* end line delta */
-            ls_py_varint(t, n, &i);         /* column + 1 */
-            ls_py_varint(t, n, &i);         /* end column + 1 */
+            py_varint(t, n, &i);         /* end line delta */
+            py_varint(t, n, &i);         /* column + 1 */
+            py_varint(t, n, &i);         /* end column + 1 */
             break;
         case 13:
-            line += ls_py_svarint(t, n, &i);
+            line += py_svarint(t, n, &i);
             l = line;
             break;
         case 10: case 11: case 12:
@@ -240,7 +240,7 @@ static int ls_py_line311(const uint8_t *t, size_t n, int first, long addr)
 
 /* ---- code objects ---- */
 
-static void ls_py_cache_clear(ls_py *py)
+static void py_cache_clear(ls_py *py)
 {
     for (size_t i = 0; i < LS_PY_CACHE; i++) {
         struct ls_py_code *e = &py->cache[i];
@@ -261,7 +261,7 @@ struct ls_py_hdr {
 };
 
 /* Reads the code object at addr; -1 if it is not one (now). */
-static int ls_py_code_hdr(ls_py *py, uint64_t addr, struct ls_py_hdr *h)
+static int py_code_hdr(ls_py *py, uint64_t addr, struct ls_py_hdr *h)
 {
     const struct ls_py_cfg *c = &py->cfg;
     uint8_t b[LS_PY_CODE_HDR];
@@ -277,7 +277,7 @@ static int ls_py_code_hdr(ls_py *py, uint64_t addr, struct ls_py_hdr *h)
     return 0;
 }
 
-static uint8_t *ls_py_bytes(ls_py *py, uint64_t addr, uint32_t *len)
+static uint8_t *py_bytes(ls_py *py, uint64_t addr, uint32_t *len)
 {
     const struct ls_py_cfg *c = &py->cfg;
     uint8_t h[40];
@@ -299,10 +299,10 @@ static uint8_t *ls_py_bytes(ls_py *py, uint64_t addr, uint32_t *len)
     return d;
 }
 
-static struct ls_py_code *ls_py_code(ls_py *py, uint64_t addr)
+static struct ls_py_code *py_code(ls_py *py, uint64_t addr)
 {
     struct ls_py_hdr h;
-    if (!addr || ls_py_code_hdr(py, addr, &h))
+    if (!addr || py_code_hdr(py, addr, &h))
         return NULL;
     size_t i = (addr >> 4) * 0x9E3779B97F4A7C15ull >> 52 & (LS_PY_CACHE - 1);
     for (size_t k = 0; k < LS_PY_CACHE; k++, i = (i + 1) & (LS_PY_CACHE - 1)) {
@@ -325,7 +325,7 @@ static struct ls_py_code *ls_py_code(ls_py *py, uint64_t addr)
         goto fill;
     }
     if (py->ncached >= LS_PY_CACHE * 3 / 4 || py->cached_bytes > LS_PY_CACHE_BYTES) {
-        ls_py_cache_clear(py);
+        py_cache_clear(py);
         i = (addr >> 4) * 0x9E3779B97F4A7C15ull >> 52 & (LS_PY_CACHE - 1);
     }
     while (py->cache[i].addr)
@@ -339,11 +339,11 @@ fill:
     e->filename = h.filename;
     e->linetable = h.linetable;
     e->firstlineno = h.firstlineno;
-    e->function = ls_py_str(py, e->name);
+    e->function = py_str(py, e->name);
     if (!e->function && h.qualname)
-        e->function = ls_py_str(py, h.name);
-    e->file = ls_py_str(py, h.filename);
-    e->lt = ls_py_bytes(py, h.linetable, &e->lt_len);
+        e->function = py_str(py, h.name);
+    e->file = py_str(py, h.filename);
+    e->lt = py_bytes(py, h.linetable, &e->lt_len);
     py->cached_bytes += e->lt_len;
     return e;
 }
@@ -356,7 +356,7 @@ int ls_py_frame(ls_py *py, const struct ls_py_frame *f, const char **function,
     *line = 0;
     if (!py || !f)
         return -1;
-    struct ls_py_code *e = ls_py_code(py, f->code);
+    struct ls_py_code *e = py_code(py, f->code);
     if (!e)
         return -1;
     snprintf(py->function, sizeof py->function, "%s", e->function ? e->function : "?");
@@ -366,8 +366,8 @@ int ls_py_frame(ls_py *py, const struct ls_py_frame *f, const char **function,
     if (e->lt) {
         int first = e->firstlineno > 0 ? e->firstlineno : 0;
         *line = py->cfg.kind == LS_PY_KIND_FRAMEOBJ
-                    ? ls_py_line310(e->lt, e->lt_len, first, f->instr)
-                    : ls_py_line311(e->lt, e->lt_len, first, f->instr);
+                    ? py_line310(e->lt, e->lt_len, first, f->instr)
+                    : py_line311(e->lt, e->lt_len, first, f->instr);
     }
     return 0;
 }
@@ -387,11 +387,11 @@ const char *ls_py_task_name(ls_py *py, const struct ls_pystack *s)
         return py->task;
     }
     if (s->flags & LS_PYS_NAME_UCS4)
-        ls_py_units(d, n / 4, 4, false, py->task, sizeof py->task);
+        py_units(d, n / 4, 4, false, py->task, sizeof py->task);
     else if (s->flags & LS_PYS_NAME_UCS2)
-        ls_py_units(d, n / 2, 2, false, py->task, sizeof py->task);
+        py_units(d, n / 2, 2, false, py->task, sizeof py->task);
     else
-        ls_py_units(d, n, 1, !(s->flags & LS_PYS_NAME_LATIN1), py->task, sizeof py->task);
+        py_units(d, n, 1, !(s->flags & LS_PYS_NAME_LATIN1), py->task, sizeof py->task);
     return py->task;
 }
 
@@ -410,7 +410,7 @@ void ls_py_free(ls_py *py)
 {
     if (!py)
         return;
-    ls_py_cache_clear(py);
+    py_cache_clear(py);
     free(py);
 }
 
@@ -421,6 +421,6 @@ int ls_py_set_cfg_for_test(ls_py *py, const struct ls_py_cfg *cfg)
         return -1;
     py->cfg = *cfg;
     py->hrun = 0;
-    ls_py_cache_clear(py);
+    py_cache_clear(py);
     return 0;
 }

@@ -52,7 +52,7 @@ struct ls_py_elf {
     char rodata_version[32];        /* "3.10.13" found in .rodata, or "" */
 };
 
-static bool ls_py_is_version_str(const char *s, size_t n)
+static bool py_is_version_str(const char *s, size_t n)
 {
     /* 3.<minor>.<micro>, then optional [abc]N / rcN and "+" */
     size_t i = 0;
@@ -74,7 +74,7 @@ static bool ls_py_is_version_str(const char *s, size_t n)
     return i == n;
 }
 
-static int ls_py_elf_read(int fd, struct ls_py_elf *out)
+static int py_elf_read(int fd, struct ls_py_elf *out)
 {
     memset(out, 0, sizeof *out);
     elf_version(EV_CURRENT);
@@ -114,7 +114,7 @@ static int ls_py_elf_read(int fd, struct ls_py_elf *out)
                     (i && (isdigit((unsigned char)p[i - 1]) || p[i - 1] == '.')))
                     continue;
                 size_t len = strnlen(p + i, n - i < 24 ? n - i : 24);
-                if (ls_py_is_version_str(p + i, len)) {
+                if (py_is_version_str(p + i, len)) {
                     memcpy(out->rodata_version, p + i, len);
                     out->rodata_version[len] = 0;
                     break;
@@ -153,7 +153,7 @@ struct ls_py_map {
 };
 
 /* Calls fn for each mapping of /proc/PID/maps (at most 65536). */
-static int ls_py_maps(pid_t pid, int (*fn)(const struct ls_py_map *, void *), void *arg)
+static int py_maps(pid_t pid, int (*fn)(const struct ls_py_map *, void *), void *arg)
 {
     char p[64], line[PATH_MAX + 256];
     snprintf(p, sizeof p, "/proc/%d/maps", (int)pid);
@@ -191,7 +191,7 @@ struct ls_py_find {
     bool lib_found;
 };
 
-static int ls_py_find_file(const struct ls_py_map *m, void *arg)
+static int py_find_file(const struct ls_py_map *m, void *arg)
 {
     struct ls_py_find *f = arg;
     if (m->ino == f->ino && m->dmaj == f->dmaj && m->dmin == f->dmin && m->off == 0 &&
@@ -202,7 +202,7 @@ static int ls_py_find_file(const struct ls_py_map *m, void *arg)
     return 0;
 }
 
-static int ls_py_find_lib(const struct ls_py_map *m, void *arg)
+static int py_find_lib(const struct ls_py_map *m, void *arg)
 {
     struct ls_py_find *f = arg;
     const char *b = strrchr(m->path, '/');
@@ -214,7 +214,7 @@ static int ls_py_find_lib(const struct ls_py_map *m, void *arg)
     return 0;
 }
 
-static int ls_py_is_thread_of(pid_t pid, uint64_t tid)
+static int py_is_thread_of(pid_t pid, uint64_t tid)
 {
     char p[64];
     struct stat st;
@@ -224,7 +224,7 @@ static int ls_py_is_thread_of(pid_t pid, uint64_t tid)
     return stat(p, &st) == 0;
 }
 
-static int ls_py_type_name_is(pid_t pid, uint64_t type, const char *want)
+static int py_type_name_is(pid_t pid, uint64_t type, const char *want)
 {
     char buf[32] = { 0 };
     uint64_t name = 0;
@@ -238,7 +238,7 @@ static int ls_py_type_name_is(pid_t pid, uint64_t type, const char *want)
 /* 3.13: the runtime's own offsets (_Py_DebugOffsets, 8-byte words from the
  * start of _PyRuntime) against the table.  Word indexes follow the field
  * order of Include/internal/pycore_runtime.h in 3.13. */
-static const char *ls_py_check_debug_offsets(pid_t pid, const struct ls_py_cfg *c, uint32_t hexver)
+static const char *py_check_debug_offsets(pid_t pid, const struct ls_py_cfg *c, uint32_t hexver)
 {
     uint64_t w[71];
     if (ls_py_read(pid, w, sizeof w, c->runtime))
@@ -287,7 +287,7 @@ static const char *ls_py_check_debug_offsets(pid_t pid, const struct ls_py_cfg *
 
 /* The first thread state: back pointer and thread id; 3.10 learns where
  * glibc keeps the tid in struct pthread if not at the usual place. */
-static const char *ls_py_check_threads(pid_t pid, struct ls_py_cfg *c)
+static const char *py_check_threads(pid_t pid, struct ls_py_cfg *c)
 {
     uint64_t interp = 0, ts = 0, back = 0, tid = 0;
     if (ls_py_read(pid, &interp, 8, c->runtime + c->runtime_interp_head))
@@ -301,16 +301,16 @@ static const char *ls_py_check_threads(pid_t pid, struct ls_py_cfg *c)
     if (ls_py_read(pid, &tid, 8, ts + c->tstate_tid))
         return "cannot read a thread state";
     if (c->pthread_tid == LS_PY_NONE)
-        return ls_py_is_thread_of(pid, tid) ? NULL : "native_thread_id is not a thread of the process";
+        return py_is_thread_of(pid, tid) ? NULL : "native_thread_id is not a thread of the process";
     /* 3.10: tid is a pthread_t */
     uint32_t t = 0;
-    if (!ls_py_read(pid, &t, 4, tid + c->pthread_tid) && ls_py_is_thread_of(pid, t))
+    if (!ls_py_read(pid, &t, 4, tid + c->pthread_tid) && py_is_thread_of(pid, t))
         return NULL;
     uint32_t words[512];
     if (tid < 4096 || ls_py_read(pid, words, sizeof words, tid))
         return "cannot read the thread's struct pthread";
     for (unsigned i = 4; i < 512; i++)
-        if (ls_py_is_thread_of(pid, words[i]) && words[i] > 1) {
+        if (py_is_thread_of(pid, words[i]) && words[i] > 1) {
             c->pthread_tid = i * 4;
             return NULL;
         }
@@ -338,17 +338,17 @@ ls_py *ls_py_detect(pid_t pid, struct ls_py_cfg *cfg, char *desc, size_t desc_le
     struct ls_py_elf elf;
     struct ls_py_find find = { .ino = st.st_ino, .dmaj = major(st.st_dev), .dmin = minor(st.st_dev) };
     int fd = open(p, O_RDONLY | O_CLOEXEC);
-    int ok = fd >= 0 && !ls_py_elf_read(fd, &elf) && elf.found[S_RUNTIME];
+    int ok = fd >= 0 && !py_elf_read(fd, &elf) && elf.found[S_RUNTIME];
     if (fd >= 0)
         close(fd);
     char fname[PATH_MAX] = "";
     if (ok) {
-        ls_py_maps(pid, ls_py_find_file, &find);
+        py_maps(pid, py_find_file, &find);
         if (readlink(p, fname, sizeof fname - 1) < 0)
             fname[0] = 0;
     } else {
         /* the interpreter in a libpython3.X.so */
-        ls_py_maps(pid, ls_py_find_lib, &find);
+        py_maps(pid, py_find_lib, &find);
         if (!find.lib_found) {
             *why = "not CPython";
             return NULL;
@@ -360,7 +360,7 @@ ls_py *ls_py_detect(pid_t pid, struct ls_py_cfg *cfg, char *desc, size_t desc_le
             snprintf(p, sizeof p, "/proc/%d/root%s", (int)pid, find.lib.path);
             fd = open(p, O_RDONLY | O_CLOEXEC);
         }
-        ok = fd >= 0 && !ls_py_elf_read(fd, &elf) && elf.found[S_RUNTIME];
+        ok = fd >= 0 && !py_elf_read(fd, &elf) && elf.found[S_RUNTIME];
         if (fd >= 0)
             close(fd);
         if (!ok) {
@@ -371,7 +371,7 @@ ls_py *ls_py_detect(pid_t pid, struct ls_py_cfg *cfg, char *desc, size_t desc_le
         find.dmaj = find.lib.dmaj;
         find.dmin = find.lib.dmin;
         find.found = false;
-        ls_py_maps(pid, ls_py_find_file, &find);
+        py_maps(pid, py_find_file, &find);
         snprintf(fname, sizeof fname, "%s", find.lib.path);
     }
     uint64_t bias = 0;
@@ -457,21 +457,21 @@ ls_py *ls_py_detect(pid_t pid, struct ls_py_cfg *cfg, char *desc, size_t desc_le
         return NULL;
     }
     /* the symbols against memory: their tp_name */
-    if (!ls_py_type_name_is(pid, c.code_type, "code") ||
-        !ls_py_type_name_is(pid, c.unicode_type, "str") ||
-        !ls_py_type_name_is(pid, c.long_type, "int") ||
-        !ls_py_type_name_is(pid, bytes_type, "bytes") ||
-        !ls_py_type_name_is(pid, c.cfunction_type, "builtin_function_or_method") ||
-        !ls_py_type_name_is(pid, c.method_type, "method") ||
-        (c.cmethod_type && !ls_py_type_name_is(pid, c.cmethod_type, "builtin_method"))) {
+    if (!py_type_name_is(pid, c.code_type, "code") ||
+        !py_type_name_is(pid, c.unicode_type, "str") ||
+        !py_type_name_is(pid, c.long_type, "int") ||
+        !py_type_name_is(pid, bytes_type, "bytes") ||
+        !py_type_name_is(pid, c.cfunction_type, "builtin_function_or_method") ||
+        !py_type_name_is(pid, c.method_type, "method") ||
+        (c.cmethod_type && !py_type_name_is(pid, c.cmethod_type, "builtin_method"))) {
         snprintf(whybuf, sizeof whybuf, "CPython 3.%u.%u: type objects not found in memory",
                  minor, micro);
         *why = whybuf;
         return NULL;
     }
-    const char *bad = minor == 13 ? ls_py_check_debug_offsets(pid, &c, hex) : NULL;
+    const char *bad = minor == 13 ? py_check_debug_offsets(pid, &c, hex) : NULL;
     if (!bad)
-        bad = ls_py_check_threads(pid, &c);
+        bad = py_check_threads(pid, &c);
     if (bad) {
         snprintf(whybuf, sizeof whybuf, "CPython 3.%u.%u: %s", minor, micro, bad);
         *why = whybuf;

@@ -13,9 +13,11 @@
 #include "store.h"
 #include "symbols.h"
 #include "derive.h"
+#include "meta.h"              /* model/meta.h: the meta keys */
 #include "replay.h"
 #include "live.h"
 #include "sink.h"
+#include "decode.h"
 
 #include <bpf/libbpf.h>
 #include <limits.h>
@@ -113,7 +115,7 @@ typedef struct recorder {
     int64_t rec_until;        /* offline: records after it are left out (0: none) */
     char binary[PATH_MAX];    /* the ELF file holding the evl probes, or
                                * in generic mode the target's executable */
-    bool generic;             /* recording in the generic loop mode */
+    const ls_decoder *dec;    /* the mode's decoder (decode.h), chosen by target.c */
     char runtime[128];        /* what the target runs on (meta.runtime) */
     struct record_bpf *skel;
     struct bpf_link *links[LS_MAX_LINKS];
@@ -227,7 +229,7 @@ int ls_check_privileges(void);
 int ls_check_target_access(pid_t pid);
 int ls_spawn(recorder *r);
 void ls_child_runs(recorder *r);
-void ls_detect_runtime(recorder *r, bool running);
+void ls_detect_generic_runtime(recorder *r, bool running);
 void ls_find_waiting_threads(recorder *r);
 
 /* backlog.c: map its arena (0, or -1 after one error line); keep a message
@@ -242,41 +244,51 @@ bool ls_backlog_tick(recorder *r, int64_t now, int64_t slice_ns);
 void ls_backlog_free(recorder *r);
 
 /* attach.c: which programs load, attaching them */
-void ls_choose_programs(recorder *r);
+void ls_choose_programs(recorder *r, bool waits);
 int ls_attach_all(recorder *r);
+int ls_attach_evl(recorder *r);
+int ls_attach_generic(recorder *r);
 
-/* ingest.c: messages from the ring buffer: loops, records, tasks, windows */
+/* ingest.c: the pipeline's wiring: the source's callback for each
+ * message (a kept batch read, then held or passed on), a message whose
+ * time has come (into the flight recorder's capture, or decoded), the
+ * common dispatch (loops, their end, blocking episodes; the rest to the
+ * decoder); draining the ring for at most budget_ns (-1: the budget ran
+ * out first); a loop's entry; the symbols, made at their first use. */
 int ls_on_msg(void *ctx, void *data, size_t size);
-void ls_ingest_msg(recorder *r, const void *data, size_t size);
-/* A message stored now (or into the flight recorder's ring). */
 void ls_take_msg(recorder *r, const void *data, size_t size);
-/* A kept batch's reference (NULL: malformed, counted); reading it into m
- * (room for a header and its length; NULL: no memory) and releasing it. */
-const struct ls_batch_ref *ls_batch_ref(recorder *r, const void *data, size_t size);
-bool ls_read_batch(recorder *r, const struct ls_msg_hdr *h, const struct ls_batch_ref *b,
-                   struct ls_msg_hdr *m);
-/* A batch's loop heard from: asks for the snapshot the first time. */
-void ls_loop_contact(recorder *r, struct ls_loop_info *li, uint64_t pub, bool keepable);
-void ls_loop_batch(recorder *r, struct ls_loop_info *li, const struct ls_msg_hdr *h);
-void ls_loops_leave(recorder *r);
-void ls_loop_started(recorder *r, struct ls_loop_info *li, const struct ls_msg_hdr *h);
-bool ls_read_pub(recorder *r, uint64_t pub, struct evl_loop_pub *cur);
-bool ls_write_pub(recorder *r, uint64_t pub, size_t off, const void *src, size_t n);
-uint64_t ls_loop_lost(const recorder *r);
+void ls_ingest_msg(recorder *r, const void *data, size_t size);
 int ls_consume(recorder *r, int64_t budget_ns);
 struct ls_loop_info *ls_loop_seen(recorder *r, uint64_t loop, uint32_t pid, uint32_t tid,
                                   int64_t ts);
 ls_syms *ls_get_syms(recorder *r);
-/* What a task's tasks row holds so far (ls_task.user). */
+
+/* evl_target.c: libevl's published state in the target (evl_loop_pub).
+ * A kept batch's reference (NULL: malformed, counted); reading it into m
+ * (room for a header and its length; NULL: no memory) and releasing it. */
+const struct ls_batch_ref *ls_batch_ref(recorder *r, const void *data, size_t size);
+bool ls_read_batch(recorder *r, const struct ls_msg_hdr *h, const struct ls_batch_ref *b,
+                   struct ls_msg_hdr *m);
+/* A loop heard from (loop_start, or a batch): what it lost before us, we
+ * read kept batches, the snapshot asked for the first time. */
+void ls_loop_started(recorder *r, struct ls_loop_info *li, const struct ls_msg_hdr *h);
+void ls_loop_batch(recorder *r, struct ls_loop_info *li, const struct ls_msg_hdr *h);
+void ls_loop_contact(recorder *r, struct ls_loop_info *li, uint64_t pub, bool keepable);
+bool ls_read_pub(recorder *r, uint64_t pub, struct evl_loop_pub *cur);
+bool ls_write_pub(recorder *r, uint64_t pub, size_t off, const void *src, size_t n);
+/* Before detaching: each loop hands over what it holds; leaving: the
+ * loops told we read kept batches hand copies again; what the loops say
+ * they dropped while we held every buffer. */
+void ls_flush_loops(recorder *r);
+void ls_loops_leave(recorder *r);
+uint64_t ls_loop_lost(const recorder *r);
+
+/* decode_evl.c: what a task's tasks row holds so far (ls_task.user). */
 enum ls_task_row {
     LS_ROW_NONE = 0,
     LS_ROW_PLACEHOLDER = 1,   /* seen before its creation: name '?' */
     LS_ROW_CREATED = 2,       /* its task_create (or snapshot) is stored */
 };
-ls_task *ls_task_seen(recorder *r, uint64_t loop, uint64_t id);
-void ls_task_row(recorder *r, ls_task *a, uint64_t loop, uint64_t id);
-void ls_flush_windows(recorder *r);
-void ls_flush_loops(recorder *r);
 
 /* blocks.c: blocking episodes, their stacks, the on-CPU samplers */
 void ls_start_samplers(recorder *r);
@@ -284,6 +296,7 @@ void ls_on_block(recorder *r, const struct ls_msg_hdr *h);
 void ls_map_each(recorder *r, struct bpf_map *map,
                  void (*fn)(recorder *r, uint32_t key, void *value));
 void ls_flush_open_episodes(recorder *r);
+void ls_flush_open_map(recorder *r, struct bpf_map *map);
 void ls_store_syscalls(recorder *r);
 
 /* live.c: `top`'s sink (r->live: its hooks), 0 or non-zero after one

@@ -4,7 +4,8 @@
  * Capture speed comes from: one long transaction committed every
  * LS_COMMIT_NS (so a killed recorder still leaves a consistent database up
  * to the last commit: WAL), prepared statements, events written in chunks
- * of 1024 (model/evchunk.h: one row per chunk, not per event), and
+ * of LS_CHUNK_EVENTS, 4096 (model/evchunk.h: one row per chunk, not per
+ * event), and
  * indexes built only at the end.
  */
 #define _GNU_SOURCE
@@ -43,7 +44,7 @@ struct ls_store {
     char err[256];
 };
 
-static int ls_exec(ls_store *s, const char *sql)
+static int exec(ls_store *s, const char *sql)
 {
     char *msg = NULL;
     if (sqlite3_exec(s->db, sql, NULL, NULL, &msg) != SQLITE_OK) {
@@ -54,7 +55,7 @@ static int ls_exec(ls_store *s, const char *sql)
     return 0;
 }
 
-static sqlite3_stmt *ls_store_prepare(ls_store *s, const char *sql)
+static sqlite3_stmt *store_prepare(ls_store *s, const char *sql)
 {
     sqlite3_stmt *st = NULL;
     if (sqlite3_prepare_v3(s->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &st, NULL) != SQLITE_OK)
@@ -62,7 +63,7 @@ static sqlite3_stmt *ls_store_prepare(ls_store *s, const char *sql)
     return st;
 }
 
-static int ls_step(ls_store *s, sqlite3_stmt *st)
+static int step(ls_store *s, sqlite3_stmt *st)
 {
     int rc = sqlite3_step(st);
     sqlite3_reset(st);
@@ -72,7 +73,7 @@ static int ls_step(ls_store *s, sqlite3_stmt *st)
 }
 
 /* Lookup tables from the X-macro lists of evl-probes.h. */
-static int ls_fill_names(ls_store *s)
+static int fill_names(ls_store *s)
 {
     sqlite3_stmt *st;
     static const struct { const char *table; int v; const char *name; } rows[] = {
@@ -173,9 +174,9 @@ ls_store *ls_store_create(const char *path, bool force, char *err, size_t errlen
      * writes are appends, and SQLite's cost per page -- a WAL frame, a
      * checkpoint write, an overflow page of a 35 KB chunk -- is most of
      * theirs (tracer/README.md). */
-    if (ls_exec(s, "PRAGMA page_size=16384; PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;") < 0 ||
-        ls_exec(s, ls_schema_sql) < 0 || ls_exec(s, ls_derived_sql) < 0 || ls_exec(s, "BEGIN") < 0 ||
-        ls_fill_names(s) < 0)
+    if (exec(s, "PRAGMA page_size=16384; PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;") < 0 ||
+        exec(s, ls_schema_sql) < 0 || exec(s, ls_derived_sql) < 0 || exec(s, "BEGIN") < 0 ||
+        fill_names(s) < 0)
         goto fail_db;
     char werr[256];
     s->events = ls_chunkw_new(s->db, "main", werr, sizeof(werr));
@@ -184,39 +185,39 @@ ls_store *ls_store_create(const char *path, bool force, char *err, size_t errlen
     /* A snapshot record (preexisting) never overwrites a task whose
      * creation is known; it does fill in a placeholder row (created_ns
      * NULL) made for a task seen before its snapshot. */
-    s->ins_task = ls_store_prepare(s,
+    s->ins_task = store_prepare(s,
         "INSERT INTO tasks(id,loop_id,parent_id,name,function,function_addr,created_ns,preexisting) "
         "VALUES(?,?,?,?,?,?,?,?) ON CONFLICT(id) DO UPDATE SET name=excluded.name, "
         "parent_id=excluded.parent_id, function=excluded.function, "
         "function_addr=excluded.function_addr, created_ns=excluded.created_ns, "
         "preexisting=excluded.preexisting "
         "WHERE NOT (excluded.preexisting AND tasks.created_ns IS NOT NULL)");
-    s->ins_unknown = ls_store_prepare(s,
+    s->ins_unknown = store_prepare(s,
         "INSERT OR IGNORE INTO tasks(id,loop_id,name,preexisting) VALUES(?,?,'?',1)");
-    s->ins_named = ls_store_prepare(s,
+    s->ins_named = store_prepare(s,
         "INSERT OR IGNORE INTO tasks(id,loop_id,name,preexisting) VALUES(?,?,?,0)");
-    s->ins_window = ls_store_prepare(s,
+    s->ins_window = store_prepare(s,
         "INSERT OR REPLACE INTO loop_windows(loop_id,start_ns,end_ns,"
         "iterations,wait_ns,busy_ns,max_busy_ns) VALUES(?,?,?,?,?,?,?)");
-    s->ins_hist = ls_store_prepare(s,
+    s->ins_hist = store_prepare(s,
         "INSERT OR REPLACE INTO iteration_hist(loop_id,lo_ns,hi_ns,count,"
         "busy_ns) VALUES(?,?,?,?,?)");
-    s->fin_task = ls_store_prepare(s,
+    s->fin_task = store_prepare(s,
         "INSERT INTO tasks(id,loop_id,name,ended_ns,final_state,error,preexisting) "
         "VALUES(?,?,'?',?,?,?,1) ON CONFLICT(id) DO UPDATE SET ended_ns=excluded.ended_ns, "
         "final_state=excluded.final_state, error=excluded.error");
-    s->ins_loop = ls_store_prepare(s,
+    s->ins_loop = store_prepare(s,
         "INSERT OR IGNORE INTO loops(id,pid,tid,started_ns) VALUES(?,?,?,?)");
-    s->stop_loop = ls_store_prepare(s, "UPDATE loops SET stopped_ns=? WHERE id=?");
-    s->ins_meta = ls_store_prepare(s, "INSERT OR REPLACE INTO meta(key,value) VALUES(?,?)");
-    s->ins_stack = ls_store_prepare(s, "INSERT INTO stacks(id, depth) VALUES(?,?)");
-    s->ins_frame = ls_store_prepare(s,
+    s->stop_loop = store_prepare(s, "UPDATE loops SET stopped_ns=? WHERE id=?");
+    s->ins_meta = store_prepare(s, "INSERT OR REPLACE INTO meta(key,value) VALUES(?,?)");
+    s->ins_stack = store_prepare(s, "INSERT INTO stacks(id, depth) VALUES(?,?)");
+    s->ins_frame = store_prepare(s,
         "INSERT INTO frames(stack_id,depth,address,function,file,line,module) "
         "VALUES(?,?,?,?,?,?,?)");
-    s->ins_block = ls_store_prepare(s,
+    s->ins_block = store_prepare(s,
         "INSERT INTO blocking(loop_id,task_id,start_ns,dur_ns,kind,syscall,"
         "stack_id) VALUES(?,?,?,?,?,?,?)");
-    s->leak_task = ls_store_prepare(s, "UPDATE tasks SET leak = ? WHERE id = ?");
+    s->leak_task = store_prepare(s, "UPDATE tasks SET leak = ? WHERE id = ?");
     if (!s->events || !s->ins_task || !s->fin_task || !s->ins_loop ||
         !s->stop_loop || !s->ins_meta || !s->ins_stack || !s->ins_frame || !s->ins_block ||
         !s->leak_task || !s->ins_unknown || !s->ins_named || !s->ins_window ||
@@ -225,11 +226,11 @@ ls_store *ls_store_create(const char *path, bool force, char *err, size_t errlen
     /* Who writes it: while this process lives, a viewer leaves the trace
      * as it is (viewer/complete.c); once it is gone without end_ns, the
      * recording was cut short. */
-    ls_store_meta(s, "recorder_pid", "%d", (int)getpid());
+    ls_store_meta(s, LS_META_RECORDER_PID, "%d", (int)getpid());
     char state;
     unsigned long long start = 0;
     ls_proc_stat(0, &state, &start);
-    ls_store_meta(s, "recorder_start", "%llu", start);
+    ls_store_meta(s, LS_META_RECORDER_START, "%llu", start);
     return s;
 fail_db:
     snprintf(err, errlen, "cannot initialise trace '%s': %s", target, s->err);
@@ -248,7 +249,7 @@ fail:
  * lines): stored as valid UTF-8 of at most LS_TEXT_MAX bytes, each invalid
  * byte (and NUL) replaced by U+FFFD, so every reader gets well-formed text. */
 #define LS_TEXT_MAX 4096
-static void ls_bind_text(sqlite3_stmt *st, int i, const char *v, size_t n)
+static void bind_text(sqlite3_stmt *st, int i, const char *v, size_t n)
 {
     uint8_t out[LS_TEXT_MAX + 4];
     size_t o = 0;
@@ -280,10 +281,10 @@ static void ls_bind_text(sqlite3_stmt *st, int i, const char *v, size_t n)
     sqlite3_bind_text(st, i, (const char *)out, (int)o, SQLITE_TRANSIENT);
 }
 
-static void ls_bind_text_or_null(sqlite3_stmt *st, int i, const char *v)
+static void bind_text_or_null(sqlite3_stmt *st, int i, const char *v)
 {
     if (v)
-        ls_bind_text(st, i, v, strlen(v));
+        bind_text(st, i, v, strlen(v));
     else
         sqlite3_bind_null(st, i);
 }
@@ -299,13 +300,13 @@ void ls_store_meta(ls_store *s, const char *key, const char *fmt, ...)
         v = NULL;
     va_end(ap);
     sqlite3_bind_text(s->ins_meta, 1, key, -1, SQLITE_TRANSIENT);
-    ls_bind_text_or_null(s->ins_meta, 2, v ? v : "");
-    ls_step(s, s->ins_meta);
+    bind_text_or_null(s->ins_meta, 2, v ? v : "");
+    step(s, s->ins_meta);
     free(v);
 }
 
 /* The chunk writer failed: its error, once. */
-static void ls_events_failed(ls_store *s, int rc)
+static void events_failed(ls_store *s, int rc)
 {
     if (rc != SQLITE_OK && !s->err[0])
         snprintf(s->err, sizeof(s->err), "%s", sqlite3_errmsg(s->db));
@@ -319,7 +320,7 @@ void ls_store_event(ls_store *s, int64_t ts, uint64_t loop, uint64_t task, int k
     /* task_id 0 means "no task": NULL */
     ls_ev e = { .v = { ts, (int64_t)loop, (int64_t)task, kind, reason, arg0, arg1 },
                 .null = task ? 0 : 1u << LS_EV_TASK };
-    ls_events_failed(s, ls_chunkw_add(s->events, &e));
+    events_failed(s, ls_chunkw_add(s->events, &e));
 }
 
 void ls_store_loop(ls_store *s, uint64_t loop, uint32_t pid, uint32_t tid, int64_t started)
@@ -330,7 +331,7 @@ void ls_store_loop(ls_store *s, uint64_t loop, uint32_t pid, uint32_t tid, int64
     sqlite3_bind_int64(s->ins_loop, 2, pid);
     sqlite3_bind_int64(s->ins_loop, 3, tid);
     sqlite3_bind_int64(s->ins_loop, 4, started);
-    ls_step(s, s->ins_loop);
+    step(s, s->ins_loop);
 }
 
 void ls_store_loop_stop(ls_store *s, uint64_t loop, int64_t stopped)
@@ -339,7 +340,7 @@ void ls_store_loop_stop(ls_store *s, uint64_t loop, int64_t stopped)
         return;
     sqlite3_bind_int64(s->stop_loop, 1, stopped);
     sqlite3_bind_int64(s->stop_loop, 2, (int64_t)loop);
-    ls_step(s, s->stop_loop);
+    step(s, s->stop_loop);
 }
 
 void ls_store_task_create(ls_store *s, uint64_t task, uint64_t loop, uint64_t parent,
@@ -355,12 +356,12 @@ void ls_store_task_create(ls_store *s, uint64_t task, uint64_t loop, uint64_t pa
         sqlite3_bind_int64(st, 3, (int64_t)parent);
     else
         sqlite3_bind_null(st, 3);
-    ls_bind_text(st, 4, name, name_len);
-    ls_bind_text_or_null(st, 5, function);
+    bind_text(st, 4, name, name_len);
+    bind_text_or_null(st, 5, function);
     sqlite3_bind_int64(st, 6, (int64_t)fn_addr);
     sqlite3_bind_int64(st, 7, created);
     sqlite3_bind_int(st, 8, preexisting);
-    ls_step(s, st);
+    step(s, st);
 }
 
 void ls_store_task_unknown(ls_store *s, uint64_t task, uint64_t loop)
@@ -369,7 +370,7 @@ void ls_store_task_unknown(ls_store *s, uint64_t task, uint64_t loop)
         return;
     sqlite3_bind_int64(s->ins_unknown, 1, (int64_t)task);
     sqlite3_bind_int64(s->ins_unknown, 2, (int64_t)loop);
-    ls_step(s, s->ins_unknown);
+    step(s, s->ins_unknown);
 }
 
 void ls_store_task_named(ls_store *s, uint64_t task, uint64_t loop, const char *name,
@@ -379,16 +380,16 @@ void ls_store_task_named(ls_store *s, uint64_t task, uint64_t loop, const char *
         return;
     sqlite3_bind_int64(s->ins_named, 1, (int64_t)task);
     sqlite3_bind_int64(s->ins_named, 2, (int64_t)loop);
-    ls_bind_text(s->ins_named, 3, name, name_len);
-    ls_step(s, s->ins_named);
+    bind_text(s->ins_named, 3, name, name_len);
+    step(s, s->ins_named);
 }
 
 /* Bind n integers to st's parameters 1..n and run it. */
-static void ls_step_ints(ls_store *s, sqlite3_stmt *st, const int64_t *v, int n)
+static void step_ints(ls_store *s, sqlite3_stmt *st, const int64_t *v, int n)
 {
     for (int i = 0; i < n; i++)
         sqlite3_bind_int64(st, i + 1, v[i]);
-    ls_step(s, st);
+    step(s, st);
 }
 
 void ls_store_window(ls_store *s, uint64_t loop, int64_t start, int64_t end, uint64_t iterations,
@@ -398,7 +399,7 @@ void ls_store_window(ls_store *s, uint64_t loop, int64_t start, int64_t end, uin
         return;
     int64_t v[] = { (int64_t)loop, start, end, (int64_t)iterations, (int64_t)wait_ns,
                     (int64_t)busy_ns, (int64_t)max_busy_ns };
-    ls_step_ints(s, s->ins_window, v, 7);
+    step_ints(s, s->ins_window, v, 7);
 }
 
 void ls_store_hist(ls_store *s, uint64_t loop, int64_t lo, int64_t hi, uint64_t count,
@@ -407,7 +408,7 @@ void ls_store_hist(ls_store *s, uint64_t loop, int64_t lo, int64_t hi, uint64_t 
     if (!s)
         return;
     int64_t v[] = { (int64_t)loop, lo, hi, (int64_t)count, (int64_t)busy_ns };
-    ls_step_ints(s, s->ins_hist, v, 5);
+    step_ints(s, s->ins_hist, v, 5);
 }
 
 void ls_store_task_leak(ls_store *s, uint64_t task, int kind)
@@ -416,7 +417,7 @@ void ls_store_task_leak(ls_store *s, uint64_t task, int kind)
         return;
     sqlite3_bind_int(s->leak_task, 1, kind);
     sqlite3_bind_int64(s->leak_task, 2, (int64_t)task);
-    ls_step(s, s->leak_task);
+    step(s, s->leak_task);
 }
 
 void ls_store_task_finish(ls_store *s, uint64_t task, uint64_t loop, int64_t ended, int state,
@@ -430,7 +431,7 @@ void ls_store_task_finish(ls_store *s, uint64_t task, uint64_t loop, int64_t end
     sqlite3_bind_int64(st, 3, ended);
     sqlite3_bind_int(st, 4, state);
     sqlite3_bind_int64(st, 5, error);
-    ls_step(s, st);
+    step(s, st);
 }
 
 void ls_store_stack(ls_store *s, int64_t id, int depth)
@@ -439,7 +440,7 @@ void ls_store_stack(ls_store *s, int64_t id, int depth)
         return;
     sqlite3_bind_int64(s->ins_stack, 1, id);
     sqlite3_bind_int(s->ins_stack, 2, depth);
-    ls_step(s, s->ins_stack);
+    step(s, s->ins_stack);
 }
 
 void ls_store_frame(ls_store *s, int64_t stack_id, int depth, uint64_t pc,
@@ -451,14 +452,14 @@ void ls_store_frame(ls_store *s, int64_t stack_id, int depth, uint64_t pc,
     sqlite3_bind_int64(st, 1, stack_id);
     sqlite3_bind_int(st, 2, depth);
     sqlite3_bind_int64(st, 3, (int64_t)pc);
-    ls_bind_text_or_null(st, 4, sym->function);
-    ls_bind_text_or_null(st, 5, sym->file);
+    bind_text_or_null(st, 4, sym->function);
+    bind_text_or_null(st, 5, sym->file);
     if (sym->line)
         sqlite3_bind_int(st, 6, sym->line);
     else
         sqlite3_bind_null(st, 6);
-    ls_bind_text_or_null(st, 7, sym->module);
-    ls_step(s, st);
+    bind_text_or_null(st, 7, sym->module);
+    step(s, st);
 }
 
 void ls_store_blocking(ls_store *s, uint64_t loop, uint64_t task, int64_t start, int64_t dur,
@@ -483,7 +484,7 @@ void ls_store_blocking(ls_store *s, uint64_t loop, uint64_t task, int64_t start,
         sqlite3_bind_int64(st, 7, stack_id);
     else
         sqlite3_bind_null(st, 7);
-    ls_step(s, st);
+    step(s, st);
 }
 
 void ls_store_syscall_stat(ls_store *s, uint64_t loop, uint32_t tid, uint32_t nr, uint64_t count,
@@ -504,7 +505,7 @@ void ls_store_syscall_stat(ls_store *s, uint64_t loop, uint32_t tid, uint32_t nr
     sqlite3_bind_int64(st, 4, (int64_t)count);
     sqlite3_bind_int64(st, 5, (int64_t)total_ns);
     sqlite3_bind_int64(st, 6, (int64_t)max_ns);
-    ls_step(s, st);
+    step(s, st);
     sqlite3_finalize(st);
 }
 
@@ -515,16 +516,15 @@ int ls_store_tick(ls_store *s, int64_t now)
     if (now - s->last_commit < LS_COMMIT_NS)
         return 0;
     s->last_commit = now;
-    ls_events_failed(s, ls_chunkw_flush(s->events));
-    return ls_exec(s, "COMMIT; BEGIN");
+    events_failed(s, ls_chunkw_flush(s->events));
+    return exec(s, "COMMIT; BEGIN");
 }
 
-uint64_t ls_store_nevents(const ls_store *s) { return s ? (uint64_t)ls_chunkw_count(s->events) : 0; }
 sqlite3 *ls_store_db(ls_store *s) { return s ? s->db : NULL; }
 void ls_store_flush(ls_store *s)
 {
     if (s)
-        ls_events_failed(s, ls_chunkw_flush(s->events));
+        events_failed(s, ls_chunkw_flush(s->events));
 }
 const char *ls_store_error(const ls_store *s) { return s->err; }
 
@@ -544,7 +544,7 @@ uint64_t ls_store_size(const ls_store *s)
     return n;
 }
 
-static void ls_finalize_all(ls_store *s)
+static void finalize_all(ls_store *s)
 {
     ls_chunkw_free(s->events);
     s->events = NULL;
@@ -561,7 +561,7 @@ void ls_store_abort(ls_store *s)
     if (!s)
         return;
     const char *target = s->tmp ? s->tmp : s->path;
-    ls_finalize_all(s);
+    finalize_all(s);
     sqlite3_close(s->db);
     char side[PATH_MAX + 8];
     unlink(target);
@@ -578,11 +578,11 @@ int ls_store_finish(ls_store *s, char *err, size_t errlen)
 {
     int rc = 0;
     ls_store_flush(s);
-    if (ls_exec(s, "COMMIT") < 0)     /* derived tables: model/derive.c, done by the caller */
+    if (exec(s, "COMMIT") < 0)     /* derived tables: model/derive.c, done by the caller */
         rc = -1;
-    ls_finalize_all(s);
+    finalize_all(s);
     /* A plain rollback-journal file: readable from read-only places. */
-    if (rc == 0 && ls_exec(s, "PRAGMA journal_mode=DELETE") < 0)
+    if (rc == 0 && exec(s, "PRAGMA journal_mode=DELETE") < 0)
         rc = -1;
     if (rc < 0)
         snprintf(err, errlen, "cannot finish trace '%s': %s", s->tmp ? s->tmp : s->path, s->err);

@@ -75,8 +75,6 @@ int ls_store_tick(ls_store *s, int64_t now_ns);
 /* Build the indexes, commit, checkpoint, close (and rename when forced).
  * Returns 0 or -1 with err filled. */
 int ls_store_finish(ls_store *s, char *err, size_t errlen);
-/* Rows written so far (events). */
-uint64_t ls_store_nevents(const ls_store *s);
 /* The database, for model/derive.c's writers (same transaction). */
 struct sqlite3 *ls_store_db(ls_store *s);
 /* Write the rows still batched in memory. */

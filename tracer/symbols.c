@@ -19,7 +19,7 @@ static const Dwfl_Callbacks ls_proc_callbacks = {
     .find_debuginfo = dwfl_standard_find_debuginfo,
 };
 
-static int ls_syms_report(ls_syms *s)
+static int syms_report(ls_syms *s)
 {
     dwfl_report_begin(s->dwfl);
     int rc = dwfl_linux_proc_report(s->dwfl, s->pid);
@@ -35,7 +35,7 @@ ls_syms *ls_syms_new(pid_t pid)
     s->pid = pid;
     s->pm.fd = -1;
     s->dwfl = dwfl_begin(&ls_proc_callbacks);
-    if (!s->dwfl || ls_syms_report(s) != 0) {
+    if (!s->dwfl || syms_report(s) != 0) {
         ls_syms_free(s);
         return NULL;
     }
@@ -43,13 +43,7 @@ ls_syms *ls_syms_new(pid_t pid)
     return s;
 }
 
-void ls_syms_refresh(ls_syms *s)
-{
-    ls_syms_report(s);
-    ls_maps_read(s);
-}
-
-static void ls_sym_release(ls_sym *r)
+static void sym_release(ls_sym *r)
 {
     free((char *)r->function);
     free((char *)r->file);
@@ -71,7 +65,7 @@ void ls_cache_clear(ls_syms *s)
 {
     for (size_t k = 0; k < LS_SYM_CACHE; k++) {
         if (s->cache[k].used)
-            ls_sym_release(&s->cache[k].sym);
+            sym_release(&s->cache[k].sym);
         s->cache[k].used = 0;
     }
     s->ncached = 0;
@@ -91,7 +85,7 @@ const ls_sym *ls_syms_lookup(ls_syms *s, uint64_t addr)
                 ls_pm_ensure(s);
                 ls_pm_poll(s);
                 if (s->cache[k].gen != s->pm.gen) {
-                    ls_sym_release(&s->cache[k].sym);
+                    sym_release(&s->cache[k].sym);
                     s->cache[k].sym = ls_resolve(s, addr, &s->cache[k].jit);
                     s->cache[k].gen = s->pm.gen;
                 }

@@ -64,8 +64,6 @@ uint64_t ls_syms_jit_frames(ls_syms *s, uint64_t *unnamed);
  * must be a regular file owned by the caller.  0 if opened. */
 int ls_syms_set_perfmap(ls_syms *s, const char *path);
 
-/* Re-read the process's mappings (libraries loaded since). */
-void ls_syms_refresh(ls_syms *s);
 void ls_syms_free(ls_syms *s);
 
 #endif

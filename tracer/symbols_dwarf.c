@@ -9,7 +9,7 @@
  * x86_64 backend) already falls back to the frame-pointer chain for a pc
  * without CFI, in a module or not, and goes back to CFI once in a module
  * again (measured with node 20 and elfutils 0.188).  What it reads goes
- * through ls_memory_read, which reads the stack copy only: a hostile rbp
+ * through cb_memory_read, which reads the stack copy only: a hostile rbp
  * cannot make us read the live process, and sp strictly increases
  * (elfutils' check), depth is bounded by the caller.
  */
@@ -24,7 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *ls_die_name(Dwarf_Die *die)
+static const char *die_name(Dwarf_Die *die)
 {
     Dwarf_Attribute a;
     return dwarf_formstring(dwarf_attr_integrate(die, DW_AT_name, &a));
@@ -38,7 +38,7 @@ static const char *ls_die_name(Dwarf_Die *die)
  * called are in .plt.sec, one per entry from its start.  Read from the
  * module's ELF, as untrusted as its other contents: every index is
  * checked by libelf (gelf_getrela, gelf_getsym, elf_strptr). */
-static bool ls_plt_name(Dwfl_Module *mod, uint64_t addr, char *out, size_t len)
+static bool plt_name(Dwfl_Module *mod, uint64_t addr, char *out, size_t len)
 {
     GElf_Addr bias;
     Elf *elf = dwfl_module_getelf(mod, &bias);
@@ -90,7 +90,7 @@ ls_sym ls_resolve_mod(Dwfl_Module *mod, uint64_t addr)
     GElf_Sym sym;
     const char *symname = dwfl_module_addrinfo(mod, addr, &off, &sym, NULL, NULL, NULL);
     char plt[256];
-    if (!symname && ls_plt_name(mod, addr, plt, sizeof(plt)))
+    if (!symname && plt_name(mod, addr, plt, sizeof(plt)))
         symname = plt;
     r.module = ls_dup(mname);
     Dwfl_Line *line = dwfl_module_getsrc(mod, addr);
@@ -131,7 +131,7 @@ ls_sym ls_resolve_mod(Dwfl_Module *mod, uint64_t addr)
         ls_sym *caller = calloc(1, sizeof(*caller));
         if (!caller)
             break;
-        cur->function = ls_dup(ls_die_name(&scopes[i]));
+        cur->function = ls_dup(die_name(&scopes[i]));
         caller->module = ls_dup(mname);
         caller->file = files && cfile < nfiles ? ls_dup(dwarf_filesrc(files, cfile, NULL, NULL)) : NULL;
         caller->line = (int)cline;
@@ -195,7 +195,7 @@ int ls_mod_by_name_cb(Dwfl_Module *mod, void **user, const char *name, Dwarf_Add
 
 /* ------------------------------------------------------------- unwinding */
 
-static pid_t ls_next_thread(Dwfl *dwfl, void *arg, void **thread_argp)
+static pid_t cb_next_thread(Dwfl *dwfl, void *arg, void **thread_argp)
 {
     ls_syms *s = arg;
     if (*thread_argp)
@@ -204,7 +204,7 @@ static pid_t ls_next_thread(Dwfl *dwfl, void *arg, void **thread_argp)
     return s->tid;
 }
 
-static bool ls_get_thread(Dwfl *dwfl, pid_t tid, void *arg, void **thread_argp)
+static bool cb_get_thread(Dwfl *dwfl, pid_t tid, void *arg, void **thread_argp)
 {
     ls_syms *s = arg;
     *thread_argp = s;
@@ -217,7 +217,7 @@ static bool ls_get_thread(Dwfl *dwfl, pid_t tid, void *arg, void **thread_argp)
  * the live process: the live stack has moved on (a frame beyond the copy
  * would unwind into garbage), and a hostile rbp must not make us read the
  * target's memory anywhere. */
-static bool ls_memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void *arg)
+static bool cb_memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void *arg)
 {
     (void)dwfl;
     ls_syms *s = arg;
@@ -234,7 +234,7 @@ static bool ls_memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void
  * rip, and the linker's for a PLT stub does (its CFA is rsp + 8, or + 16
  * after the stub's push, by rip's offset in the stub).  Without it an
  * on-CPU sample in a stub unwound to that one frame. */
-static bool ls_set_initial_registers(Dwfl_Thread *thread, void *arg)
+static bool cb_set_initial_registers(Dwfl_Thread *thread, void *arg)
 {
     ls_syms *s = arg;
     Dwarf_Word r[17];
@@ -247,13 +247,13 @@ static bool ls_set_initial_registers(Dwfl_Thread *thread, void *arg)
 }
 
 static const Dwfl_Thread_Callbacks ls_thread_callbacks = {
-    .next_thread = ls_next_thread,
-    .get_thread = ls_get_thread,
-    .memory_read = ls_memory_read,
-    .set_initial_registers = ls_set_initial_registers,
+    .next_thread = cb_next_thread,
+    .get_thread = cb_get_thread,
+    .memory_read = cb_memory_read,
+    .set_initial_registers = cb_set_initial_registers,
 };
 
-static int ls_frame_cb(Dwfl_Frame *frame, void *arg)
+static int frame_cb(Dwfl_Frame *frame, void *arg)
 {
     ls_syms *s = arg;
     Dwarf_Addr pc;
@@ -285,7 +285,7 @@ int ls_syms_unwind(ls_syms *s, pid_t tid, const uint64_t regs[17], const uint8_t
     s->pcs = pcs;
     s->npcs = 0;
     s->max = max;
-    dwfl_getthread_frames(s->dwfl, tid, ls_frame_cb, s);
+    dwfl_getthread_frames(s->dwfl, tid, frame_cb, s);
     if (s->npcs == 0) {               /* no CFI at all: the pc itself */
         pcs[0] = regs[16];
         s->npcs = 1;

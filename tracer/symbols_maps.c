@@ -51,7 +51,7 @@ bool ls_hex(const char **p, const char *end, uint64_t *v)
 }
 
 /* One line of /proc/PID/maps: "start-end perms offset dev inode   path". */
-static void ls_maps_line(ls_syms *s, const char *l, size_t n)
+static void maps_line(ls_syms *s, const char *l, size_t n)
 {
     const char *e = l + n, *p = l;
     uint64_t start, end, off;
@@ -129,7 +129,7 @@ void ls_maps_read(ls_syms *s)
             if (!nl)
                 break;
             if (!skipping)
-                ls_maps_line(s, buf + pos, (size_t)(nl - (buf + pos)));
+                maps_line(s, buf + pos, (size_t)(nl - (buf + pos)));
             skipping = false;
             pos = (size_t)(nl - buf) + 1;
         }
@@ -151,7 +151,7 @@ void ls_maps_read(ls_syms *s)
         }
 }
 
-static const struct ls_map *ls_map_find(const ls_syms *s, uint64_t addr)
+static const struct ls_map *map_find(const ls_syms *s, uint64_t addr)
 {
     size_t lo = 0, hi = s->nmaps;
     while (lo < hi) {
@@ -170,10 +170,10 @@ ls_sym ls_resolve(ls_syms *s, uint64_t addr, int *jit)
 {
     ls_sym r = { 0 };
     *jit = 0;
-    const struct ls_map *m = ls_map_find(s, addr);
+    const struct ls_map *m = map_find(s, addr);
     if (!m && ls_mono_ns() - s->maps_read_ns > LS_MAPS_REREAD_NS) {
         ls_maps_read(s);              /* new code mapped since */
-        m = ls_map_find(s, addr);
+        m = map_find(s, addr);
     }
     if (m && m->path < LS_ANON_PATH) {
         /* A file: the module address of its file offset (the same address

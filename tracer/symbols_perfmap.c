@@ -35,7 +35,7 @@
 
 /* A process's pid in its own pid namespace (NStgid's last field), the pid
  * its perf map is named after; and its uids, for the owner check. */
-static pid_t ls_ns_pid(pid_t pid, uid_t uids[4], int *nuids)
+static pid_t ns_pid(pid_t pid, uid_t uids[4], int *nuids)
 {
     char path[64], buf[4096];
     snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
@@ -83,7 +83,7 @@ void ls_pm_open(ls_syms *s)
     pm->last_try_ns = ls_mono_ns();
     uid_t uids[4];
     int nuids;
-    pid_t ns = ls_ns_pid(s->pid, uids, &nuids);
+    pid_t ns = ns_pid(s->pid, uids, &nuids);
     int fd = -1, err;
     if (pm->override) {
         snprintf(pm->path, sizeof(pm->path), "%s", pm->override);
@@ -134,7 +134,7 @@ void ls_pm_open(ls_syms *s)
 
 /* B over A (both sorted, disjoint; B newer): B plus what of A B does not
  * cover, sorted, disjoint.  *nout <= nA + 2 nB.  NULL when out of memory. */
-static struct ls_seg *ls_seg_overlay(const struct ls_seg *A, size_t nA, const struct ls_seg *B,
+static struct ls_seg *seg_overlay(const struct ls_seg *A, size_t nA, const struct ls_seg *B,
                                      size_t nB, size_t *nout)
 {
     struct ls_seg *out = malloc((nA + 2 * nB + 1) * sizeof(*out));
@@ -172,7 +172,7 @@ static struct ls_seg *ls_seg_overlay(const struct ls_seg *A, size_t nA, const st
 }
 
 /* Entries in file order (later wins) -> sorted disjoint segments. */
-static struct ls_seg *ls_seg_resolve(const struct ls_seg *e, size_t n, size_t *nout)
+static struct ls_seg *seg_resolve(const struct ls_seg *e, size_t n, size_t *nout)
 {
     if (n <= 1) {
         struct ls_seg *r = malloc((n ? n : 1) * sizeof(*r));
@@ -182,15 +182,15 @@ static struct ls_seg *ls_seg_resolve(const struct ls_seg *e, size_t n, size_t *n
         return r;
     }
     size_t na, nb;
-    struct ls_seg *a = ls_seg_resolve(e, n / 2, &na);
-    struct ls_seg *b = ls_seg_resolve(e + n / 2, n - n / 2, &nb);
-    struct ls_seg *r = a && b ? ls_seg_overlay(a, na, b, nb, nout) : NULL;
+    struct ls_seg *a = seg_resolve(e, n / 2, &na);
+    struct ls_seg *b = seg_resolve(e + n / 2, n - n / 2, &nb);
+    struct ls_seg *r = a && b ? seg_overlay(a, na, b, nb, nout) : NULL;
     free(a);
     free(b);
     return r;
 }
 
-static const struct ls_seg *ls_seg_find(const struct ls_seg *v, size_t n, uint64_t addr)
+static const struct ls_seg *seg_find(const struct ls_seg *v, size_t n, uint64_t addr)
 {
     size_t lo = 0, hi = n;              /* first segment ending after addr */
     while (lo < hi) {
@@ -205,7 +205,7 @@ static const struct ls_seg *ls_seg_find(const struct ls_seg *v, size_t n, uint64
 
 /* One complete line: "START SIZE NAME", hex without or with 0x, one space
  * each.  Malformed in any way: skipped. */
-static void ls_pm_line(struct ls_perfmap *pm, const char *l, size_t n, bool cut)
+static void pm_line(struct ls_perfmap *pm, const char *l, size_t n, bool cut)
 {
     const char *p = l, *e = l + n;
     uint64_t start, size;
@@ -266,7 +266,7 @@ bad:
     pm->skipped++;
 }
 
-static void ls_pm_bytes(struct ls_perfmap *pm, const char *b, size_t n)
+static void pm_bytes(struct ls_perfmap *pm, const char *b, size_t n)
 {
     while (n) {
         const char *nl = memchr(b, '\n', n);
@@ -279,7 +279,7 @@ static void ls_pm_bytes(struct ls_perfmap *pm, const char *b, size_t n)
             pm->line_long = true;     /* name cut; the rest skipped */
         if (!nl)
             return;                   /* unterminated: wait for the rest */
-        ls_pm_line(pm, pm->line, pm->line_len, pm->line_long);
+        pm_line(pm, pm->line, pm->line_len, pm->line_long);
         pm->line_len = 0;
         pm->line_long = false;
         b += take + 1;
@@ -313,7 +313,7 @@ bool ls_pm_poll(ls_syms *s)
             break;
         pm->off += (uint64_t)n;
         pm->bytes_read += (uint64_t)n;
-        ls_pm_bytes(pm, pm->chunk, (size_t)n);
+        pm_bytes(pm, pm->chunk, (size_t)n);
         if ((size_t)n < want)
             break;
     }
@@ -322,11 +322,11 @@ bool ls_pm_poll(ls_syms *s)
     if (!pm->nbatch)
         return false;
     size_t nr, nn;
-    struct ls_seg *r = ls_seg_resolve(pm->batch, pm->nbatch, &nr);
+    struct ls_seg *r = seg_resolve(pm->batch, pm->nbatch, &nr);
     pm->nbatch = 0;
     if (!r)
         return false;
-    struct ls_seg *rec = ls_seg_overlay(pm->recent, pm->nrecent, r, nr, &nn);
+    struct ls_seg *rec = seg_overlay(pm->recent, pm->nrecent, r, nr, &nn);
     free(r);
     if (!rec)
         return false;
@@ -334,7 +334,7 @@ bool ls_pm_poll(ls_syms *s)
     pm->recent = rec;
     pm->nrecent = nn;
     if (pm->nrecent > LS_PM_RECENT_MAX) {
-        struct ls_seg *m = ls_seg_overlay(pm->main, pm->nmain, pm->recent, pm->nrecent, &nn);
+        struct ls_seg *m = seg_overlay(pm->main, pm->nmain, pm->recent, pm->nrecent, &nn);
         if (m) {
             free(pm->main);
             pm->main = m;
@@ -368,9 +368,9 @@ void ls_pm_ensure(ls_syms *s)
 const char *ls_pm_name(ls_syms *s, uint64_t addr)
 {
     struct ls_perfmap *pm = &s->pm;
-    const struct ls_seg *g = ls_seg_find(pm->recent, pm->nrecent, addr);
+    const struct ls_seg *g = seg_find(pm->recent, pm->nrecent, addr);
     if (!g)
-        g = ls_seg_find(pm->main, pm->nmain, addr);
+        g = seg_find(pm->main, pm->nmain, addr);
     return g ? pm->pool + g->name : NULL;
 }
 

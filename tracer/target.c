@@ -20,7 +20,7 @@
 
 /* Find the file that holds libevl in the target: its executable, else a
  * mapped shared library.  Fills r->binary; -1 if there is none. */
-static int ls_probe_file(recorder *r)
+static int probe_file(recorder *r)
 {
     char exe[64];
     snprintf(exe, sizeof(exe), "/proc/%d/exe", r->pid);
@@ -56,14 +56,16 @@ int ls_find_probes(recorder *r)
 {
     char exe[64];
     snprintf(exe, sizeof(exe), "/proc/%d/exe", r->pid);
-    if (r->mode != LS_MODE_GENERIC && ls_probe_file(r) == 0)
+    if (r->mode != LS_MODE_GENERIC && probe_file(r) == 0) {
+        r->dec = &ls_decoder_evl;
         return 0;
+    }
     char target[PATH_MAX] = "?";
     ssize_t n = readlink(exe, target, sizeof(target) - 1);
     if (n > 0)
         target[n] = 0;
     if (r->mode != LS_MODE_LIBEVL) {
-        r->generic = true;
+        r->dec = &ls_decoder_generic;
         snprintf(r->binary, sizeof(r->binary), "%s", target);
         return 0;
     }
@@ -73,7 +75,7 @@ int ls_find_probes(recorder *r)
 }
 
 /* Effective capabilities of this process (a bit per CAP_ number). */
-static unsigned long long ls_cap_eff(void)
+static unsigned long long cap_eff(void)
 {
     unsigned long long eff = 0;
     FILE *f = fopen("/proc/self/status", "re");
@@ -95,7 +97,7 @@ enum { LS_CAP_DAC_READ_SEARCH = 2, LS_CAP_SYS_PTRACE = 19, LS_CAP_SYS_ADMIN = 21
  * the uid: root in a container may lack them. */
 int ls_check_privileges(void)
 {
-    if (!(ls_cap_eff() & (1ull << LS_CAP_SYS_ADMIN)))
+    if (!(cap_eff() & (1ull << LS_CAP_SYS_ADMIN)))
         return ls_error("recording needs CAP_SYS_ADMIN (uprobes; CAP_BPF and CAP_PERFMON "
                         "are not enough on this kernel); missing: CAP_SYS_ADMIN");
     return 0;
@@ -115,7 +117,7 @@ int ls_check_target_access(pid_t pid)
             break;
     if (f)
         fclose(f);
-    unsigned long long eff = ls_cap_eff();
+    unsigned long long eff = cap_eff();
     bool ptrace = eff & (1ull << LS_CAP_SYS_PTRACE), dac = eff & (1ull << LS_CAP_DAC_READ_SEARCH);
     if (uid < 0 || (uid == (long)geteuid() && uid == (long)getuid()) || (ptrace && dac))
         return 0;
@@ -136,9 +138,9 @@ void ls_child_runs(recorder *r)
         return;
     path[n] = 0;
     snprintf(r->binary, sizeof(r->binary), "%s", path);
-    ls_detect_runtime(r, true);
-    ls_store_meta(r->store, "target_binary", "%s", r->binary);
-    ls_store_meta(r->store, "runtime", "%s", r->runtime);
+    r->dec->runtime(r, true);
+    ls_sink_meta(r, LS_META_TARGET_BINARY, "%s", r->binary);
+    ls_sink_meta(r, LS_META_RUNTIME, "%s", r->runtime);
 }
 
 
@@ -169,7 +171,7 @@ int ls_spawn(recorder *r)
     if (!probes && r->mode == LS_MODE_LIBEVL)
         return ls_error("'%s' has no loopscope probes in its executable (for libevl in a shared "
                         "library, start the program and use -p PID)", r->binary);
-    r->generic = !probes;
+    r->dec = probes ? &ls_decoder_evl : &ls_decoder_generic;
     int fds[2];
     if (pipe2(fds, O_CLOEXEC) < 0)
         return ls_error("pipe: %s", strerror(errno));
@@ -197,7 +199,7 @@ int ls_spawn(recorder *r)
  * walk starts once runtime is set, written last).  A command we started
  * is looked at when its first loop thread shows up: by then it runs the
  * interpreter, not the shell or pyenv shim that started it. */
-static void ls_detect_python(recorder *r)
+static void detect_python(recorder *r)
 {
     struct ls_py_cfg cfg;
     const char *why = NULL;
@@ -211,18 +213,15 @@ static void ls_detect_python(recorder *r)
     snprintf(r->runtime, sizeof(r->runtime), "%s", desc);
 }
 
-/* What the target runs on (meta.runtime, the first line); running: it
- * runs its program (not a command we started that has not exec'd yet). */
-void ls_detect_runtime(recorder *r, bool running)
+/* Generic mode: what the target runs on (meta.runtime, the first line);
+ * running: it runs its program (not a command we started that has not
+ * exec'd yet). */
+void ls_detect_generic_runtime(recorder *r, bool running)
 {
-    if (!r->generic) {
-        snprintf(r->runtime, sizeof(r->runtime), "libevl");
-        return;
-    }
     const char *base = strrchr(r->binary, '/');
     base = base ? base + 1 : r->binary;
     if (running)
-        ls_detect_python(r);
+        detect_python(r);
     if (r->py)
         return;
     if (!strncmp(base, "python", 6))

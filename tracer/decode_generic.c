@@ -1,0 +1,196 @@
+/*
+ * decode_generic.c -- the generic loop mode's decoder (decode.h): any
+ * process whose loop threads wait in epoll_wait (or, with --wait-calls
+ * all, poll and select), seen from the kernel's side.  Its messages are
+ * windows of a loop thread's iterations (summed in BPF) and blocking
+ * episodes (blocks.c), whose task, in a CPython target, is the asyncio
+ * task the stack walker found; at the end, the windows still summed in
+ * BPF and each thread's iteration histogram.  Also the wait-call
+ * programs it attaches and its meta.  Part of the recorder (recorder.h).
+ */
+#define _GNU_SOURCE
+#include "recorder.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* Generic mode: a window of a loop thread's iterations (written by the BPF
+ * side from kernel times, not by the target). */
+static void on_window(recorder *r, struct ls_loop_info *li, const struct ls_window *w)
+{
+    if (w->end_ns < w->start_ns || w->end_ns > INT64_MAX)
+        return;
+    uint64_t n = 0;
+    for (int b = 0; b < LS_HIST_BUCKETS; b++) {
+        li->hist[b] += w->hist[b];
+        li->hist_ns[b] += w->hist_ns[b];
+        n += w->hist[b];
+    }
+    if (!n && !w->wait_ns && !w->busy_ns)
+        return;                       /* nothing happened: no row */
+    ls_sink_window(r, li->id, w);
+}
+
+/* At the end: the windows still being summed in BPF, then each loop's
+ * iteration histogram. */
+static void flush_window(recorder *r, uint32_t key, void *v)
+{
+    struct ls_window *w = &((struct ls_gloop *)v)->w;
+    struct ls_loop_info *li = ls_loop_seen(r, key, (uint32_t)r->pid, key, (int64_t)w->start_ns);
+    if (!li)
+        return;
+    w->end_ns = (uint64_t)r->detach_ns;   /* the last window ends there */
+    on_window(r, li, w);
+}
+
+/* At the end: the on-CPU episodes still open, the windows still being
+ * summed in BPF, then each loop's iteration histogram. */
+static void flush(recorder *r)
+{
+    if (!r->no_blocking && r->skel)
+        ls_flush_open_map(r, r->skel->maps.oncpu_open);
+    _Static_assert(sizeof(struct ls_gloop) % 8 == 0, "gloops value: no tail padding");
+    if (r->skel && !r->offline &&
+        bpf_map__value_size(r->skel->maps.gloops) == sizeof(struct ls_gloop))
+        ls_map_each(r, r->skel->maps.gloops, flush_window);
+    for (size_t i = 0; i < r->nloops; i++)
+        for (int b = 0; b < LS_HIST_BUCKETS; b++)
+            if (r->loops[i].hist[b])
+                ls_sink_hist(r, r->loops[i].id, b ? 1ll << b : 0, 2ll << b,
+                             r->loops[i].hist[b], r->loops[i].hist_ns[b]);
+}
+
+/* An episode still open: unless the loop thread had entered its wait
+ * since (in its same step). */
+static int64_t open_end(recorder *r, uint32_t tid, const struct ls_block *b, int64_t end)
+{
+    struct ls_gloop g;
+    if (bpf_map__lookup_elem(r->skel->maps.gloops, &tid, sizeof(tid), &g, sizeof(g), 0) == 0 &&
+        g.in_wait && g.steps == b->steps && (int64_t)g.enter_ns < end)
+        return (int64_t)g.enter_ns;
+    return end;
+}
+
+static void msg(recorder *r, struct ls_loop_info *li, const struct ls_msg_hdr *h)
+{
+    if (h->type == LS_MSG_WINDOW && h->len >= sizeof(struct ls_window))
+        on_window(r, li, (const struct ls_window *)(const void *)(h + 1));
+}
+
+/* The asyncio task a blocking episode happened in, as a tasks row named
+ * after it; its id is a hash of the Task's address and name (an address
+ * is reused once a task is freed).  0 if none. */
+static uint64_t block_task(recorder *r, const struct ls_msg_hdr *h, const struct ls_pystack *py,
+                           const char **name_out)
+{
+    const char *name = r->py && py->task ? ls_py_task_name(r->py, py) : NULL;
+    *name_out = name;
+    if (!name)
+        return 0;
+    size_t n = strlen(name);
+    uint64_t x = 1469598103934665603ull;
+    for (int i = 0; i < 8; i++)
+        x = (x ^ ((py->task >> (8 * i)) & 0xff)) * 1099511628211ull;
+    for (size_t i = 0; i < n; i++)
+        x = (x ^ (uint8_t)name[i]) * 1099511628211ull;
+    x &= INT64_MAX;
+    ls_sink_task_named(r, x ? x : 1, h->loop, n ? name : "?", n ? n : 1);
+    return x ? x : 1;
+}
+
+static void configure(recorder *r)
+{
+    r->skel->rodata->generic = true;
+    ls_choose_programs(r, true);
+    r->backlog.limit = 0;             /* only kept batches wait in the backlog */
+}
+
+/* Threads already asleep in a wait call are loop threads from the start. */
+static void started(recorder *r)
+{
+    if (!r->child)
+        ls_find_waiting_threads(r);
+}
+
+/* A command we started: its runtime is looked at again once it runs. */
+static void loop_new(recorder *r)
+{
+    if (r->child && !r->nloops)
+        ls_child_runs(r);
+}
+
+static void meta_start(recorder *r)
+{
+    ls_sink_meta(r, LS_META_MODE, "generic");
+    ls_sink_meta(r, LS_META_WAIT_CALLS, "%s", r->wait_all ? "all" : "epoll");
+    ls_sink_meta(r, LS_META_WAIT_HOOK, "%s", r->wait_raw ? "raw" : "tracepoint");
+    ls_sink_meta(r, LS_META_WINDOW_NS, "%llu", (unsigned long long)LS_WINDOW_NS);
+}
+
+static void meta_end(recorder *r)
+{
+    ls_sink_meta(r, LS_META_UNTRACKED_WAIT_CALLS, "%llu",
+                 (unsigned long long)ls_stat(r, LS_STAT_UNTRACKED_WAITS));
+    uint64_t unnamed = 0, jit = r->syms ? ls_syms_jit_frames(r->syms, &unnamed) : 0;
+    if (!jit)
+        return;
+    /* JIT code in the stacks (Node.js): named from its perf map, if the
+     * target writes one (tracer/JIT.md). */
+    const char *hint = !unnamed ? ""
+                       : ls_syms_has_perfmap(r->syms) ? " (not in the perf map)" : LS_JIT_HINT;
+    ls_sink_meta(r, LS_META_JIT_SYMBOLS, "%s; %llu of %llu JIT frames unnamed%s",
+                 ls_syms_perfmap_status(r->syms), (unsigned long long)unnamed,
+                 (unsigned long long)jit, hint);
+    if (unnamed && !r->quiet && !ls_syms_has_perfmap(r->syms))
+        fprintf(stderr, "JS frames: %llu of %llu unnamed%s\n", (unsigned long long)unnamed,
+                (unsigned long long)jit, hint);
+}
+
+/* Application code: Python frames outside the standard library, JS
+ * frames outside node's internals, native frames outside the system's
+ * libraries and the interpreter (the rule of the viewer's app_frames
+ * view, viewer/trace.c). */
+static bool app_frame(const recorder *r, const ls_sym *f)
+{
+    const char *m = f->module ? f->module : "";
+    if (!strcmp(m, "python"))
+        return !(f->file && (strstr(f->file, "/lib/python") || ls_has_prefix(f->file, "<frozen ")));
+    if (!strcmp(m, "[jit]"))
+        return !(f->function && strstr(f->function, "node:"));
+    if (ls_system_module(m) || strstr(m, "/libpython") || strstr(m, "/lib/python"))
+        return false;
+    return ls_has_prefix(r->runtime[0] ? r->runtime : "native", "native") || strcmp(m, r->binary);
+}
+
+static void status(recorder *r, FILE *out, double el, double dt)
+{
+    (void)dt;
+    fprintf(out, "\rrecording pid %d: %.1fs  loop threads %zu  blocking episodes %llu  "
+                 "dropped %llu   ", r->pid, el, r->nloops, (unsigned long long)r->blocks,
+            (unsigned long long)ls_stat(r, LS_STAT_DROPPED_MSGS));
+}
+
+static void summary(recorder *r, FILE *out)
+{
+    fprintf(out, "recorded %llu blocking episode%s, %llu loop thread%s", (unsigned long long)r->blocks,
+            r->blocks == 1 ? "" : "s", (unsigned long long)r->nloops, r->nloops == 1 ? "" : "s");
+}
+
+const ls_decoder ls_decoder_generic = {
+    .name = "generic loop mode",
+    .tasks = false,
+    .configure = configure,
+    .attach = ls_attach_generic,
+    .started = started,
+    .runtime = ls_detect_generic_runtime,
+    .loop_new = loop_new,
+    .msg = msg,
+    .block_task = block_task,
+    .open_end = open_end,
+    .flush = flush,
+    .meta_start = meta_start,
+    .meta_end = meta_end,
+    .app_frame = app_frame,
+    .status = status,
+    .summary = summary,
+};
