@@ -25,7 +25,8 @@ typedef struct ls_derive {
 
 static void ls_derive_free(ls_derive *d);
 
-#define LS_GENERIC "EXISTS (SELECT 1 FROM meta WHERE key = 'mode' AND value = 'generic')"
+#define LS_GENERIC \
+    "EXISTS (SELECT 1 FROM meta WHERE key = '" LS_META_MODE "' AND value = 'generic')"
 
 static int ls_fail(sqlite3 *db, const char *what, char *err, size_t errlen)
 {
@@ -39,12 +40,12 @@ static int ls_fail(sqlite3 *db, const char *what, char *err, size_t errlen)
 static int64_t ls_late_floor(sqlite3 *db)
 {
     int64_t floor = LS_LATE_TIMER_FLOOR_NS;
-    int64_t thr = ls_db_meta_int(db, "block_threshold_ns", 0);
+    int64_t thr = ls_db_meta_int(db, LS_META_BLOCK_THRESHOLD_NS, 0);
     if (thr > 0 && thr < floor)
         floor = thr;
     char sql[128];
     snprintf(sql, sizeof(sql), "INSERT OR REPLACE INTO meta(key, value)"
-             " VALUES('late_timer_floor_ns', '%lld')", (long long)floor);
+             " VALUES('" LS_META_LATE_TIMER_FLOOR_NS "', '%lld')", (long long)floor);
     sqlite3_exec(db, sql, NULL, NULL, NULL);
     return floor;
 }
@@ -249,15 +250,17 @@ static const char ls_post_sql[] =
     "   AND e.ts_ns > blocking.start_ns"
     "   AND e.kind IN (" LS_SQL_KIND_task_suspend ", " LS_SQL_KIND_task_finish ")"
     "   ORDER BY e.ts_ns LIMIT 1),"
-    "  (SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'end_ns'),"
-    "  (SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'derived_end_ns')) - start_ns"
+    "  (SELECT CAST(value AS INTEGER) FROM meta WHERE key = '" LS_META_END_NS "'),"
+    "  (SELECT CAST(value AS INTEGER) FROM meta WHERE key = '" LS_META_DERIVED_END_NS "'))"
+    " - start_ns"
     " WHERE kind = " LS_SQL_BLOCK_ONCPU " AND task_id IS NOT NULL AND NOT " LS_GENERIC ";"
     "UPDATE blocking SET dur_ns = coalesce(("
     "  SELECT e.ts_ns FROM events e WHERE e.loop_id = blocking.loop_id"
     "   AND e.kind = " LS_SQL_KIND_callback_end " AND e.ts_ns > blocking.start_ns"
     "   ORDER BY e.ts_ns LIMIT 1),"
-    "  (SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'end_ns'),"
-    "  (SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'derived_end_ns')) - start_ns"
+    "  (SELECT CAST(value AS INTEGER) FROM meta WHERE key = '" LS_META_END_NS "'),"
+    "  (SELECT CAST(value AS INTEGER) FROM meta WHERE key = '" LS_META_DERIVED_END_NS "'))"
+    " - start_ns"
     " WHERE kind = " LS_SQL_BLOCK_ONCPU " AND task_id IS NULL AND NOT " LS_GENERIC ";"
     "UPDATE blocking SET dur_ns = dur_ns - coalesce((SELECT sum(o.dur_ns) FROM blocking o"
     "  WHERE o.kind = " LS_SQL_BLOCK_OFFCPU " AND o.loop_id = blocking.loop_id"
@@ -272,7 +275,8 @@ static const char ls_post_after_sql[] =
     "  WHERE b.task_id = task_stats.task_id), blocked_ns = (SELECT coalesce(sum(dur_ns), 0)"
     "  FROM blocking b WHERE b.task_id = task_stats.task_id)"
     " WHERE task_id IN (SELECT task_id FROM blocking);"
-    "INSERT OR REPLACE INTO meta(key, value) VALUES('model_version', '" LS_STR(LS_MODEL_VERSION) "');";
+    "INSERT OR REPLACE INTO meta(key, value) VALUES('" LS_META_MODEL_VERSION "', '"
+    LS_STR(LS_MODEL_VERSION) "');";
 
 static int ls_derive_finish(ls_derive *d, ls_replay *r, char *err, size_t errlen)
 {
@@ -332,7 +336,8 @@ int ls_derive_all(sqlite3 *db, int64_t end_ns, size_t max_live, char *err, size_
     ls_replay *r = NULL;
     sqlite3_stmt *lp = NULL;
     char sql[256];
-    snprintf(sql, sizeof(sql), "INSERT OR REPLACE INTO meta(key, value) VALUES('derived_end_ns', '%lld');"
+    snprintf(sql, sizeof(sql), "INSERT OR REPLACE INTO meta(key, value)"
+             " VALUES('" LS_META_DERIVED_END_NS "', '%lld');"
              " DELETE FROM task_stats; DELETE FROM task_marks; DELETE FROM task_slices;"
              " DELETE FROM late_timers", (long long)end_ns);
     if (sqlite3_exec(db, sql, NULL, NULL, NULL) != SQLITE_OK) {

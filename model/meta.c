@@ -56,8 +56,8 @@ bool ls_proc_stat(int pid, char *state, unsigned long long *start)
 
 bool ls_recorder_alive(sqlite3 *db)
 {
-    int64_t pid = ls_db_meta_int(db, "recorder_pid", -1);
-    int64_t start = ls_db_meta_int(db, "recorder_start", -1);
+    int64_t pid = ls_db_meta_int(db, LS_META_RECORDER_PID, -1);
+    int64_t start = ls_db_meta_int(db, LS_META_RECORDER_START, -1);
     char state;
     unsigned long long st;
     if (pid <= 0 || pid > 4194304 || start < 0 || !ls_proc_stat((int)pid, &state, &st))

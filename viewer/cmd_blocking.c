@@ -209,8 +209,9 @@ int cmd_blocking(int argc, char **argv)
         ls_trace_close(t);
         return 1;
     }
-    int64_t start = ls_meta_int(t, "start_ns", 0), thr = ls_meta_int(t, "block_threshold_ns", 0);
-    char *detect = ls_meta(t, "blocking_detection");
+    int64_t start = ls_meta_int(t, LS_META_START_NS, 0);
+    int64_t thr = ls_meta_int(t, LS_META_BLOCK_THRESHOLD_NS, 0);
+    char *detect = ls_meta(t, LS_META_BLOCKING_DETECTION);
     bool generic = ls_is_generic(t);
     ls_json jj, *j = NULL;
     char d1[32], d2[32], d3[32];

@@ -104,10 +104,10 @@ static void sql_name_pattern(sqlite3_context *cx, int argc, sqlite3_value **argv
  * directory cut; *program gets the program's file name. */
 static char *target_of(ls_trace *t, char **program)
 {
-    char *cmd = ls_meta(t, "target_cmdline");
+    char *cmd = ls_meta(t, LS_META_TARGET_CMDLINE);
     if (!cmd || !*cmd) {
         free(cmd);
-        cmd = ls_meta(t, "target_binary");
+        cmd = ls_meta(t, LS_META_TARGET_BINARY);
     }
     if (!cmd)
         cmd = strdup("?");
@@ -135,16 +135,17 @@ static bool side_open(struct diff_side *s, const char *path)
         return false;
     s->target = target_of(s->t, &s->program);
     s->generic = ls_is_generic(s->t);
-    char *det = ls_meta(s->t, "blocking_detection");
+    char *det = ls_meta(s->t, LS_META_BLOCKING_DETECTION);
     s->detection_off = det && !strcmp(det, "off");
     free(det);
     ls_drops d;
     ls_read_drops(s->t, &d);
     s->lossy = ls_drops_lossy(&d);
-    s->duration_ns = ls_meta_ts(s->t, "duration_ns", 0);
+    s->duration_ns = ls_meta_ts(s->t, LS_META_DURATION_NS, 0);
     if (s->duration_ns <= 0)
-        s->duration_ns = ls_ts(ls_meta_ts(s->t, "end_ns", 0) - ls_meta_ts(s->t, "start_ns", 0));
-    s->threshold_ns = ls_meta_ts(s->t, "block_threshold_ns", 0);
+        s->duration_ns = ls_ts(ls_meta_ts(s->t, LS_META_END_NS, 0) -
+                               ls_meta_ts(s->t, LS_META_START_NS, 0));
+    s->threshold_ns = ls_meta_ts(s->t, LS_META_BLOCK_THRESHOLD_NS, 0);
     if (s->threshold_ns < 0)
         s->threshold_ns = 0;
     s->tasks = ls_query_int(s->t, "SELECT count(*) FROM tasks");

@@ -95,18 +95,19 @@ static int on_opt(int c, const char *arg, void *ctx)
 
 /* The meta values shown with the trace (JSON otherData). */
 static const char *const meta_keys[] = {
-    "tool", "target_cmdline", "target_pid", "host", "kernel", "start_utc", "mode",
-    "block_threshold_ns", "dropped_messages", "dropped_bytes", "rejected_records",
-    "read_errors", "dropped_events_claimed", "dropped_events", "lost_episodes",
-    "loop_lost_records_claimed",
+    LS_META_TOOL, LS_META_TARGET_CMDLINE, LS_META_TARGET_PID, LS_META_HOST, LS_META_KERNEL,
+    LS_META_START_UTC, LS_META_MODE, LS_META_BLOCK_THRESHOLD_NS, LS_META_DROPPED_MESSAGES,
+    LS_META_DROPPED_BYTES, LS_META_REJECTED_RECORDS, LS_META_READ_ERRORS,
+    LS_META_DROPPED_EVENTS_CLAIMED, LS_META_DROPPED_EVENTS, LS_META_LOST_EPISODES,
+    LS_META_LOOP_LOST_RECORDS_CLAIMED,
 };
 #define NMETA (sizeof(meta_keys) / sizeof(meta_keys[0]))
 
 /* The recording's start (ts 0 of the output) and end. */
 static bool time_range(ls_trace *t, int64_t *start, int64_t *end)
 {
-    *start = ls_meta_ts(t, "start_ns", -1);
-    *end = ls_meta_ts(t, "end_ns", -1);
+    *start = ls_meta_ts(t, LS_META_START_NS, -1);
+    *end = ls_meta_ts(t, LS_META_END_NS, -1);
     sqlite3_stmt *st = ls_prepare(t, "SELECT " LS_SQL_EVENTS_MIN_TS ", " LS_SQL_EVENTS_MAX_TS);
     if (!st)
         return false;

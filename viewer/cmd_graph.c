@@ -128,10 +128,10 @@ static int on_opt(int c, const char *arg, void *ctx)
 /* What was traced, for titles: the target command's file name. */
 static char *target_name(ls_trace *t)
 {
-    char *cmd = ls_meta(t, "target_cmdline");
+    char *cmd = ls_meta(t, LS_META_TARGET_CMDLINE);
     if (!cmd || !*cmd) {
         free(cmd);
-        cmd = ls_meta(t, "target_binary");
+        cmd = ls_meta(t, LS_META_TARGET_BINARY);
     }
     if (!cmd)
         return strdup("trace");

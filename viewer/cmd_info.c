@@ -264,12 +264,14 @@ int cmd_info(int argc, char **argv)
         return 1;
     struct stat sb;
     stat(path, &sb);
-    char *tool = ls_meta(t, "tool"), *cmd = ls_meta(t, "target_cmdline"),
-         *start = ls_meta(t, "start_utc"), *why = ls_meta(t, "stop_reason"),
-         *host = ls_meta(t, "host"), *kernel = ls_meta(t, "kernel"), *mode = ls_meta(t, "mode"),
-         *blk = ls_meta(t, "blocking_detection"), *sys = ls_meta(t, "syscalls");
-    int64_t pid = ls_meta_int(t, "target_pid", 0), dur = ls_meta_int(t, "duration_ns", 0),
-            thr = ls_meta_int(t, "block_threshold_ns", 0);
+    char *tool = ls_meta(t, LS_META_TOOL), *cmd = ls_meta(t, LS_META_TARGET_CMDLINE),
+         *start = ls_meta(t, LS_META_START_UTC), *why = ls_meta(t, LS_META_STOP_REASON),
+         *host = ls_meta(t, LS_META_HOST), *kernel = ls_meta(t, LS_META_KERNEL),
+         *mode = ls_meta(t, LS_META_MODE), *blk = ls_meta(t, LS_META_BLOCKING_DETECTION),
+         *sys = ls_meta(t, LS_META_SYSCALLS);
+    int64_t pid = ls_meta_int(t, LS_META_TARGET_PID, 0),
+            dur = ls_meta_int(t, LS_META_DURATION_NS, 0),
+            thr = ls_meta_int(t, LS_META_BLOCK_THRESHOLD_NS, 0);
     if (t->cut_short && !why) {       /* the recorder never wrote its end */
         dur = t->cut_at_ns;
         why = strdup("cut short");
@@ -289,9 +291,9 @@ int cmd_info(int argc, char **argv)
             blkns = ls_query_int(t, "SELECT CAST(total(dur_ns) AS INTEGER) FROM blocking"),
             maxblk = ls_query_int(t, "SELECT coalesce(max(dur_ns), 0) FROM blocking");
     bool generic = ls_is_generic(t);
-    char *runtime = ls_meta(t, "runtime"), *waits = ls_meta(t, "wait_calls"),
-         *jit = ls_meta(t, "jit_symbols"), *trig = ls_meta(t, "trigger");
-    int64_t window = ls_meta_int(t, "window_ns", -1);
+    char *runtime = ls_meta(t, LS_META_RUNTIME), *waits = ls_meta(t, LS_META_WAIT_CALLS),
+         *jit = ls_meta(t, LS_META_JIT_SYMBOLS), *trig = ls_meta(t, LS_META_TRIGGER);
+    int64_t window = ls_meta_int(t, LS_META_WINDOW_NS, -1);
     ls_loopstat *ls = NULL;
     size_t nls = 0;
     if (!ls_loopstats_read(t, &ls, &nls)) {
@@ -393,8 +395,8 @@ int cmd_info(int argc, char **argv)
         printf("host:      %s, %s\n", host ? ls_term(host) : "?", kernel ? ls_term(kernel) : "?");
         if (trig)                     /* a flight recorder's trace (tracer/README.md) */
             printf("trigger:   %s (flight recorder: %s before it, %s after)\n", ls_term(trig),
-                   ls_fmt_dur(d1, sizeof(d1), ls_meta_int(t, "flight_window_ns", 0)),
-                   ls_fmt_dur(d2, sizeof(d2), ls_meta_int(t, "flight_tail_ns", 0)));
+                   ls_fmt_dur(d1, sizeof(d1), ls_meta_int(t, LS_META_FLIGHT_WINDOW_NS, 0)),
+                   ls_fmt_dur(d2, sizeof(d2), ls_meta_int(t, LS_META_FLIGHT_TAIL_NS, 0)));
         if (t->cut_short)
             printf("cut short: at +%.1f s (the recorder was killed or could not write): counts "
                    "after that are unknown\n", t->cut_at_ns / 1e9);

@@ -432,14 +432,14 @@ int cmd_lint(int argc, char **argv)
     sqlite3_exec(t->db, "PRAGMA cache_size = -8192; PRAGMA temp_store = MEMORY", NULL, NULL,
                  NULL);
     lint L = { .t = t };
-    L.start = ls_meta_ts(t, "start_ns", 0);
-    L.end = ls_meta_ts(t, "end_ns", L.start);
-    L.thr = ls_meta_ts(t, "block_threshold_ns", 0);
+    L.start = ls_meta_ts(t, LS_META_START_NS, 0);
+    L.end = ls_meta_ts(t, LS_META_END_NS, L.start);
+    L.thr = ls_meta_ts(t, LS_META_BLOCK_THRESHOLD_NS, 0);
     if (L.thr <= 0)
         L.thr = 10000000;
     L.generic = ls_is_generic(t);
     L.late = o.late >= 0 ? ls_ts(o.late)
-             : ls_meta_int(t, "block_threshold_ns", 0) > 0 ? L.thr : 5000000;
+             : ls_meta_int(t, LS_META_BLOCK_THRESHOLD_NS, 0) > 0 ? L.thr : 5000000;
     bool ok = ls_create_app_frames(t);
     ls_json jj;
     if (ok && json) {

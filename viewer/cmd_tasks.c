@@ -168,7 +168,7 @@ int cmd_tasks(int argc, char **argv)
         ls_trace_close(t);
         return rc;
     }
-    int64_t start = ls_meta_int(t, "start_ns", 0), end = ls_meta_int(t, "end_ns", 0);
+    int64_t start = ls_meta_int(t, LS_META_START_NS, 0), end = ls_meta_int(t, LS_META_END_NS, 0);
     char *sql = NULL;
     if (asprintf(&sql,
         "SELECT * FROM (SELECT t.id, t.name, t.parent_id,"

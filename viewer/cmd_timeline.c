@@ -161,8 +161,8 @@ int cmd_timeline(int argc, char **argv)
         return 1;
     rc = 1;
     char d1[32], d2[32];
-    x.start = ls_meta_ts(x.t, "start_ns", 0);
-    x.end = ls_meta_ts(x.t, "end_ns", 0);
+    x.start = ls_meta_ts(x.t, LS_META_START_NS, 0);
+    x.end = ls_meta_ts(x.t, LS_META_END_NS, 0);
 
     if (o.loop >= 0) {
         sqlite3_stmt *st = ls_prepare(x.t, "SELECT count(*), (SELECT group_concat(id, ', ') FROM"

@@ -75,11 +75,11 @@ static int ls_derive_file(const char *path, char *err, size_t errlen)
         goto out;
     }
     /* Done meanwhile by another viewer? */
-    if (ls_db_meta_int(db, "model_version", -1) == LS_MODEL_VERSION) {
+    if (ls_db_meta_int(db, LS_META_MODEL_VERSION, -1) == LS_MODEL_VERSION) {
         rc = sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) == SQLITE_OK ? 0 : -1;
         goto out;
     }
-    int64_t end = ls_db_meta_int(db, "end_ns", INT64_MIN);
+    int64_t end = ls_db_meta_int(db, LS_META_END_NS, INT64_MIN);
     if (end == INT64_MIN)
         end = ls_derive_last_time(db);
     if (ls_derive_all(db, end, SIZE_MAX / 2, err, errlen) < 0) {
@@ -103,7 +103,7 @@ out:
 const char *ls_trace_complete(ls_trace *t, char **tmp_path)
 {
     *tmp_path = NULL;
-    if (ls_db_meta_int(t->db, "model_version", -1) == LS_MODEL_VERSION)
+    if (ls_db_meta_int(t->db, LS_META_MODEL_VERSION, -1) == LS_MODEL_VERSION)
         return t->path;
     if (ls_recorder_alive(t->db)) {
         t->in_progress = true;

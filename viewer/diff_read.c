@@ -381,7 +381,7 @@ static bool read_steps(struct diff_side *s, int k, struct diff_group *v, size_t 
     }
     if (!ls_step_ok(s->t, st, step))
         goto out;
-    ls_replay_end(r, ls_meta_ts(s->t, "end_ns", INT64_MAX));
+    ls_replay_end(r, ls_meta_ts(s->t, LS_META_END_NS, INT64_MAX));
     for (size_t i = 0; i < n; i++) {
         struct steps *g = &c.st[i];
         if (!g->n)

@@ -81,8 +81,8 @@ int graph_blocking(ls_trace *t, Agraph_t *g, const struct graph_opts *o, const c
     int64_t episodes = sqlite3_column_int64(st, 0), total = sqlite3_column_int64(st, 1);
     int64_t with_stack = sqlite3_column_int64(st, 2), nfn = sqlite3_column_int64(st, 3);
     sqlite3_finalize(st);
-    int64_t threshold = ls_meta_int(t, "block_threshold_ns", 0);
-    char *detect = ls_meta(t, "blocking_detection");
+    int64_t threshold = ls_meta_int(t, LS_META_BLOCK_THRESHOLD_NS, 0);
+    char *detect = ls_meta(t, LS_META_BLOCKING_DETECTION);
 
     gv_text(&b, target);
     if (episodes)

@@ -508,7 +508,7 @@ static int lifecycle_task(ls_trace *t, Agraph_t *g, const struct graph_opts *o, 
     }
     char *name = strdup(graph_col_text(st, 0) ? graph_col_text(st, 0) : "?");
     sqlite3_finalize(st);
-    int64_t start = ls_meta_ts(t, "start_ns", 0), end = ls_meta_ts(t, "end_ns", -1);
+    int64_t start = ls_meta_ts(t, LS_META_START_NS, 0), end = ls_meta_ts(t, LS_META_END_NS, -1);
     if (!replay_task(t, o->task, end, &p))
         goto out;
 

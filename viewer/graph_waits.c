@@ -56,10 +56,10 @@ int graph_cmp_pair(const void *x, const void *y)
  * yet, recording in progress, tasks the replay could not track). */
 static bool may_suspend(ls_trace *t, bool (*which)(int64_t reason))
 {
-    char *mv = ls_meta(t, "model_version");
+    char *mv = ls_meta(t, LS_META_MODEL_VERSION);
     bool derived = mv != NULL;
     free(mv);
-    if (!derived || t->in_progress || ls_meta_int(t, "untracked_tasks", 0) != 0)
+    if (!derived || t->in_progress || ls_meta_int(t, LS_META_UNTRACKED_TASKS, 0) != 0)
         return true;
     bool any = false;
     int step = SQLITE_ERROR;          /* until the statement runs */

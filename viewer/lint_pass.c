@@ -55,7 +55,7 @@ static bool run(lint *L, const char *sql)
 
 bool lint_pass(lint *L)
 {
-    int64_t floor = ls_meta_int(L->t, "late_timer_floor_ns", 0);
+    int64_t floor = ls_meta_int(L->t, LS_META_LATE_TIMER_FLOOR_NS, 0);
     if (L->late < floor) {
         char a[32], b[32];
         fprintf(stderr, "note: lint: --late %s is below what the trace keeps of late timers "

@@ -118,7 +118,7 @@ static const char *const generic_names[D_COUNT] = {
 /* A note under a generic picture or table: columns finer than windows. */
 static void generic_note(const tl *x, double q, char *buf, size_t n)
 {
-    int64_t w = ls_meta_int(x->t, "window_ns", 0);
+    int64_t w = ls_meta_int(x->t, LS_META_WINDOW_NS, 0);
     char d[32];
     if (w > 0 && q < (double)w)
         snprintf(buf, n, "busy and wait times come from %s windows, spread evenly over each: "

@@ -55,11 +55,11 @@ static void ls_trace_say_state(ls_trace *t)
                         "committed so far\n", ls_term(t->path));
         return;
     }
-    if (ls_meta_int(t, "end_ns", INT64_MIN) != INT64_MIN)
+    if (ls_meta_int(t, LS_META_END_NS, INT64_MIN) != INT64_MIN)
         return;
     t->cut_short = true;
-    int64_t start = ls_meta_ts(t, "start_ns", 0);
-    int64_t last = ls_meta_ts(t, "derived_end_ns", start);
+    int64_t start = ls_meta_ts(t, LS_META_START_NS, 0);
+    int64_t last = ls_meta_ts(t, LS_META_DERIVED_END_NS, start);
     t->cut_at_ns = last > start ? last - start : 0;
     fprintf(stderr, "note: recording was cut short at +%.1f s (the recorder was killed or "
                     "could not write); counts after that are unknown\n", t->cut_at_ns / 1e9);
@@ -211,15 +211,15 @@ int64_t ls_meta_int(ls_trace *t, const char *key, int64_t dflt)
 
 void ls_read_drops(ls_trace *t, ls_drops *d)
 {
-    d->messages = ls_meta_int(t, "dropped_messages", -1);
-    d->bytes = ls_meta_int(t, "dropped_bytes", -1);
-    d->rejected = ls_meta_int(t, "rejected_records", -1);
-    d->read_errors = ls_meta_int(t, "read_errors", -1);
-    d->claimed = ls_meta_int(t, "dropped_events_claimed", -1);
+    d->messages = ls_meta_int(t, LS_META_DROPPED_MESSAGES, -1);
+    d->bytes = ls_meta_int(t, LS_META_DROPPED_BYTES, -1);
+    d->rejected = ls_meta_int(t, LS_META_REJECTED_RECORDS, -1);
+    d->read_errors = ls_meta_int(t, LS_META_READ_ERRORS, -1);
+    d->claimed = ls_meta_int(t, LS_META_DROPPED_EVENTS_CLAIMED, -1);
     if (d->claimed < 0)
-        d->claimed = ls_meta_int(t, "dropped_events", -1);
-    d->lost_episodes = ls_meta_int(t, "lost_episodes", -1);
-    d->loop_lost = ls_meta_int(t, "loop_lost_records_claimed", -1);
+        d->claimed = ls_meta_int(t, LS_META_DROPPED_EVENTS, -1);
+    d->lost_episodes = ls_meta_int(t, LS_META_LOST_EPISODES, -1);
+    d->loop_lost = ls_meta_int(t, LS_META_LOOP_LOST_RECORDS_CLAIMED, -1);
     int64_t *all[] = { &d->messages, &d->bytes, &d->rejected, &d->read_errors, &d->claimed,
                        &d->lost_episodes, &d->loop_lost };
     for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
@@ -270,7 +270,7 @@ int64_t ls_parse_duration(const char *s)
 
 bool ls_is_generic(ls_trace *t)
 {
-    char *m = ls_meta(t, "mode");
+    char *m = ls_meta(t, LS_META_MODE);
     bool g = m && !strcmp(m, "generic");
     free(m);
     return g;
@@ -308,9 +308,11 @@ static const char generic_app_sql[] =
     "     AND coalesce(module, '') NOT LIKE '[%'"
     "     AND coalesce(module, '') NOT LIKE '%/libpython%'"
     "     AND coalesce(module, '') NOT LIKE '%/lib/python%'"
-    "     AND (coalesce((SELECT value FROM meta WHERE key = 'runtime'), 'native') LIKE 'native%'"
+    "     AND (coalesce((SELECT value FROM meta WHERE key = '" LS_META_RUNTIME "'), 'native')"
+    "          LIKE 'native%'"
     "       OR coalesce(module, '') IS NOT"
-    "          coalesce((SELECT value FROM meta WHERE key = 'target_binary'), '')) END;";
+    "          coalesce((SELECT value FROM meta WHERE key = '" LS_META_TARGET_BINARY "'), ''))"
+    " END;";
 
 bool ls_create_app_frames(ls_trace *t)
 {

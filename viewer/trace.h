@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "error.h"
+#include "meta.h"              /* LS_META_*: the keys ls_meta and the others read */
 #include "ls_schema.h"         /* LS_SCHEMA_VERSION: the newest this reader knows */
 #define LS_TRACE_APP_ID 1280266064   /* PRAGMA application_id, 'LSTP' */
 
