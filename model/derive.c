@@ -23,12 +23,12 @@ typedef struct ls_derive {
     int rc;                   /* first SQLite error, or SQLITE_OK */
 } ls_derive;
 
-static void ls_derive_free(ls_derive *d);
+static void derive_free(ls_derive *d);
 
 #define LS_GENERIC \
     "EXISTS (SELECT 1 FROM meta WHERE key = '" LS_META_MODE "' AND value = 'generic')"
 
-static int ls_fail(sqlite3 *db, const char *what, char *err, size_t errlen)
+static int sql_fail(sqlite3 *db, const char *what, char *err, size_t errlen)
 {
     snprintf(err, errlen, "%s: %s", what, sqlite3_errmsg(db));
     return -1;
@@ -37,7 +37,7 @@ static int ls_fail(sqlite3 *db, const char *what, char *err, size_t errlen)
 /* 1 ms, or the blocking threshold if lower (meta block_threshold_ns): lint's
  * default late-timer threshold is that threshold, so late_timers holds
  * what it asks for; written to meta late_timer_floor_ns. */
-static int64_t ls_late_floor(sqlite3 *db)
+static int64_t late_floor(sqlite3 *db)
 {
     int64_t floor = LS_LATE_TIMER_FLOOR_NS;
     int64_t thr = ls_db_meta_int(db, LS_META_BLOCK_THRESHOLD_NS, 0);
@@ -50,7 +50,7 @@ static int64_t ls_late_floor(sqlite3 *db)
     return floor;
 }
 
-static ls_derive *ls_derive_new(sqlite3 *db, char *err, size_t errlen)
+static ls_derive *derive_new(sqlite3 *db, char *err, size_t errlen)
 {
     ls_derive *d = calloc(1, sizeof(*d));
     if (!d) {
@@ -79,15 +79,15 @@ static ls_derive *ls_derive_new(sqlite3 *db, char *err, size_t errlen)
                                " longest_at_ns) VALUES(?,?,?)", -1, &d->slice, NULL) != SQLITE_OK ||
         sqlite3_prepare_v2(db, "INSERT INTO late_timers(task_id, deadline_ns, fired_ns, late_ns)"
                                " VALUES(?,?,?,?)", -1, &d->late, NULL) != SQLITE_OK) {
-        ls_fail(db, "cannot prepare the derived tables", err, errlen);
-        ls_derive_free(d);
+        sql_fail(db, "cannot prepare the derived tables", err, errlen);
+        derive_free(d);
         return NULL;
     }
-    d->late_floor = ls_late_floor(db);
+    d->late_floor = late_floor(db);
     return d;
 }
 
-static void ls_derive_free(ls_derive *d)
+static void derive_free(ls_derive *d)
 {
     if (!d)
         return;
@@ -102,7 +102,7 @@ static void ls_derive_free(ls_derive *d)
     free(d);
 }
 
-static void ls_run(ls_derive *d, sqlite3_stmt *st)
+static void run_stmt(ls_derive *d, sqlite3_stmt *st)
 {
     int rc = sqlite3_step(st);
     if (rc != SQLITE_DONE && d->rc == SQLITE_OK)
@@ -110,7 +110,7 @@ static void ls_run(ls_derive *d, sqlite3_stmt *st)
     sqlite3_reset(st);
 }
 
-static void ls_on_task_done(void *ctx, const ls_task *t, bool finished)
+static void on_task_done(void *ctx, const ls_task *t, bool finished)
 {
     ls_derive *d = ctx;
     /* Named only by a mark: a row of zeros, unless the id has one already
@@ -123,17 +123,17 @@ static void ls_on_task_done(void *ctx, const ls_task *t, bool finished)
     sqlite3_bind_int64(st, 5, (int64_t)t->resumes);
     sqlite3_bind_int64(st, 6, (int64_t)t->wakes);
     sqlite3_bind_int64(st, 7, t->longest);
-    ls_run(d, st);
+    run_stmt(d, st);
     if (t->has_slice) {
         sqlite3_bind_int64(d->slice, 1, (int64_t)t->id);
         sqlite3_bind_int64(d->slice, 2, t->slice_longest);
         sqlite3_bind_int64(d->slice, 3, t->slice_at);
-        ls_run(d, d->slice);
+        run_stmt(d, d->slice);
     }
 }
 
-static void ls_put_mark(ls_derive *d, int64_t rid, int64_t ts, uint64_t task, int kind,
-                        int64_t reason, int64_t arg0)
+static void put_mark(ls_derive *d, int64_t rid, int64_t ts, uint64_t task, int kind,
+                     int64_t reason, int64_t arg0)
 {
     sqlite3_stmt *st = d->mark;
     if (rid > 0)
@@ -145,19 +145,19 @@ static void ls_put_mark(ls_derive *d, int64_t rid, int64_t ts, uint64_t task, in
     sqlite3_bind_int(st, 4, kind);
     sqlite3_bind_int64(st, 5, reason);
     sqlite3_bind_int64(st, 6, arg0);
-    ls_run(d, st);
+    run_stmt(d, st);
 }
 
 /* task_marks from spans: suspends on a task or gather, self-wakes; and
  * late_timers. */
-static void ls_on_span(void *ctx, const ls_span *s)
+static void on_span(void *ctx, const ls_span *s)
 {
     ls_derive *d = ctx;
     if (s->node == LS_NODE_PREEXISTING)
         return;                       /* its detail is not a reason */
     if (s->state == EVL_FINAL_SUSPENDED) {
         if (s->detail == EVL_SUSPEND_TASK || s->detail == EVL_SUSPEND_GATHER)
-            ls_put_mark(d, 0, s->start, s->task, EVL_PROBE_ID_task_suspend, s->detail, s->object);
+            put_mark(d, 0, s->start, s->task, EVL_PROBE_ID_task_suspend, s->detail, s->object);
         if (s->detail == EVL_SUSPEND_SLEEP && s->end_kind == EVL_PROBE_ID_task_wake &&
             s->end_reason == EVL_WAKER_TIMER && s->object != 0) {
             int64_t late = ls_ns_sub(s->end, s->object);
@@ -166,28 +166,28 @@ static void ls_on_span(void *ctx, const ls_span *s)
                 sqlite3_bind_int64(d->late, 2, s->object);
                 sqlite3_bind_int64(d->late, 3, s->end);
                 sqlite3_bind_int64(d->late, 4, late);
-                ls_run(d, d->late);
+                run_stmt(d, d->late);
             }
         }
     } else if (s->node == LS_NODE_READY && s->object == (int64_t)s->task &&
                s->detail != EVL_WAKER_YIELD) {
-        ls_put_mark(d, 0, s->start, s->task, EVL_PROBE_ID_task_wake, s->detail, s->object);
+        put_mark(d, 0, s->start, s->task, EVL_PROBE_ID_task_wake, s->detail, s->object);
     }
 }
 
 /* task_marks: cancel requests and leak verdicts, with their rowid. */
-static void ls_on_mark(void *ctx, const ls_event *e)
+static void on_mark(void *ctx, const ls_event *e)
 {
-    ls_put_mark(ctx, e->rowid, e->ts, e->task, e->kind, e->reason, e->arg0);
+    put_mark(ctx, e->rowid, e->ts, e->task, e->kind, e->reason, e->arg0);
 }
 
-static ls_replay_ops ls_derive_ops(ls_derive *d)
+static ls_replay_ops derive_ops(ls_derive *d)
 {
-    return (ls_replay_ops){ .on_span = ls_on_span, .on_task_done = ls_on_task_done,
-                            .on_mark = ls_on_mark, .ctx = d };
+    return (ls_replay_ops){ .on_span = on_span, .on_task_done = on_task_done,
+                            .on_mark = on_mark, .ctx = d };
 }
 
-static void ls_on_edge(void *ctx, const ls_edge_stats *e)
+static void on_edge(void *ctx, const ls_edge_stats *e)
 {
     ls_derive *d = ctx;
     sqlite3_stmt *st = d->edge;
@@ -197,10 +197,10 @@ static void ls_on_edge(void *ctx, const ls_edge_stats *e)
     sqlite3_bind_int64(st, 4, (int64_t)e->count);
     sqlite3_bind_int64(st, 5, e->total_ns);
     sqlite3_bind_int64(st, 6, e->max_ns);
-    ls_run(d, st);
+    run_stmt(d, st);
 }
 
-static void ls_on_bucket(void *ctx, const ls_edge_stats *e, int64_t lo, int64_t hi, uint64_t n)
+static void on_bucket(void *ctx, const ls_edge_stats *e, int64_t lo, int64_t hi, uint64_t n)
 {
     ls_derive *d = ctx;
     sqlite3_stmt *st = d->bucket;
@@ -210,10 +210,10 @@ static void ls_on_bucket(void *ctx, const ls_edge_stats *e, int64_t lo, int64_t 
     sqlite3_bind_int64(st, 4, lo);
     sqlite3_bind_int64(st, 5, hi);
     sqlite3_bind_int64(st, 6, (int64_t)n);
-    ls_run(d, st);
+    run_stmt(d, st);
 }
 
-static void ls_on_iter(void *ctx, uint64_t loop, int64_t lo, int64_t hi, uint64_t n, int64_t busy)
+static void on_iter(void *ctx, uint64_t loop, int64_t lo, int64_t hi, uint64_t n, int64_t busy)
 {
     ls_derive *d = ctx;
     sqlite3_stmt *st = d->iter;
@@ -222,7 +222,7 @@ static void ls_on_iter(void *ctx, uint64_t loop, int64_t lo, int64_t hi, uint64_
     sqlite3_bind_int64(st, 3, hi);
     sqlite3_bind_int64(st, 4, (int64_t)n);
     sqlite3_bind_int64(st, 5, busy);
-    ls_run(d, st);
+    run_stmt(d, st);
 }
 
 /*
@@ -278,13 +278,13 @@ static const char ls_post_after_sql[] =
     "INSERT OR REPLACE INTO meta(key, value) VALUES('" LS_META_MODEL_VERSION "', '"
     LS_STR(LS_MODEL_VERSION) "');";
 
-static int ls_derive_finish(ls_derive *d, ls_replay *r, char *err, size_t errlen)
+static int derive_finish(ls_derive *d, ls_replay *r, char *err, size_t errlen)
 {
     if (sqlite3_exec(d->db, "DELETE FROM transitions; DELETE FROM transition_hist;"
                             "DELETE FROM iteration_hist WHERE NOT " LS_GENERIC ";",
                      NULL, NULL, NULL) != SQLITE_OK)
-        return ls_fail(d->db, "cannot empty the derived tables", err, errlen);
-    ls_replay_each_edge(r, ls_on_edge, ls_on_bucket, d);
+        return sql_fail(d->db, "cannot empty the derived tables", err, errlen);
+    ls_replay_each_edge(r, on_edge, on_bucket, d);
     /* A generic trace's iteration_hist comes from its wait calls. */
     sqlite3_stmt *q = NULL;
     int generic = 0;
@@ -293,13 +293,13 @@ static int ls_derive_finish(ls_derive *d, ls_replay *r, char *err, size_t errlen
         generic = sqlite3_column_int(q, 0);
     sqlite3_finalize(q);
     if (!generic)
-        ls_replay_each_iteration_bucket(r, ls_on_iter, d);
+        ls_replay_each_iteration_bucket(r, on_iter, d);
     if (d->rc != SQLITE_OK)
-        return ls_fail(d->db, "cannot write the derived tables", err, errlen);
+        return sql_fail(d->db, "cannot write the derived tables", err, errlen);
     if (sqlite3_exec(d->db, ls_post_sql, NULL, NULL, NULL) != SQLITE_OK ||
         ls_derive_victims(d->db) != SQLITE_OK ||
         sqlite3_exec(d->db, ls_post_after_sql, NULL, NULL, NULL) != SQLITE_OK)
-        return ls_fail(d->db, "cannot derive blocking and indexes", err, errlen);
+        return sql_fail(d->db, "cannot derive blocking and indexes", err, errlen);
     return 0;
 }
 
@@ -318,7 +318,7 @@ int64_t ls_derive_last_time(sqlite3 *db)
     return t == -INT64_MAX ? INT64_MIN : t;
 }
 
-static void ls_replay_ev(void *ctx, int64_t rowid, const ls_ev *v)
+static void replay_ev(void *ctx, int64_t rowid, const ls_ev *v)
 {
     ls_event e = { .ts = v->v[LS_EV_TS], .loop = (uint64_t)v->v[LS_EV_LOOP],
                    .task = (uint64_t)v->v[LS_EV_TASK], .kind = (int)v->v[LS_EV_KIND],
@@ -329,7 +329,7 @@ static void ls_replay_ev(void *ctx, int64_t rowid, const ls_ev *v)
 
 int ls_derive_all(sqlite3 *db, int64_t end_ns, size_t max_live, char *err, size_t errlen)
 {
-    ls_derive *d = ls_derive_new(db, err, errlen);
+    ls_derive *d = derive_new(db, err, errlen);
     if (!d)
         return -1;
     int rc = -1;
@@ -341,10 +341,10 @@ int ls_derive_all(sqlite3 *db, int64_t end_ns, size_t max_live, char *err, size_
              " DELETE FROM task_stats; DELETE FROM task_marks; DELETE FROM task_slices;"
              " DELETE FROM late_timers", (long long)end_ns);
     if (sqlite3_exec(db, sql, NULL, NULL, NULL) != SQLITE_OK) {
-        ls_fail(db, "cannot empty task_stats", err, errlen);
+        sql_fail(db, "cannot empty task_stats", err, errlen);
         goto out;
     }
-    ls_replay_ops ops = ls_derive_ops(d);
+    ls_replay_ops ops = derive_ops(d);
     r = ls_replay_new(&ops, max_live);
     if (!r) {
         snprintf(err, errlen, "out of memory");
@@ -352,31 +352,31 @@ int ls_derive_all(sqlite3 *db, int64_t end_ns, size_t max_live, char *err, size_
     }
     if (sqlite3_prepare_v2(db, "SELECT id, stopped_ns FROM loops WHERE stopped_ns IS NOT NULL",
                            -1, &lp, NULL) != SQLITE_OK) {
-        ls_fail(db, "cannot read loops", err, errlen);
+        sql_fail(db, "cannot read loops", err, errlen);
         goto out;
     }
     while (sqlite3_step(lp) == SQLITE_ROW)
         ls_replay_loop_stop(r, (uint64_t)sqlite3_column_int64(lp, 0), sqlite3_column_int64(lp, 1));
     int64_t bad;
-    int step = ls_chunks_each(db, ls_replay_ev, r, &bad);
+    int step = ls_chunks_each(db, replay_ev, r, &bad);
     if (bad != INT64_MIN) {
         snprintf(err, errlen, "cannot read events: the chunk at rowid %lld is malformed",
                  (long long)bad);
         goto out;
     }
     if (step != SQLITE_OK) {
-        ls_fail(db, "cannot read events", err, errlen);
+        sql_fail(db, "cannot read events", err, errlen);
         goto out;
     }
     ls_replay_end(r, end_ns);
     if (d->rc != SQLITE_OK) {
-        ls_fail(db, "cannot write task_stats", err, errlen);
+        sql_fail(db, "cannot write task_stats", err, errlen);
         goto out;
     }
-    rc = ls_derive_finish(d, r, err, errlen);
+    rc = derive_finish(d, r, err, errlen);
 out:
     sqlite3_finalize(lp);
     ls_replay_free(r);
-    ls_derive_free(d);
+    derive_free(d);
     return rc;
 }

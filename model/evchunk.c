@@ -10,13 +10,13 @@
 
 /* ------------------------------------------------------------- encoding */
 
-static inline uint64_t ls_zz(int64_t v) { return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63); }
-static inline int64_t ls_unzz(uint64_t u) { return (int64_t)(u >> 1) ^ -(int64_t)(u & 1); }
+static inline uint64_t zz(int64_t v) { return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63); }
+static inline int64_t unzz(uint64_t u) { return (int64_t)(u >> 1) ^ -(int64_t)(u & 1); }
 /* a - b and a + b wrapping around, without signed overflow */
-static inline int64_t ls_wsub(int64_t a, int64_t b) { return (int64_t)((uint64_t)a - (uint64_t)b); }
-static inline int64_t ls_wadd(int64_t a, int64_t b) { return (int64_t)((uint64_t)a + (uint64_t)b); }
+static inline int64_t wsub(int64_t a, int64_t b) { return (int64_t)((uint64_t)a - (uint64_t)b); }
+static inline int64_t wadd(int64_t a, int64_t b) { return (int64_t)((uint64_t)a + (uint64_t)b); }
 
-static inline uint8_t *ls_put(uint8_t *p, uint64_t v)
+static inline uint8_t *put_varint(uint8_t *p, uint64_t v)
 {
     while (v >= 0x80) {
         *p++ = (uint8_t)(v | 0x80);
@@ -27,7 +27,7 @@ static inline uint8_t *ls_put(uint8_t *p, uint64_t v)
 }
 
 /* NULL when the varint runs past end or over 10 bytes. */
-static inline const uint8_t *ls_get(const uint8_t *p, const uint8_t *end, uint64_t *v)
+static inline const uint8_t *get_varint(const uint8_t *p, const uint8_t *end, uint64_t *v)
 {
     uint64_t r = 0;
     for (int shift = 0; shift < 70 && p < end; shift += 7) {
@@ -46,38 +46,40 @@ static const int ls_opt_cols[4] = { LS_EV_TASK, LS_EV_REASON, LS_EV_ARG0, LS_EV_
 enum { LS_ST_NULL = 0, LS_ST_ZERO = 1, LS_ST_VALUE = 2 };
 
 /* The state of optional column c of e (written without a loop: this and
- * ls_encode run once per event the recorder stores). */
-static inline unsigned ls_state(const ls_ev *e, int c)
+ * encode() run once per event the recorder stores). */
+static inline unsigned opt_state(const ls_ev *e, int c)
 {
     return e->null & (1u << c) ? LS_ST_NULL : e->v[c] ? LS_ST_VALUE : LS_ST_ZERO;
 }
 
 /* prev: ts, loop, task of the previous event of the chunk (zero at its
  * start); updated. */
-static uint8_t *ls_encode(uint8_t *p, const ls_ev *e, int64_t prev[3])
+static uint8_t *encode(uint8_t *p, const ls_ev *e, int64_t prev[3])
 {
-    unsigned s_task = ls_state(e, LS_EV_TASK), s_reason = ls_state(e, LS_EV_REASON),
-             s_arg0 = ls_state(e, LS_EV_ARG0), s_arg1 = ls_state(e, LS_EV_ARG1);
+    unsigned s_task = opt_state(e, LS_EV_TASK), s_reason = opt_state(e, LS_EV_REASON),
+             s_arg0 = opt_state(e, LS_EV_ARG0), s_arg1 = opt_state(e, LS_EV_ARG1);
     *p++ = (uint8_t)(s_task + 3 * s_reason + 9 * s_arg0 + 27 * s_arg1);
-    p = ls_put(p, ls_zz(e->v[LS_EV_KIND]));
-    p = ls_put(p, ls_zz(ls_wsub(e->v[LS_EV_TS], prev[0])));
-    p = ls_put(p, ls_zz(ls_wsub(e->v[LS_EV_LOOP], prev[1])));
+    p = put_varint(p, zz(e->v[LS_EV_KIND]));
+    p = put_varint(p, zz(wsub(e->v[LS_EV_TS], prev[0])));
+    p = put_varint(p, zz(wsub(e->v[LS_EV_LOOP], prev[1])));
     prev[0] = e->v[LS_EV_TS];
     prev[1] = e->v[LS_EV_LOOP];
     if (s_task == LS_ST_VALUE) {
-        p = ls_put(p, ls_zz(ls_wsub(e->v[LS_EV_TASK], prev[2])));
+        p = put_varint(p, zz(wsub(e->v[LS_EV_TASK], prev[2])));
         prev[2] = e->v[LS_EV_TASK];
     }
     if (s_reason == LS_ST_VALUE)
-        p = ls_put(p, ls_zz(e->v[LS_EV_REASON]));
+        p = put_varint(p, zz(e->v[LS_EV_REASON]));
     if (s_arg0 == LS_ST_VALUE)
-        p = ls_put(p, ls_zz(e->v[LS_EV_ARG0]));
+        p = put_varint(p, zz(e->v[LS_EV_ARG0]));
     if (s_arg1 == LS_ST_VALUE)
-        p = ls_put(p, ls_zz(e->v[LS_EV_ARG1]));
+        p = put_varint(p, zz(e->v[LS_EV_ARG1]));
     return p;
 }
 
-int ls_chunk_decode(const uint8_t *p, size_t len, ls_ev *out, int max)
+/* Decode a chunk's data into out[0 .. max): the number of events, or -1
+ * when the data is malformed (out holds what came before the fault). */
+static int chunk_decode(const uint8_t *p, size_t len, ls_ev *out, int max)
 {
     const uint8_t *end = p + len;
     int64_t prev[3] = { 0, 0, 0 };
@@ -89,15 +91,15 @@ int ls_chunk_decode(const uint8_t *p, size_t len, ls_ev *out, int max)
         ls_ev *e = &out[n];
         e->null = 0;
         uint64_t u;
-        if (!(p = ls_get(p, end, &u)))
+        if (!(p = get_varint(p, end, &u)))
             return -1;
-        e->v[LS_EV_KIND] = ls_unzz(u);
-        if (!(p = ls_get(p, end, &u)))
+        e->v[LS_EV_KIND] = unzz(u);
+        if (!(p = get_varint(p, end, &u)))
             return -1;
-        e->v[LS_EV_TS] = prev[0] = ls_wadd(prev[0], ls_unzz(u));
-        if (!(p = ls_get(p, end, &u)))
+        e->v[LS_EV_TS] = prev[0] = wadd(prev[0], unzz(u));
+        if (!(p = get_varint(p, end, &u)))
             return -1;
-        e->v[LS_EV_LOOP] = prev[1] = ls_wadd(prev[1], ls_unzz(u));
+        e->v[LS_EV_LOOP] = prev[1] = wadd(prev[1], unzz(u));
         for (int i = 0; i < 4; i++, st /= 3) {
             int c = ls_opt_cols[i];
             switch (st % 3) {
@@ -109,9 +111,9 @@ int ls_chunk_decode(const uint8_t *p, size_t len, ls_ev *out, int max)
                 e->v[c] = 0;
                 break;
             default:
-                if (!(p = ls_get(p, end, &u)))
+                if (!(p = get_varint(p, end, &u)))
                     return -1;
-                e->v[c] = i == 0 ? (prev[2] = ls_wadd(prev[2], ls_unzz(u))) : ls_unzz(u);
+                e->v[c] = i == 0 ? (prev[2] = wadd(prev[2], unzz(u))) : unzz(u);
                 break;
             }
         }
@@ -126,7 +128,7 @@ int ls_chunk_load(struct sqlite3_stmt *st, int col, int64_t n, ls_ev *out)
         return -1;
     const void *data = sqlite3_column_blob(st, col);
     int len = sqlite3_column_bytes(st, col);
-    int nev = ls_chunk_decode(data, (size_t)len, out, LS_CHUNK_EVENTS);
+    int nev = chunk_decode(data, (size_t)len, out, LS_CHUNK_EVENTS);
     return nev >= 0 && nev == n ? nev : -1;
 }
 
@@ -184,7 +186,7 @@ struct ls_chunkw {
     uint16_t used[LS_CHUNK_EVENTS];   /* cleared one by one, not the table */
 };
 
-static int ls_prepare_in(sqlite3 *db, const char *schema, const char *fmt, sqlite3_stmt **st)
+static int prepare_in(sqlite3 *db, const char *schema, const char *fmt, sqlite3_stmt **st)
 {
     char *sql = sqlite3_mprintf(fmt, schema);
     int rc = sql ? sqlite3_prepare_v2(db, sql, -1, st, NULL) : SQLITE_NOMEM;
@@ -193,13 +195,13 @@ static int ls_prepare_in(sqlite3 *db, const char *schema, const char *fmt, sqlit
 }
 
 /* How many events are stored, and the latest time of any. */
-static int64_t ls_stored_events(sqlite3 *db, const char *schema, int64_t *run_max)
+static int64_t stored_events(sqlite3 *db, const char *schema, int64_t *run_max)
 {
     sqlite3_stmt *st = NULL;
     int64_t n = 0;
     *run_max = INT64_MIN;
-    if (ls_prepare_in(db, schema, "SELECT coalesce(max(id + n - 1), 0), max(run_max)"
-                                  " FROM \"%w\".event_chunks", &st) == SQLITE_OK &&
+    if (prepare_in(db, schema, "SELECT coalesce(max(id + n - 1), 0), max(run_max)"
+                               " FROM \"%w\".event_chunks", &st) == SQLITE_OK &&
         sqlite3_step(st) == SQLITE_ROW) {
         n = sqlite3_column_int64(st, 0);
         if (sqlite3_column_type(st, 1) == SQLITE_INTEGER)
@@ -218,17 +220,17 @@ ls_chunkw *ls_chunkw_new(sqlite3 *db, const char *schema, char *err, size_t errl
         return NULL;
     }
     w->db = db;
-    if (ls_prepare_in(db, w->schema, "INSERT INTO \"%w\".event_chunks(id, n, min_ts, max_ts,"
-                                     " run_max) VALUES(?,?,?,?,?)", &w->ins_chunk) != SQLITE_OK ||
-        ls_prepare_in(db, w->schema, "INSERT INTO \"%w\".event_chunk_data(id, data)"
-                                     " VALUES(?,?)", &w->ins_data) != SQLITE_OK ||
-        ls_prepare_in(db, w->schema, "INSERT OR IGNORE INTO \"%w\".event_chunk_tasks(task_id,"
-                                     " chunk_id, min_ts, max_ts) VALUES(?,?,?,?)", &w->ins_task) != SQLITE_OK) {
+    if (prepare_in(db, w->schema, "INSERT INTO \"%w\".event_chunks(id, n, min_ts, max_ts,"
+                                  " run_max) VALUES(?,?,?,?,?)", &w->ins_chunk) != SQLITE_OK ||
+        prepare_in(db, w->schema, "INSERT INTO \"%w\".event_chunk_data(id, data)"
+                                  " VALUES(?,?)", &w->ins_data) != SQLITE_OK ||
+        prepare_in(db, w->schema, "INSERT OR IGNORE INTO \"%w\".event_chunk_tasks(task_id,"
+                                  " chunk_id, min_ts, max_ts) VALUES(?,?,?,?)", &w->ins_task) != SQLITE_OK) {
         snprintf(err, errlen, "cannot prepare the event writer: %s", sqlite3_errmsg(db));
         ls_chunkw_free(w);
         return NULL;
     }
-    w->stored = ls_stored_events(db, w->schema, &w->run_max);
+    w->stored = stored_events(db, w->schema, &w->run_max);
     return w;
 }
 
@@ -243,7 +245,7 @@ void ls_chunkw_free(ls_chunkw *w)
     free(w);
 }
 
-static void ls_note_task(ls_chunkw *w, int64_t id, int64_t ts)
+static void note_task(ls_chunkw *w, int64_t id, int64_t ts)
 {
     struct ls_ctask *t;
     if (id == 0) {
@@ -274,24 +276,24 @@ int ls_chunkw_add(ls_chunkw *w, const ls_ev *e)
         memset(w->prev, 0, sizeof(w->prev));
         w->min_ts = w->max_ts = e->v[LS_EV_TS];
     }
-    w->len = (size_t)(ls_encode(w->buf + w->len, e, w->prev) - w->buf);
+    w->len = (size_t)(encode(w->buf + w->len, e, w->prev) - w->buf);
     if (e->v[LS_EV_TS] < w->min_ts)
         w->min_ts = e->v[LS_EV_TS];
     if (e->v[LS_EV_TS] > w->max_ts)
         w->max_ts = e->v[LS_EV_TS];
     if (!(e->null & (1u << LS_EV_TASK)))
-        ls_note_task(w, e->v[LS_EV_TASK], e->v[LS_EV_TS]);
+        note_task(w, e->v[LS_EV_TASK], e->v[LS_EV_TS]);
     return ++w->n == LS_CHUNK_EVENTS ? ls_chunkw_flush(w) : SQLITE_OK;
 }
 
-static int ls_step_reset(sqlite3_stmt *st)
+static int step_reset(sqlite3_stmt *st)
 {
     int rc = sqlite3_step(st);
     sqlite3_reset(st);
     return rc == SQLITE_DONE ? SQLITE_OK : rc;
 }
 
-static void ls_clear_pending(ls_chunkw *w)
+static void clear_pending(ls_chunkw *w)
 {
     w->n = 0;
     w->len = 0;
@@ -312,11 +314,11 @@ int ls_chunkw_flush(ls_chunkw *w)
     sqlite3_bind_int64(w->ins_chunk, 4, w->max_ts);
     int64_t run = w->max_ts > w->run_max ? w->max_ts : w->run_max;
     sqlite3_bind_int64(w->ins_chunk, 5, run);
-    int rc = ls_step_reset(w->ins_chunk);
+    int rc = step_reset(w->ins_chunk);
     if (rc == SQLITE_OK) {
         sqlite3_bind_int64(w->ins_data, 1, id);
         sqlite3_bind_blob(w->ins_data, 2, w->buf, (int)w->len, SQLITE_STATIC);
-        rc = ls_step_reset(w->ins_data);
+        rc = step_reset(w->ins_data);
         sqlite3_bind_null(w->ins_data, 2);
     }
     for (int i = 0; i <= w->nused && rc == SQLITE_OK; i++) {
@@ -327,22 +329,21 @@ int ls_chunkw_flush(ls_chunkw *w)
         sqlite3_bind_int64(w->ins_task, 2, id);
         sqlite3_bind_int64(w->ins_task, 3, t->min_ts);
         sqlite3_bind_int64(w->ins_task, 4, t->max_ts);
-        rc = ls_step_reset(w->ins_task);
+        rc = step_reset(w->ins_task);
     }
     if (rc == SQLITE_OK) {
         w->stored += w->n;
         w->run_max = run;
     }
-    ls_clear_pending(w);
+    clear_pending(w);
     return rc;
 }
 
 int ls_chunkw_reset(ls_chunkw *w)
 {
-    ls_clear_pending(w);
-    w->stored = ls_stored_events(w->db, w->schema, &w->run_max);
+    clear_pending(w);
+    w->stored = stored_events(w->db, w->schema, &w->run_max);
     return SQLITE_OK;
 }
 
 int64_t ls_chunkw_count(const ls_chunkw *w) { return w->stored + w->n; }
-size_t ls_chunkw_pending_bytes(const ls_chunkw *w) { return w->len; }

@@ -61,10 +61,6 @@ typedef struct ls_ev {
     uint8_t null;
 } ls_ev;
 
-/* Decode a chunk's data into out[0 .. max): the number of events, or -1
- * when the data is malformed (out holds what came before the fault). */
-int ls_chunk_decode(const uint8_t *p, size_t len, ls_ev *out, int max);
-
 /* The chunk in column col of st's current row, which says it holds n
  * events, decoded into out[0 .. LS_CHUNK_EVENTS): n, or -1 unless the
  * column is a blob of exactly n well-formed events. */
@@ -97,8 +93,6 @@ int ls_chunkw_flush(ls_chunkw *w);
 int ls_chunkw_reset(ls_chunkw *w);
 /* Events stored and pending: the rowid of the last one. */
 int64_t ls_chunkw_count(const ls_chunkw *w);
-/* Bytes the pending events take, encoded. */
-size_t ls_chunkw_pending_bytes(const ls_chunkw *w);
 
 /* SQL for what used to take a scan or an index of events: their number (=
  * the last rowid) and their time range (NULL when there are none). */
@@ -109,7 +103,5 @@ size_t ls_chunkw_pending_bytes(const ls_chunkw *w);
 /* The virtual table module `loopscope_events` behind events
  * (events_vtab.c): register it on a connection.  SQLite's result code. */
 int ls_events_register(struct sqlite3 *db);
-/* The same for every connection the process opens from now on. */
-int ls_events_register_all(void);
 
 #endif

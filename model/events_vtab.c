@@ -82,7 +82,7 @@ typedef struct ls_evcur {
     int nev, i;               /* its events; the position */
 } ls_evcur;
 
-static void ls_res_free(ls_evres *r)
+static void res_free(ls_evres *r)
 {
     for (int i = 0; i < 4; i++)
         sqlite3_finalize(r->q[i]);
@@ -94,7 +94,7 @@ static const char ls_decl[] =
     "CREATE TABLE x(ts_ns INTEGER NOT NULL, loop_id INTEGER NOT NULL, task_id INTEGER,"
     " kind INTEGER NOT NULL, reason INTEGER, arg0 INTEGER, arg1 INTEGER)";
 
-static int ls_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
+static int ev_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
                       sqlite3_vtab **out, char **err)
 {
     (void)aux;
@@ -117,13 +117,13 @@ static int ls_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
     return SQLITE_OK;
 }
 
-static int ls_disconnect(sqlite3_vtab *vt)
+static int ev_disconnect(sqlite3_vtab *vt)
 {
     ls_evtab *t = (ls_evtab *)vt;
     while (t->pool) {
         ls_evres *r = t->pool;
         t->pool = r->next;
-        ls_res_free(r);
+        res_free(r);
     }
     ls_chunkw_free(t->w);
     sqlite3_free(t->schema);
@@ -131,7 +131,7 @@ static int ls_disconnect(sqlite3_vtab *vt)
     return SQLITE_OK;
 }
 
-static int ls_slot(int col, unsigned char op)
+static int constraint_slot(int col, unsigned char op)
 {
     int base;
     switch (col) {
@@ -158,14 +158,14 @@ static int ls_slot(int col, unsigned char op)
 #define LS_TS_LOWER (LS_BIT(LS_C_TS_EQ) | LS_BIT(LS_C_TS_GT) | LS_BIT(LS_C_TS_GE))
 #define LS_TS_UPPER (LS_BIT(LS_C_TS_EQ) | LS_BIT(LS_C_TS_LT) | LS_BIT(LS_C_TS_LE))
 
-static int ls_best_index(sqlite3_vtab *vt, sqlite3_index_info *ii)
+static int ev_best_index(sqlite3_vtab *vt, sqlite3_index_info *ii)
 {
     (void)vt;
     int which[LS_C_COUNT];
     unsigned used = 0;
     for (int i = 0; i < ii->nConstraint; i++) {
         const struct sqlite3_index_constraint *c = &ii->aConstraint[i];
-        int s = c->usable ? ls_slot(c->iColumn, c->op) : -1;
+        int s = c->usable ? constraint_slot(c->iColumn, c->op) : -1;
         /* x IN (...) comes as x = v, one value per xFilter: each value's
          * rows would be in order, not all of them; SQLite checks it. */
         if (s >= 0 && c->op == SQLITE_INDEX_CONSTRAINT_EQ && sqlite3_vtab_in(ii, i, -1))
@@ -217,7 +217,7 @@ static int ls_best_index(sqlite3_vtab *vt, sqlite3_index_info *ii)
     return SQLITE_OK;
 }
 
-static int ls_open(sqlite3_vtab *vt, sqlite3_vtab_cursor **out)
+static int ev_open(sqlite3_vtab *vt, sqlite3_vtab_cursor **out)
 {
     ls_evtab *t = (ls_evtab *)vt;
     ls_evcur *c = sqlite3_malloc(sizeof(*c));
@@ -238,7 +238,7 @@ static int ls_open(sqlite3_vtab *vt, sqlite3_vtab_cursor **out)
     return SQLITE_OK;
 }
 
-static int ls_close(sqlite3_vtab_cursor *vc)
+static int ev_close(sqlite3_vtab_cursor *vc)
 {
     ls_evcur *c = (ls_evcur *)vc;
     ls_evtab *t = (ls_evtab *)vc->pVtab;
@@ -250,20 +250,20 @@ static int ls_close(sqlite3_vtab_cursor *vc)
     return SQLITE_OK;
 }
 
-static int ls_vt_fail(sqlite3_vtab *vt, int rc, const char *msg)
+static int vt_fail(sqlite3_vtab *vt, int rc, const char *msg)
 {
     sqlite3_free(vt->zErrMsg);
     vt->zErrMsg = sqlite3_mprintf("%s", msg);
     return rc;
 }
 
-static int ls_fail(ls_evcur *c, int rc, const char *msg)
+static int cursor_fail(ls_evcur *c, int rc, const char *msg)
 {
     c->eof = true;
-    return ls_vt_fail(c->base.pVtab, rc, msg);
+    return vt_fail(c->base.pVtab, rc, msg);
 }
 
-static bool ls_match(const ls_evcur *c, const ls_ev *e, int64_t rowid)
+static bool row_matches(const ls_evcur *c, const ls_ev *e, int64_t rowid)
 {
     if (rowid < c->rid_lo || rowid > c->rid_hi)
         return false;
@@ -281,7 +281,7 @@ static bool ls_match(const ls_evcur *c, const ls_ev *e, int64_t rowid)
 /* Where a scan of the chunk just loaded starts: its first (last) event,
  * or when the chunk is in time order, the first (last) one inside the
  * time bounds, found by bisection. */
-static int ls_start(const ls_evcur *c)
+static int scan_start(const ls_evcur *c)
 {
     const ls_evres *r = c->res;
     int lo = 0, hi = c->nev;
@@ -309,11 +309,11 @@ static int ls_start(const ls_evcur *c)
 
 /* Step to the next matching row (from the current position c->i, which
  * has not been looked at), loading chunks as needed. */
-static int ls_seek(ls_evcur *c)
+static int cursor_seek(ls_evcur *c)
 {
     for (;;) {
         while (c->i >= 0 && c->i < c->nev) {
-            if (ls_match(c, &c->res->ev[c->i], c->chunk + c->i))
+            if (row_matches(c, &c->res->ev[c->i], c->chunk + c->i))
                 return SQLITE_OK;
             c->i += c->desc ? -1 : 1;
         }
@@ -323,7 +323,7 @@ static int ls_seek(ls_evcur *c)
             return SQLITE_OK;
         }
         if (rc != SQLITE_ROW)
-            return ls_fail(c, rc, sqlite3_errmsg(sqlite3_db_handle(c->cur)));
+            return cursor_fail(c, rc, sqlite3_errmsg(sqlite3_db_handle(c->cur)));
         c->chunk = sqlite3_column_int64(c->cur, 0);
         int64_t n = sqlite3_column_int64(c->cur, 1);
         ls_evres *r = c->res;
@@ -333,14 +333,14 @@ static int ls_seek(ls_evcur *c)
             sqlite3_bind_int64(r->data, 1, c->chunk);
             rc = sqlite3_step(r->data);
             if (rc != SQLITE_ROW && rc != SQLITE_DONE)
-                return ls_fail(c, rc, sqlite3_errmsg(sqlite3_db_handle(c->cur)));
+                return cursor_fail(c, rc, sqlite3_errmsg(sqlite3_db_handle(c->cur)));
             int nev = rc == SQLITE_ROW ? ls_chunk_load(r->data, 0, n, r->ev) : -1;
             sqlite3_reset(r->data);
             if (nev < 0) {
                 char msg[96];
                 snprintf(msg, sizeof(msg), "events: the chunk at rowid %lld is malformed",
                          (long long)c->chunk);
-                return ls_fail(c, SQLITE_CORRUPT, msg);
+                return cursor_fail(c, SQLITE_CORRUPT, msg);
             }
             r->loaded = c->chunk;
             r->nloaded = nev;
@@ -349,7 +349,7 @@ static int ls_seek(ls_evcur *c)
                 r->sorted = r->ev[k].v[LS_EV_TS] >= r->ev[k - 1].v[LS_EV_TS];
         }
         c->nev = r->nloaded;
-        c->i = ls_start(c);
+        c->i = scan_start(c);
     }
 }
 
@@ -386,7 +386,7 @@ static const char ls_data_sql[] = "SELECT data FROM \"%w\".event_chunk_data WHER
 
 /* An integer bound from a constraint value; false when it is not an
  * integer (SQLite then filters the rows itself, and so do we not). */
-static bool ls_int(sqlite3_value *v, int64_t *out)
+static bool value_int(sqlite3_value *v, int64_t *out)
 {
     if (sqlite3_value_type(v) != SQLITE_INTEGER)
         return false;
@@ -396,7 +396,7 @@ static bool ls_int(sqlite3_value *v, int64_t *out)
 
 /* Narrow [lo, hi] by a constraint of kind s - base (0 EQ, 1 GT, 2 GE, 3 LT,
  * 4 LE) with integer value x; false when nothing can match. */
-static bool ls_narrow(int k, int64_t x, int64_t *lo, int64_t *hi)
+static bool narrow(int k, int64_t x, int64_t *lo, int64_t *hi)
 {
     switch (k) {
     case 0: if (x > *lo) *lo = x; if (x < *hi) *hi = x; break;
@@ -409,7 +409,7 @@ static bool ls_narrow(int k, int64_t x, int64_t *lo, int64_t *hi)
 }
 
 /* sql with the table's schema name in every %w. */
-static int ls_prepare(ls_evtab *t, const char *sql, sqlite3_stmt **st)
+static int prepare_in_schema(ls_evtab *t, const char *sql, sqlite3_stmt **st)
 {
     char *q = sqlite3_mprintf(sql, t->schema, t->schema, t->schema, t->schema);
     int rc = q ? sqlite3_prepare_v2(t->db, q, -1, st, NULL) : SQLITE_NOMEM;
@@ -417,7 +417,7 @@ static int ls_prepare(ls_evtab *t, const char *sql, sqlite3_stmt **st)
     return rc;
 }
 
-static int ls_filter(sqlite3_vtab_cursor *vc, int idx, const char *idxstr, int argc,
+static int ev_filter(sqlite3_vtab_cursor *vc, int idx, const char *idxstr, int argc,
                      sqlite3_value **argv)
 {
     (void)idxstr;
@@ -426,7 +426,7 @@ static int ls_filter(sqlite3_vtab_cursor *vc, int idx, const char *idxstr, int a
     if (t->w) {                       /* rows inserted in this transaction */
         int rc = ls_chunkw_flush(t->w);
         if (rc != SQLITE_OK)
-            return ls_fail(c, rc, sqlite3_errmsg(t->db));
+            return cursor_fail(c, rc, sqlite3_errmsg(t->db));
     }
     c->desc = idx & LS_C_DESC;
     c->rid_lo = c->ts_lo = INT64_MIN;
@@ -440,16 +440,16 @@ static int ls_filter(sqlite3_vtab_cursor *vc, int idx, const char *idxstr, int a
         if (!(idx & LS_BIT(s)))
             continue;
         int64_t x;
-        bool isint = ls_int(argv[a], &x);
+        bool isint = value_int(argv[a], &x);
         bool isnull = sqlite3_value_type(argv[a++]) == SQLITE_NULL;
         if (isnull)
             empty = true;             /* a comparison with NULL is never true */
         if (!isint)
             continue;
         if (s <= LS_C_RID_LE)
-            empty |= !ls_narrow(s - LS_C_RID_EQ, x, &c->rid_lo, &c->rid_hi);
+            empty |= !narrow(s - LS_C_RID_EQ, x, &c->rid_lo, &c->rid_hi);
         else if (s <= LS_C_TS_LE)
-            empty |= !ls_narrow(s - LS_C_TS_EQ, x, &c->ts_lo, &c->ts_hi);
+            empty |= !narrow(s - LS_C_TS_EQ, x, &c->ts_lo, &c->ts_hi);
         else if (s == LS_C_LOOP_EQ)
             c->has_loop = true, c->loop = x;
         else if (s == LS_C_TASK_EQ)
@@ -464,11 +464,11 @@ static int ls_filter(sqlite3_vtab_cursor *vc, int idx, const char *idxstr, int a
     int q = (c->has_task ? 2 : 0) + (c->desc ? 1 : 0);
     ls_evres *r = c->res;
     if (!r->q[q]) {
-        int rc = ls_prepare(t, ls_chunk_sql[q], &r->q[q]);
+        int rc = prepare_in_schema(t, ls_chunk_sql[q], &r->q[q]);
         if (rc == SQLITE_OK && !r->data)
-            rc = ls_prepare(t, ls_data_sql, &r->data);
+            rc = prepare_in_schema(t, ls_data_sql, &r->data);
         if (rc != SQLITE_OK)
-            return ls_fail(c, rc, sqlite3_errmsg(t->db));
+            return cursor_fail(c, rc, sqlite3_errmsg(t->db));
     }
     if (c->cur)
         sqlite3_reset(c->cur);
@@ -480,19 +480,19 @@ static int ls_filter(sqlite3_vtab_cursor *vc, int idx, const char *idxstr, int a
     sqlite3_bind_int64(c->cur, 4, c->ts_hi);
     if (c->has_task)
         sqlite3_bind_int64(c->cur, 5, c->task);
-    return ls_seek(c);
+    return cursor_seek(c);
 }
 
-static int ls_next(sqlite3_vtab_cursor *vc)
+static int ev_next(sqlite3_vtab_cursor *vc)
 {
     ls_evcur *c = (ls_evcur *)vc;
     c->i += c->desc ? -1 : 1;
-    return ls_seek(c);
+    return cursor_seek(c);
 }
 
-static int ls_eof(sqlite3_vtab_cursor *vc) { return ((ls_evcur *)vc)->eof; }
+static int ev_eof(sqlite3_vtab_cursor *vc) { return ((ls_evcur *)vc)->eof; }
 
-static int ls_column(sqlite3_vtab_cursor *vc, sqlite3_context *ctx, int col)
+static int ev_column(sqlite3_vtab_cursor *vc, sqlite3_context *ctx, int col)
 {
     ls_evcur *c = (ls_evcur *)vc;
     const ls_ev *e = &c->res->ev[c->i];
@@ -503,7 +503,7 @@ static int ls_column(sqlite3_vtab_cursor *vc, sqlite3_context *ctx, int col)
     return SQLITE_OK;
 }
 
-static int ls_rowid(sqlite3_vtab_cursor *vc, sqlite3_int64 *rowid)
+static int ev_rowid(sqlite3_vtab_cursor *vc, sqlite3_int64 *rowid)
 {
     ls_evcur *c = (ls_evcur *)vc;
     *rowid = c->chunk + c->i;
@@ -512,20 +512,20 @@ static int ls_rowid(sqlite3_vtab_cursor *vc, sqlite3_int64 *rowid)
 
 /* INSERT only: the value of each column must be an integer (or NULL where
  * the column allows it). */
-static int ls_update(sqlite3_vtab *vt, int argc, sqlite3_value **argv, sqlite3_int64 *rowid)
+static int ev_update(sqlite3_vtab *vt, int argc, sqlite3_value **argv, sqlite3_int64 *rowid)
 {
     ls_evtab *t = (ls_evtab *)vt;
     if (argc == 1 || sqlite3_value_type(argv[0]) != SQLITE_NULL)
-        return ls_vt_fail(vt, SQLITE_READONLY, "events: rows can be added, not changed or deleted");
+        return vt_fail(vt, SQLITE_READONLY, "events: rows can be added, not changed or deleted");
     if (!t->w) {
         char err[256];
         if (!(t->w = ls_chunkw_new(t->db, t->schema, err, sizeof(err))))
-            return ls_vt_fail(vt, SQLITE_ERROR, err);
+            return vt_fail(vt, SQLITE_ERROR, err);
     }
     int64_t next = ls_chunkw_count(t->w) + 1;
     if (sqlite3_value_type(argv[1]) != SQLITE_NULL &&
         (sqlite3_value_type(argv[1]) != SQLITE_INTEGER || sqlite3_value_int64(argv[1]) != next))
-        return ls_vt_fail(vt, SQLITE_CONSTRAINT, "events: rowids are given in order (1, 2, ...)");
+        return vt_fail(vt, SQLITE_CONSTRAINT, "events: rowids are given in order (1, 2, ...)");
     ls_ev e = { .null = 0 };
     for (int col = 0; col < LS_EV_NCOLS; col++) {
         sqlite3_value *v = argv[2 + col];
@@ -538,32 +538,32 @@ static int ls_update(sqlite3_vtab *vt, int argc, sqlite3_value **argv, sqlite3_i
                                                    sqlite3_value_double(v)) {
             e.v[col] = (int64_t)sqlite3_value_double(v);
         } else {
-            return ls_vt_fail(vt, SQLITE_CONSTRAINT,
-                              type == SQLITE_NULL ? "events: ts_ns, loop_id and kind are NOT NULL"
-                                                  : "events: every column holds integers");
+            return vt_fail(vt, SQLITE_CONSTRAINT,
+                           type == SQLITE_NULL ? "events: ts_ns, loop_id and kind are NOT NULL"
+                                               : "events: every column holds integers");
         }
     }
     int rc = ls_chunkw_add(t->w, &e);
     if (rc != SQLITE_OK)
-        return ls_vt_fail(vt, rc, sqlite3_errmsg(t->db));
+        return vt_fail(vt, rc, sqlite3_errmsg(t->db));
     *rowid = next;
     return SQLITE_OK;
 }
 
-static int ls_sync(sqlite3_vtab *vt)
+static int ev_sync(sqlite3_vtab *vt)
 {
     ls_evtab *t = (ls_evtab *)vt;
     int rc = t->w ? ls_chunkw_flush(t->w) : SQLITE_OK;
-    return rc == SQLITE_OK ? rc : ls_vt_fail(vt, rc, sqlite3_errmsg(t->db));
+    return rc == SQLITE_OK ? rc : vt_fail(vt, rc, sqlite3_errmsg(t->db));
 }
 
-static int ls_begin(sqlite3_vtab *vt)
+static int ev_begin(sqlite3_vtab *vt)
 {
     (void)vt;
     return SQLITE_OK;
 }
 
-static int ls_rollback(sqlite3_vtab *vt)
+static int ev_rollback(sqlite3_vtab *vt)
 {
     ls_evtab *t = (ls_evtab *)vt;
     for (ls_evres *r = t->pool; r; r = r->next)
@@ -573,43 +573,29 @@ static int ls_rollback(sqlite3_vtab *vt)
 
 static const sqlite3_module ls_events_module = {
     .iVersion = 1,
-    .xCreate = ls_connect,
-    .xConnect = ls_connect,
-    .xBestIndex = ls_best_index,
-    .xDisconnect = ls_disconnect,
-    .xDestroy = ls_disconnect,
-    .xOpen = ls_open,
-    .xClose = ls_close,
-    .xFilter = ls_filter,
-    .xNext = ls_next,
-    .xEof = ls_eof,
-    .xColumn = ls_column,
-    .xRowid = ls_rowid,
-    .xUpdate = ls_update,
-    .xBegin = ls_begin,
-    .xSync = ls_sync,
-    .xCommit = ls_begin,
-    .xRollback = ls_rollback,
+    .xCreate = ev_connect,
+    .xConnect = ev_connect,
+    .xBestIndex = ev_best_index,
+    .xDisconnect = ev_disconnect,
+    .xDestroy = ev_disconnect,
+    .xOpen = ev_open,
+    .xClose = ev_close,
+    .xFilter = ev_filter,
+    .xNext = ev_next,
+    .xEof = ev_eof,
+    .xColumn = ev_column,
+    .xRowid = ev_rowid,
+    .xUpdate = ev_update,
+    .xBegin = ev_begin,
+    .xSync = ev_sync,
+    .xCommit = ev_begin,
+    .xRollback = ev_rollback,
 };
 
 int ls_events_register(sqlite3 *db)
 {
     return sqlite3_create_module_v2(db, "loopscope_events", &ls_events_module, NULL, NULL);
 }
-
-#ifndef LS_SQLITE_EXTENSION
-static int ls_events_auto(sqlite3 *db, char **err, const struct sqlite3_api_routines *api)
-{
-    (void)err;
-    (void)api;
-    return ls_events_register(db);
-}
-
-int ls_events_register_all(void)
-{
-    return sqlite3_auto_extension((void (*)(void))ls_events_auto);
-}
-#endif
 
 #ifdef LS_SQLITE_EXTENSION
 /* The loadable extension's entry point: `.load loopscope_events` in the

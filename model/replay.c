@@ -107,7 +107,7 @@ void ls_hist_bucket(int64_t ns, int64_t *lo, int64_t *hi)
 
 /* ------------------------------------------------------------------ loops */
 
-static ls_rloop *ls_loop(ls_replay *r, uint64_t id)
+static ls_rloop *loop_get(ls_replay *r, uint64_t id)
 {
     for (size_t i = 0; i < r->nloops; i++)
         if (r->loops[i].id == id)
@@ -129,11 +129,11 @@ static ls_rloop *ls_loop(ls_replay *r, uint64_t id)
 }
 
 /* poll_exit -> the next poll_enter is one iteration's busy time. */
-static void ls_loop_event(ls_replay *r, const ls_event *e)
+static void loop_event(ls_replay *r, const ls_event *e)
 {
     if (e->kind != EVL_PROBE_ID_poll_enter && e->kind != EVL_PROBE_ID_poll_exit)
         return;
-    ls_rloop *l = ls_loop(r, e->loop);
+    ls_rloop *l = loop_get(r, e->loop);
     if (!l)
         return;
     if (e->kind == EVL_PROBE_ID_poll_exit) {
@@ -153,12 +153,12 @@ static void ls_loop_event(ls_replay *r, const ls_event *e)
 
 /* ------------------------------------------------------------------ edges */
 
-static int ls_clamp_detail(int64_t v)
+static int clamp_detail(int64_t v)
 {
     return v >= 0 && v <= LS_NODE_DETAIL_MAX ? (int)v : LS_NODE_UNKNOWN_DETAIL;
 }
 
-static void ls_edge(ls_replay *r, uint64_t loop, int from, int to, int64_t dur, bool timed)
+static void count_edge(ls_replay *r, uint64_t loop, int from, int to, int64_t dur, bool timed)
 {
     bool hint = from >= 0 && from < 1000;           /* nodes are; a guard all the same */
     ls_redge *x = hint && r->last_out[from] ? &r->edges[r->last_out[from] - 1] : NULL;
@@ -199,15 +199,15 @@ found:
 }
 
 /* A lifecycle node entered: an edge from the last one (if any). */
-static void ls_enter_node(ls_replay *r, ls_task *t, int node, int64_t ts)
+static void enter_node(ls_replay *r, ls_task *t, int node, int64_t ts)
 {
     if (t->tnode >= 0 && !r->ops.spans_only)
-        ls_edge(r, t->loop, t->tnode, node, ls_ns_sub(ts, t->tsince), true);
+        count_edge(r, t->loop, t->tnode, node, ls_ns_sub(ts, t->tsince), true);
     t->tnode = (int16_t)node;
     t->tsince = ts;
 }
 
-static bool ls_node_final(int node)
+static bool node_final(int node)
 {
     return node == LS_NODE_LEAKED ||
            (node >= LS_NODE_FINAL + EVL_FINAL_FINISHED && node < LS_NODE_FINAL + 100);
@@ -215,14 +215,14 @@ static bool ls_node_final(int node)
 
 /* ------------------------------------------------------------------ tasks */
 
-static void ls_add(int64_t *acc, int64_t d)
+static void sat_add(int64_t *acc, int64_t d)
 {
     *acc = d > INT64_MAX - *acc ? INT64_MAX : *acc + d;
 }
 
 /* End t's span at ts because of event e (NULL: the end of its loop or of
  * the recording). */
-static void ls_close_span(ls_replay *r, ls_task *t, int64_t ts, const ls_event *e)
+static void close_span(ls_replay *r, ls_task *t, int64_t ts, const ls_event *e)
 {
     if (t->state == LS_TASK_NO_STATE)
         return;
@@ -233,16 +233,16 @@ static void ls_close_span(ls_replay *r, ls_task *t, int64_t ts, const ls_event *
     if (d >= 0) {
         switch (state) {
         case EVL_FINAL_RUNNING:
-            ls_add(&t->busy, d);
+            sat_add(&t->busy, d);
             if (d > t->longest)
                 t->longest = d;
             break;
         case EVL_FINAL_CREATED:
         case EVL_FINAL_READY:
-            ls_add(&t->sched, d);
+            sat_add(&t->sched, d);
             break;
         case EVL_FINAL_SUSPENDED:
-            ls_add(&t->idle, d);
+            sat_add(&t->idle, d);
             break;
         }
     }
@@ -276,8 +276,8 @@ static void ls_close_span(ls_replay *r, ls_task *t, int64_t ts, const ls_event *
     t->state = LS_TASK_NO_STATE;
 }
 
-static void ls_open_span(ls_task *t, int state, int node, const ls_event *e, int64_t detail,
-                         int64_t object, int64_t timeout)
+static void open_span(ls_task *t, int state, int node, const ls_event *e, int64_t detail,
+                      int64_t object, int64_t timeout)
 {
     t->state = (int8_t)state;
     t->seen = 1;
@@ -290,7 +290,7 @@ static void ls_open_span(ls_task *t, int state, int node, const ls_event *e, int
 
 /* Task id's entry, made with no state yet if new (*made set); NULL when
  * the table is full. */
-static ls_task *ls_get(ls_replay *r, uint64_t id, uint64_t loop, bool *made)
+static ls_task *task_get(ls_replay *r, uint64_t id, uint64_t loop, bool *made)
 {
     ls_task *t = ls_tasks_get(r->tasks, id, loop, made);
     if (t && *made) {
@@ -300,16 +300,16 @@ static ls_task *ls_get(ls_replay *r, uint64_t id, uint64_t loop, bool *made)
     return t;
 }
 
-static void ls_task_event(ls_replay *r, const ls_event *e)
+static void task_event(ls_replay *r, const ls_event *e)
 {
     bool made = false;
-    ls_task *t = ls_get(r, e->task, e->loop, &made);
+    ls_task *t = task_get(r, e->task, e->loop, &made);
     if (!t)
         return;                       /* the table is full */
     if (t->done && e->kind != EVL_PROBE_ID_task_leak) {
         /* an id used again after its finish: a new task as far as we know */
         ls_tasks_remove(r->tasks, t);
-        t = ls_get(r, e->task, e->loop, &made);
+        t = task_get(r, e->task, e->loop, &made);
         if (!t)
             return;
     }
@@ -319,32 +319,32 @@ static void ls_task_event(ls_replay *r, const ls_event *e)
         if (!made && (t->state != LS_TASK_NO_STATE || t->tnode >= 0))
             return;                   /* a late snapshot: its events told more */
         int node = pre ? LS_NODE_PREEXISTING : LS_NODE_CREATED;
-        ls_enter_node(r, t, node, e->ts);
-        ls_open_span(t, EVL_FINAL_CREATED, node, e, pre, 0, 0);
+        enter_node(r, t, node, e->ts);
+        open_span(t, EVL_FINAL_CREATED, node, e, pre, 0, 0);
         return;
     }
     case EVL_PROBE_ID_task_run:
-        ls_close_span(r, t, e->ts, e);
-        ls_enter_node(r, t, LS_NODE_RUNNING, e->ts);
-        ls_open_span(t, EVL_FINAL_RUNNING, LS_NODE_RUNNING, e, 0, 0, 0);
+        close_span(r, t, e->ts, e);
+        enter_node(r, t, LS_NODE_RUNNING, e->ts);
+        open_span(t, EVL_FINAL_RUNNING, LS_NODE_RUNNING, e, 0, 0, 0);
         t->resumes++;
         return;
     case EVL_PROBE_ID_task_suspend: {
-        ls_close_span(r, t, e->ts, e);
-        int node = LS_NODE_SUSPENDED + ls_clamp_detail(e->reason);
-        ls_enter_node(r, t, node, e->ts);
-        ls_open_span(t, EVL_FINAL_SUSPENDED, node, e, e->reason, e->arg0, e->arg1);
+        close_span(r, t, e->ts, e);
+        int node = LS_NODE_SUSPENDED + clamp_detail(e->reason);
+        enter_node(r, t, node, e->ts);
+        open_span(t, EVL_FINAL_SUSPENDED, node, e, e->reason, e->arg0, e->arg1);
         return;
     }
     case EVL_PROBE_ID_task_wake:
-        ls_close_span(r, t, e->ts, e);
-        ls_enter_node(r, t, LS_NODE_READY, e->ts);
-        ls_open_span(t, EVL_FINAL_READY, LS_NODE_READY, e, e->reason, e->arg0, 0);
+        close_span(r, t, e->ts, e);
+        enter_node(r, t, LS_NODE_READY, e->ts);
+        open_span(t, EVL_FINAL_READY, LS_NODE_READY, e, e->reason, e->arg0, 0);
         t->wakes++;
         return;
     case EVL_PROBE_ID_task_finish:
-        ls_close_span(r, t, e->ts, e);
-        ls_enter_node(r, t, LS_NODE_FINAL + ls_clamp_detail(e->reason), e->ts);
+        close_span(r, t, e->ts, e);
+        enter_node(r, t, LS_NODE_FINAL + clamp_detail(e->reason), e->ts);
         if (r->ops.on_task_done)
             r->ops.on_task_done(r->ops.ctx, t, true);
         /* A failed task may still get its "unretrieved" leak verdict: keep
@@ -355,7 +355,7 @@ static void ls_task_event(ls_replay *r, const ls_event *e)
             ls_tasks_remove(r->tasks, t);
         return;
     case EVL_PROBE_ID_task_leak:
-        ls_enter_node(r, t, LS_NODE_LEAKED, e->ts);
+        enter_node(r, t, LS_NODE_LEAKED, e->ts);
         if (r->ops.on_mark)
             r->ops.on_mark(r->ops.ctx, e);
         if (t->done)
@@ -374,15 +374,15 @@ void ls_replay_event(ls_replay *r, const ls_event *e)
         return;
     if (e->kind >= EVL_PROBE_ID_task_create && e->kind <= EVL_PROBE_ID_task_leak) {
         if (e->task)
-            ls_task_event(r, e);
+            task_event(r, e);
     } else if (!r->ops.spans_only) {
-        ls_loop_event(r, e);
+        loop_event(r, e);
     }
 }
 
 void ls_replay_loop_stop(ls_replay *r, uint64_t loop, int64_t ts)
 {
-    ls_rloop *l = ls_loop(r, loop);
+    ls_rloop *l = loop_get(r, loop);
     if (l)
         l->stopped = ts;
 }
@@ -392,7 +392,7 @@ struct ls_end_ctx {
     int64_t end;
 };
 
-static void ls_end_task(ls_task *t, void *arg)
+static void end_task(ls_task *t, void *arg)
 {
     struct ls_end_ctx *c = arg;
     ls_replay *r = c->r;
@@ -402,9 +402,9 @@ static void ls_end_task(ls_task *t, void *arg)
     for (size_t i = 0; i < r->nloops; i++)
         if (r->loops[i].id == t->loop && r->loops[i].stopped)
             end = r->loops[i].stopped;
-    ls_close_span(r, t, end, NULL);
-    if (t->tnode >= 0 && !ls_node_final(t->tnode) && !r->ops.spans_only)
-        ls_edge(r, t->loop, t->tnode, LS_NODE_END, 0, false);
+    close_span(r, t, end, NULL);
+    if (t->tnode >= 0 && !node_final(t->tnode) && !r->ops.spans_only)
+        count_edge(r, t->loop, t->tnode, LS_NODE_END, 0, false);
     if (r->ops.on_task_done)
         r->ops.on_task_done(r->ops.ctx, t, false);
 }
@@ -414,7 +414,7 @@ void ls_replay_end(ls_replay *r, int64_t end_ns)
     if (r->ended)
         return;
     struct ls_end_ctx c = { r, end_ns };
-    ls_tasks_each(r->tasks, ls_end_task, &c);
+    ls_tasks_each(r->tasks, end_task, &c);
     r->ended = true;
 }
 
@@ -443,7 +443,7 @@ void ls_replay_each_edge(ls_replay *r, void (*edge)(void *ctx, const ls_edge_sta
 
 struct ls_each_task { void (*fn)(const ls_task *t, void *ctx); void *ctx; };
 
-static void ls_each_task_fn(ls_task *t, void *arg)
+static void each_task_fn(ls_task *t, void *arg)
 {
     struct ls_each_task *a = arg;
     a->fn(t, a->ctx);
@@ -452,7 +452,7 @@ static void ls_each_task_fn(ls_task *t, void *arg)
 void ls_replay_each_task(ls_replay *r, void (*fn)(const ls_task *t, void *ctx), void *ctx)
 {
     struct ls_each_task a = { fn, ctx };
-    ls_tasks_each(r->tasks, ls_each_task_fn, &a);
+    ls_tasks_each(r->tasks, each_task_fn, &a);
 }
 
 void ls_replay_each_iteration_bucket(ls_replay *r,

@@ -19,7 +19,7 @@ struct ls_tasks {
                                  leave it safe) */
 };
 
-static size_t ls_home(uint64_t id, size_t cap)
+static size_t home_slot(uint64_t id, size_t cap)
 {
     return (size_t)((id * 0x9E3779B97F4A7C15ull) >> 17) & (cap - 1);
 }
@@ -39,7 +39,7 @@ void ls_tasks_free(ls_tasks *t)
     free(t);
 }
 
-static int ls_grow(ls_tasks *t)
+static int grow(ls_tasks *t)
 {
     size_t cap = t->cap ? t->cap * 2 : 1024;
     ls_task *a = calloc(cap, sizeof(*a));
@@ -48,7 +48,7 @@ static int ls_grow(ls_tasks *t)
     for (size_t i = 0; i < t->cap; i++) {
         if (!t->slot[i].id)
             continue;
-        size_t k = ls_home(t->slot[i].id, cap);
+        size_t k = home_slot(t->slot[i].id, cap);
         while (a[k].id)
             k = (k + 1) & (cap - 1);
         a[k] = t->slot[i];
@@ -66,7 +66,7 @@ ls_task *ls_tasks_find(ls_tasks *t, uint64_t id)
         return NULL;
     if (t->last && t->last->id == id)
         return t->last;
-    for (size_t k = ls_home(id, t->cap);; k = (k + 1) & (t->cap - 1)) {
+    for (size_t k = home_slot(id, t->cap);; k = (k + 1) & (t->cap - 1)) {
         if (t->slot[k].id == id)
             return t->last = &t->slot[k];
         if (!t->slot[k].id)
@@ -82,9 +82,9 @@ ls_task *ls_tasks_get(ls_tasks *t, uint64_t id, uint64_t loop, bool *made)
         return e;
     if (t->n >= t->max_live)
         return NULL;
-    if ((t->n + 1) * 2 > t->cap && ls_grow(t) < 0)
+    if ((t->n + 1) * 2 > t->cap && grow(t) < 0)
         return NULL;
-    size_t k = ls_home(id, t->cap);
+    size_t k = home_slot(id, t->cap);
     while (t->slot[k].id)
         k = (k + 1) & (t->cap - 1);
     t->slot[k] = (ls_task){ .id = id, .loop = loop };
@@ -100,7 +100,7 @@ void ls_tasks_remove(ls_tasks *t, ls_task *task)
         j = (j + 1) & mask;
         if (!t->slot[j].id)
             break;
-        size_t k = ls_home(t->slot[j].id, t->cap);
+        size_t k = home_slot(t->slot[j].id, t->cap);
         /* Entry j may move into the hole at i unless its home lies
          * cyclically in (i, j]. */
         bool stays = i <= j ? (i < k && k <= j) : (i < k || k <= j);

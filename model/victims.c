@@ -62,7 +62,7 @@ typedef struct ls_vstate {
     bool oom;
 } ls_vstate;
 
-static int ls_ep_cmp(const void *a, const void *b)
+static int ep_cmp(const void *a, const void *b)
 {
     const ls_ep *x = a, *y = b;
     if (x->loop != y->loop)
@@ -70,7 +70,7 @@ static int ls_ep_cmp(const void *a, const void *b)
     return x->e < y->e ? -1 : x->e > y->e;
 }
 
-static int ls_victim_cmp(const void *a, const void *b)
+static int victim_cmp(const void *a, const void *b)
 {
     const ls_victim *x = a, *y = b;
     if (x->ready != y->ready)
@@ -79,7 +79,7 @@ static int ls_victim_cmp(const void *a, const void *b)
 }
 
 /* The entry of task id, made if new; NULL when the table is full. */
-static ls_vtask *ls_vtask_get(ls_vstate *v, int64_t id)
+static ls_vtask *vtask_get(ls_vstate *v, int64_t id)
 {
     if (v->ntasks * 2 >= v->cap) {
         if (v->cap >= 2 * (size_t)LS_VICTIM_TASKS)
@@ -120,7 +120,7 @@ find:
     return NULL;
 }
 
-static void ls_victim_add(ls_vstate *v, const ls_victim *x)
+static void victim_add(ls_vstate *v, const ls_victim *x)
 {
     if (v->nout == v->outcap) {
         size_t cap = v->outcap ? 2 * v->outcap : 256;
@@ -137,8 +137,8 @@ static void ls_victim_add(ls_vstate *v, const ls_victim *x)
 
 /* Task t of loop, woken at w (its waker and deadline in k), ran at r:
  * which episodes it was a victim of. */
-static void ls_wake_ran(ls_vstate *v, int64_t loop, int64_t task, const ls_vtask *k, int64_t r,
-                        int64_t seq)
+static void wake_ran(ls_vstate *v, int64_t loop, int64_t task, const ls_vtask *k, int64_t r,
+                     int64_t seq)
 {
     int64_t w = k->wake;
     /* the first episode of this loop ending at or after w - 1 s */
@@ -172,9 +172,9 @@ static void ls_wake_ran(ls_vstate *v, int64_t loop, int64_t task, const ls_vtask
         if (!cause)
             continue;
         int64_t from_ns = ready > E->s ? ready : E->s;
-        ls_victim_add(v, &(ls_victim){ .bid = E->id, .task = task, .ready = ready, .ran = r,
-                                       .delay = ls_ns_sub(r, from_ns), .seq = seq,
-                                       .cause = cause });
+        victim_add(v, &(ls_victim){ .bid = E->id, .task = task, .ready = ready, .ran = r,
+                                    .delay = ls_ns_sub(r, from_ns), .seq = seq,
+                                    .cause = cause });
     }
 }
 
@@ -196,7 +196,7 @@ static const char ls_events_sql[] =
     " WHERE kind IN (" LS_SQL_KIND_task_suspend ", " LS_SQL_KIND_task_wake ", "
     LS_SQL_KIND_task_run ") AND task_id IS NOT NULL ORDER BY rowid";
 
-static int ls_load_eps(sqlite3 *db, ls_vstate *v)
+static int load_eps(sqlite3 *db, ls_vstate *v)
 {
     sqlite3_stmt *st = NULL;
     int rc = sqlite3_prepare_v2(db, ls_eps_sql, -1, &st, NULL);
@@ -225,11 +225,11 @@ static int ls_load_eps(sqlite3 *db, ls_vstate *v)
     if (rc == SQLITE_DONE)
         rc = SQLITE_OK;
     if (rc == SQLITE_OK && v->neps)
-        qsort(v->eps, v->neps, sizeof(*v->eps), ls_ep_cmp);
+        qsort(v->eps, v->neps, sizeof(*v->eps), ep_cmp);
     return rc;
 }
 
-static int ls_scan(sqlite3 *db, ls_vstate *v)
+static int scan_events(sqlite3 *db, ls_vstate *v)
 {
     sqlite3_stmt *st = NULL;
     int rc = sqlite3_prepare_v2(db, ls_events_sql, -1, &st, NULL);
@@ -238,7 +238,7 @@ static int ls_scan(sqlite3 *db, ls_vstate *v)
         rc = SQLITE_OK;
         int64_t loop = sqlite3_column_int64(st, 0), task = sqlite3_column_int64(st, 1);
         int kind = sqlite3_column_int(st, 2);
-        ls_vtask *k = ls_vtask_get(v, task);
+        ls_vtask *k = vtask_get(v, task);
         if (!k)
             continue;
         seq++;
@@ -255,7 +255,7 @@ static int ls_scan(sqlite3 *db, ls_vstate *v)
             break;
         case EVL_PROBE_ID_task_run:
             if (k->pending && sqlite3_column_int64(st, 5) >= k->wake)
-                ls_wake_ran(v, loop, task, k, sqlite3_column_int64(st, 5), seq);
+                wake_ran(v, loop, task, k, sqlite3_column_int64(st, 5), seq);
             k->pending = false;
             break;
         }
@@ -264,9 +264,9 @@ static int ls_scan(sqlite3 *db, ls_vstate *v)
     return rc == SQLITE_DONE ? SQLITE_OK : rc;
 }
 
-static int ls_store_victims(sqlite3 *db, ls_vstate *v)
+static int store_victims(sqlite3 *db, ls_vstate *v)
 {
-    qsort(v->out, v->nout, sizeof(*v->out), ls_victim_cmp);
+    qsort(v->out, v->nout, sizeof(*v->out), victim_cmp);
     sqlite3_stmt *st = NULL;
     int rc = sqlite3_prepare_v2(db, "INSERT OR IGNORE INTO blocking_victims(blocking_id, task_id,"
                                     " ready_ns, ran_ns, delay_ns, cause) VALUES(?,?,?,?,?,?)",
@@ -288,13 +288,13 @@ int ls_derive_victims(sqlite3 *db)
     ls_vstate v = { 0 };
     int rc = sqlite3_exec(db, "DELETE FROM blocking_victims", NULL, NULL, NULL);
     if (rc == SQLITE_OK)
-        rc = ls_load_eps(db, &v);
+        rc = load_eps(db, &v);
     if (rc == SQLITE_OK && v.neps)
-        rc = ls_scan(db, &v);
+        rc = scan_events(db, &v);
     if (rc == SQLITE_OK && v.oom)
         rc = SQLITE_NOMEM;
     if (rc == SQLITE_OK && v.nout)
-        rc = ls_store_victims(db, &v);
+        rc = store_victims(db, &v);
     free(v.eps);
     free(v.tasks);
     free(v.out);

@@ -33,7 +33,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static int ls_copy_file(const char *from, const char *to)
+static int copy_file(const char *from, const char *to)
 {
     int in = open(from, O_RDONLY | O_CLOEXEC), out = -1, rc = -1;
     struct stat sb;
@@ -57,7 +57,7 @@ out:
 }
 
 /* Derive the trace at path in place (it must be writable). */
-static int ls_derive_file(const char *path, char *err, size_t errlen)
+static int derive_file(const char *path, char *err, size_t errlen)
 {
     sqlite3 *db = NULL;
     int rc = -1;
@@ -119,7 +119,7 @@ const char *ls_trace_complete(ls_trace *t, char **tmp_path)
     if (fd >= 0) {
         int rc = flock(fd, LOCK_EX);
         if (rc == 0)
-            rc = ls_derive_file(t->path, err, sizeof(err));
+            rc = derive_file(t->path, err, sizeof(err));
         close(fd);                            /* and the lock with it */
         if (rc < 0) {
             ls_error("cannot complete trace '%s': %s", t->path, err);
@@ -142,9 +142,9 @@ const char *ls_trace_complete(ls_trace *t, char **tmp_path)
     snprintf(wal_from, sizeof(wal_from), "%s-wal", t->path);
     snprintf(wal_to, sizeof(wal_to), "%s-wal", copy);
     /* A killed recorder's last commits may be in the -wal file still. */
-    if (cfd < 0 || (close(cfd), unlink(copy), ls_copy_file(t->path, copy)) < 0 ||
-        (access(wal_from, F_OK) == 0 && ls_copy_file(wal_from, wal_to) < 0) ||
-        ls_derive_file(copy, err, sizeof(err)) < 0) {
+    if (cfd < 0 || (close(cfd), unlink(copy), copy_file(t->path, copy)) < 0 ||
+        (access(wal_from, F_OK) == 0 && copy_file(wal_from, wal_to) < 0) ||
+        derive_file(copy, err, sizeof(err)) < 0) {
         unlink(wal_to);
         ls_error("cannot complete a copy of read-only trace '%s' in '%s': %s", t->path, copy,
                  err[0] ? err : strerror(errno));

@@ -99,7 +99,7 @@ static void hist_row(ls_loopstat *l, sqlite3_stmt *st)
     l->hist_busy = ls_sat_add(l->hist_busy, busy);
 }
 
-static bool ls_loopstats_read_into(ls_trace *t, ls_loopstat **out, size_t *n)
+static bool loopstats_read_into(ls_trace *t, ls_loopstat **out, size_t *n)
 {
     *out = NULL;
     *n = 0;
@@ -169,7 +169,7 @@ void ls_loopstats_free(ls_loopstat *s, size_t n)
  * damaged trace can fail after the first rows). */
 bool ls_loopstats_read(ls_trace *t, ls_loopstat **out, size_t *n)
 {
-    if (ls_loopstats_read_into(t, out, n))
+    if (loopstats_read_into(t, out, n))
         return true;
     ls_loopstats_free(*out, *n);
     *out = NULL;

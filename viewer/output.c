@@ -218,7 +218,7 @@ void ls_json_init(ls_json *j, FILE *f)
     j->first[0] = true;
 }
 
-static void ls_json_sep(ls_json *j)
+static void json_sep(ls_json *j)
 {
     if (j->after_key) {
         j->after_key = false;
@@ -229,16 +229,16 @@ static void ls_json_sep(ls_json *j)
     j->first[j->depth] = false;
 }
 
-static void ls_json_open(ls_json *j, char c)
+static void json_open(ls_json *j, char c)
 {
-    ls_json_sep(j);
+    json_sep(j);
     fputc(c, j->f);
     if (j->depth < 31)
         j->depth++;
     j->first[j->depth] = true;
 }
 
-static void ls_json_close(ls_json *j, char c)
+static void json_close(ls_json *j, char c)
 {
     if (j->depth > 0)
         j->depth--;
@@ -247,15 +247,15 @@ static void ls_json_close(ls_json *j, char c)
         fputc('\n', j->f);
 }
 
-void ls_json_begin_object(ls_json *j) { ls_json_open(j, '{'); }
-void ls_json_end_object(ls_json *j) { ls_json_close(j, '}'); }
-void ls_json_begin_array(ls_json *j) { ls_json_open(j, '['); }
-void ls_json_end_array(ls_json *j) { ls_json_close(j, ']'); }
+void ls_json_begin_object(ls_json *j) { json_open(j, '{'); }
+void ls_json_end_object(ls_json *j) { json_close(j, '}'); }
+void ls_json_begin_array(ls_json *j) { json_open(j, '['); }
+void ls_json_end_array(ls_json *j) { json_close(j, ']'); }
 
 
 void ls_json_key(ls_json *j, const char *key)
 {
-    ls_json_sep(j);
+    json_sep(j);
     ls_json_write_str(j->f, key);
     fputc(':', j->f);
     j->after_key = true;
@@ -263,7 +263,7 @@ void ls_json_key(ls_json *j, const char *key)
 
 void ls_json_str(ls_json *j, const char *s)
 {
-    ls_json_sep(j);
+    json_sep(j);
     if (s)
         ls_json_write_str(j->f, s);
     else
@@ -272,25 +272,25 @@ void ls_json_str(ls_json *j, const char *s)
 
 void ls_json_int(ls_json *j, int64_t v)
 {
-    ls_json_sep(j);
+    json_sep(j);
     fprintf(j->f, "%" PRId64, v);
 }
 
 void ls_json_double(ls_json *j, double v)
 {
-    ls_json_sep(j);
+    json_sep(j);
     fprintf(j->f, "%.6g", v);
 }
 
 void ls_json_bool(ls_json *j, bool v)
 {
-    ls_json_sep(j);
+    json_sep(j);
     fputs(v ? "true" : "false", j->f);
 }
 
 void ls_json_null(ls_json *j)
 {
-    ls_json_sep(j);
+    json_sep(j);
     fputs("null", j->f);
 }
 
@@ -319,7 +319,7 @@ ls_table *ls_table_new(const ls_col *cols, int ncols)
     return t;
 }
 
-static void ls_table_add(ls_table *t, int kind, int64_t v, const char *s)
+static void table_add(ls_table *t, int kind, int64_t v, const char *s)
 {
     if (t->ncells == t->cap) {
         t->cap = t->cap ? t->cap * 2 : 256;
@@ -335,7 +335,7 @@ static void ls_table_add(ls_table *t, int kind, int64_t v, const char *s)
 void ls_table_str(ls_table *t, const char *s)
 {
     if (s)
-        ls_table_add(t, LS_CELL_STR, 0, s);
+        table_add(t, LS_CELL_STR, 0, s);
     else
         ls_table_null(t);
 }
@@ -344,18 +344,18 @@ void ls_table_int(ls_table *t, int64_t v)
 {
     char b[32];
     snprintf(b, sizeof(b), "%" PRId64, v);
-    ls_table_add(t, LS_CELL_INT, v, b);
+    table_add(t, LS_CELL_INT, v, b);
 }
 
 void ls_table_dur(ls_table *t, int64_t ns)
 {
     char b[32];
-    ls_table_add(t, LS_CELL_DUR, ns, ls_fmt_dur(b, sizeof(b), ns));
+    table_add(t, LS_CELL_DUR, ns, ls_fmt_dur(b, sizeof(b), ns));
 }
 
 void ls_table_null(ls_table *t)
 {
-    ls_table_add(t, LS_CELL_NULL, 0, "-");
+    table_add(t, LS_CELL_NULL, 0, "-");
 }
 
 void ls_table_print(ls_table *t, FILE *f, bool json)

@@ -16,7 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static int64_t ls_pragma_int(sqlite3 *db, const char *pragma, int *rc)
+static int64_t pragma_int(sqlite3 *db, const char *pragma, int *rc)
 {
     sqlite3_stmt *st = NULL;
     int64_t v = 0;
@@ -32,7 +32,7 @@ static int64_t ls_pragma_int(sqlite3 *db, const char *pragma, int *rc)
     return v;
 }
 
-static void ls_trace_drop_copy(ls_trace *t)
+static void drop_copy(ls_trace *t)
 {
     if (!t->tmp_path)
         return;
@@ -48,7 +48,7 @@ static void ls_trace_drop_copy(ls_trace *t)
 
 /* One line on stderr (stdout stays the command's own output) when the
  * recording did not end cleanly, or has not ended yet. */
-static void ls_trace_say_state(ls_trace *t)
+static void say_state(ls_trace *t)
 {
     if (t->in_progress) {
         fprintf(stderr, "note: '%s' is still being recorded; showing what its recorder has "
@@ -71,7 +71,7 @@ static void ls_trace_say_state(ls_trace *t)
  * most, rather than failing the command: viewers run side by side on one
  * file. */
 #define LS_TRACE_BUSY_MS 5000
-static int ls_trace_connect(ls_trace *t, const char *path)
+static int trace_connect(ls_trace *t, const char *path)
 {
     int rc = sqlite3_open_v2(path, &t->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL);
     if (rc == SQLITE_OK)
@@ -100,13 +100,13 @@ ls_trace *ls_trace_open(const char *path)
     if (!t)
         return NULL;
     t->path = path;
-    int rc = ls_trace_connect(t, path);
+    int rc = trace_connect(t, path);
     if (rc != SQLITE_OK)
         goto sqlerr;
-    int64_t app = ls_pragma_int(t->db, "PRAGMA application_id", &rc);
+    int64_t app = pragma_int(t->db, "PRAGMA application_id", &rc);
     if (rc != SQLITE_OK)
         goto sqlerr;
-    int64_t ver = ls_pragma_int(t->db, "PRAGMA user_version", &rc);
+    int64_t ver = pragma_int(t->db, "PRAGMA user_version", &rc);
     if (rc != SQLITE_OK)
         goto sqlerr;
     if (app != LS_TRACE_APP_ID) {
@@ -144,10 +144,10 @@ ls_trace *ls_trace_open(const char *path)
     if (t->completed) {                        /* reopen what was completed */
         sqlite3_close(t->db);
         t->db = NULL;
-        if ((rc = ls_trace_connect(t, use)) != SQLITE_OK)
+        if ((rc = trace_connect(t, use)) != SQLITE_OK)
             goto sqlerr;
     }
-    ls_trace_say_state(t);
+    say_state(t);
     return t;
 sqlerr:
     if (rc == SQLITE_NOTADB)
@@ -159,7 +159,7 @@ sqlerr:
         ls_error("cannot open trace '%s': %s", path, t->db ? sqlite3_errmsg(t->db) : sqlite3_errstr(rc));
 fail:
     sqlite3_close(t->db);
-    ls_trace_drop_copy(t);
+    drop_copy(t);
     free(t);
     return NULL;
 }
@@ -169,7 +169,7 @@ void ls_trace_close(ls_trace *t)
     if (!t)
         return;
     sqlite3_close(t->db);
-    ls_trace_drop_copy(t);
+    drop_copy(t);
     free(t);
 }
 
