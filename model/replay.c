@@ -79,7 +79,7 @@ void ls_replay_free(ls_replay *r)
 
 /* ------------------------------------------------------------ histograms */
 
-static int ls_hist_index(int64_t ns)
+int ls_hist_index(int64_t ns)
 {
     if (ns < 8)
         return ns < 0 ? 0 : (int)ns;
@@ -88,7 +88,7 @@ static int ls_hist_index(int64_t ns)
     return 8 + (k - 3) * 8 + sub;
 }
 
-static void ls_hist_bounds(int i, int64_t *lo, int64_t *hi)
+void ls_hist_bounds(int i, int64_t *lo, int64_t *hi)
 {
     if (i < 8) {
         *lo = i;

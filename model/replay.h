@@ -152,5 +152,9 @@ static inline int64_t ls_ns_sub(int64_t b, int64_t a)
  * per power of two (exact below 8 ns).  Shared so readers can interpret
  * the rows and percentiles stay within 1/8 of a power of two. */
 void ls_hist_bucket(int64_t ns, int64_t *lo, int64_t *hi);
+/* The same buckets numbered: ns's bucket (0 .. 487; 0 for ns < 0), and
+ * bucket i's bounds [lo, hi), for readers keeping such a histogram. */
+int ls_hist_index(int64_t ns);
+void ls_hist_bounds(int i, int64_t *lo, int64_t *hi);
 
 #endif

@@ -5,6 +5,7 @@
  * totals grouped by call site, task or syscall.
  */
 #define _GNU_SOURCE
+#include "codes.h"
 #include "commands.h"
 #include "output.h"
 #include "trace.h"
@@ -64,11 +65,6 @@ static int on_opt(int c, const char *arg, void *ctx)
     return 0;
 }
 
-static const char *col_text(sqlite3_stmt *st, int i)
-{
-    return (const char *)sqlite3_column_text(st, i);
-}
-
 /* "dir/file.c:42 function" */
 static char *site_text(const char *file, int line, const char *fn)
 {
@@ -96,7 +92,7 @@ static void print_stack(ls_trace *t, int64_t stack, ls_json *j, bool generic)
     }
     bool in_system = false;
     while (sqlite3_step(st) == SQLITE_ROW) {
-        const char *fn = col_text(st, 0), *file = col_text(st, 1), *mod = col_text(st, 3);
+        const char *fn = ls_col_text(st, 0), *file = ls_col_text(st, 1), *mod = ls_col_text(st, 3);
         int line = sqlite3_column_int(st, 2), app = sqlite3_column_int(st, 4);
         if (j) {
             ls_json_begin_object(j);
@@ -122,8 +118,11 @@ static void print_stack(ls_trace *t, int64_t stack, ls_json *j, bool generic)
         ls_json_end_array(j);
 }
 
-/* blocking_victims.cause (SCHEMA.md) */
-static const char *const cause_names[4] = { "?", "ready", "timer due", "io ready" };
+/* blocking_victims.cause (model/codes.h, SCHEMA.md) as --json says it */
+static const char *const cause_names[LS_CAUSE_FD + 1] = {
+    [0] = "?", [LS_CAUSE_READY] = "ready", [LS_CAUSE_TIMER] = "timer due",
+    [LS_CAUSE_FD] = "io ready",
+};
 
 static void print_victims(ls_trace *t, int64_t id, int64_t ndelayed, ls_json *j)
 {
@@ -142,7 +141,7 @@ static void print_victims(ls_trace *t, int64_t id, int64_t ndelayed, ls_json *j)
     }
     int shown = 0;
     while (sqlite3_step(st) == SQLITE_ROW) {
-        const char *name = col_text(st, 1);
+        const char *name = ls_col_text(st, 1);
         int64_t delay = sqlite3_column_int64(st, 2);
         if (j) {
             ls_json_begin_object(j);
@@ -151,14 +150,15 @@ static void print_victims(ls_trace *t, int64_t id, int64_t ndelayed, ls_json *j)
             ls_json_key(j, "delay_ns"); ls_json_int(j, delay);
             ls_json_key(j, "cause");
             int64_t cause = sqlite3_column_int64(st, 3);
-            ls_json_str(j, cause_names[cause >= 1 && cause <= 3 ? cause : 0]);
+            bool known = cause >= LS_CAUSE_READY && cause <= LS_CAUSE_FD;
+            ls_json_str(j, cause_names[known ? cause : 0]);
             ls_json_end_object(j);
         } else if (shown++ < 8) {
             char d[32];
             int64_t cause = sqlite3_column_int64(st, 3);
-            printf(" %s +%s%s%s", name ? ls_term(name) : "?", cause == 3 ? "<=" : "",
+            printf(" %s +%s%s%s", name ? ls_term(name) : "?", cause == LS_CAUSE_FD ? "<=" : "",
                    ls_fmt_dur(d, sizeof(d), delay),
-                   cause == 2 ? " (timer)" : cause == 3 ? " (io)" : "");
+                   cause == LS_CAUSE_TIMER ? " (timer)" : cause == LS_CAUSE_FD ? " (io)" : "");
         }
     }
     sqlite3_finalize(st);
@@ -252,8 +252,9 @@ int cmd_blocking(int argc, char **argv)
     int step, rank = 0;
     while ((step = sqlite3_step(st)) == SQLITE_ROW) {
         int64_t id = sqlite3_column_int64(st, 0), dur = sqlite3_column_int64(st, 4);
-        const char *task = col_text(st, 2), *kind = col_text(st, 5), *sys = col_text(st, 6);
-        char *site = site_text(col_text(st, 9), sqlite3_column_int(st, 10), col_text(st, 8));
+        const char *task = ls_col_text(st, 2), *kind = ls_col_text(st, 5),
+                   *sys = ls_col_text(st, 6);
+        char *site = site_text(ls_col_text(st, 9), sqlite3_column_int(st, 10), ls_col_text(st, 8));
         int64_t stack = sqlite3_column_int64(st, 7), ndelayed = sqlite3_column_int64(st, 11);
         if (j) {
             ls_json_begin_object(j);
@@ -322,13 +323,13 @@ int cmd_blocking(int argc, char **argv)
     };
     ls_table *tab = ls_table_new(cols, sizeof(cols) / sizeof(cols[0]));
     while ((step = sqlite3_step(st)) == SQLITE_ROW) {
-        const char *key = col_text(st, 0);
+        const char *key = ls_col_text(st, 0);
         ls_table_str(tab, !strcmp(o.by, "site") && key && key[0] == '/' ? ls_short_path(key) : key);
         ls_table_int(tab, sqlite3_column_int64(st, 1));
         ls_table_dur(tab, sqlite3_column_int64(st, 2));
         ls_table_dur(tab, sqlite3_column_int64(st, 3));
         ls_table_int(tab, sqlite3_column_int64(st, 5));
-        ls_table_str(tab, col_text(st, 4));
+        ls_table_str(tab, ls_col_text(st, 4));
     }
     ok = ls_step_ok(t, st, step);
     sqlite3_finalize(st);

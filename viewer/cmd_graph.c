@@ -142,11 +142,6 @@ static char *target_name(ls_trace *t)
     return r;
 }
 
-const char *graph_col_text(sqlite3_stmt *st, int i)
-{
-    return (const char *)sqlite3_column_text(st, i);
-}
-
 bool graph_exec(ls_trace *t, const char *sql)
 {
     char *msg = NULL;
@@ -165,8 +160,8 @@ void graph_load_names(ls_trace *t, const char *table, char *names[LS_MAX_CODE])
     sqlite3_stmt *st = ls_prepare(t, sql);
     while (st && sqlite3_step(st) == SQLITE_ROW) {
         int id = sqlite3_column_int(st, 0);
-        if (id >= 0 && id < LS_MAX_CODE && graph_col_text(st, 1) && !names[id])
-            names[id] = ls_dot_text(graph_col_text(st, 1), false);
+        if (id >= 0 && id < LS_MAX_CODE && ls_col_text(st, 1) && !names[id])
+            names[id] = ls_dot_text(ls_col_text(st, 1), false);
     }
     sqlite3_finalize(st);
 }

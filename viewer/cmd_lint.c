@@ -169,13 +169,6 @@ void lint_warn_end(lint *L)
 
 /* ------------------------------------------------------------- helpers */
 
-static const char *col_text(sqlite3_stmt *st, int i)
-{
-    return (const char *)sqlite3_column_text(st, i);
-}
-
-static bool col_null(sqlite3_stmt *st, int i) { return sqlite3_column_type(st, i) == SQLITE_NULL; }
-
 const char *lint_dur(int64_t ns)
 {
     static char bufs[8][32];
@@ -250,14 +243,14 @@ static const char blocking_sql[] =
 static void blocking_row(lint *L, sqlite3_stmt *st)
 {
     int64_t id = sqlite3_column_int64(st, 0);
-    int64_t task = col_null(st, 1) ? -1 : sqlite3_column_int64(st, 1);
+    int64_t task = ls_col_null(st, 1) ? -1 : sqlite3_column_int64(st, 1);
     int64_t ts = ls_col_ts(st, 3), d = ls_col_ts(st, 4);
     int64_t delayed = sqlite3_column_int64(st, 10);
-    const char *name = col_text(st, 2), *sys = col_text(st, 6);
+    const char *name = ls_col_text(st, 2), *sys = ls_col_text(st, 6);
     bool oncpu = sqlite3_column_int(st, 5) == LS_BLOCK_ONCPU;
-    char *site = lint_site_text(col_text(st, 7), sqlite3_column_int(st, 8), col_text(st, 9));
+    char *site = lint_site_text(ls_col_text(st, 7), sqlite3_column_int(st, 8), ls_col_text(st, 9));
     char who[300], delay[64] = "";
-    if (L->generic && !col_null(st, 1))
+    if (L->generic && !ls_col_null(st, 1))
         snprintf(who, sizeof(who), "asyncio task '%s' on thread %lld", lint_task_or(name),
                  (long long)sqlite3_column_int64(st, 11));
     else if (L->generic)

@@ -26,6 +26,8 @@ extern const char *const diff_change_name[DC_N];
 /* A worse/better verdict needs both: a relative change beyond 10% and an
  * absolute one of at least min_abs ns. */
 enum diff_change diff_compare(int64_t before, int64_t after, int64_t min_abs);
+/* A count or time read from a trace, clamped (ls_ts) and at least 0. */
+int64_t diff_nonneg(int64_t v);
 
 /* Either trace of the pair. */
 struct diff_side {

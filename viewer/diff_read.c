@@ -13,11 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *col_text(sqlite3_stmt *st, int i)
-{
-    return (const char *)sqlite3_column_text(st, i);
-}
-
 static char *dup_or_null(const char *s)
 {
     return s ? strdup(s) : NULL;
@@ -30,7 +25,7 @@ static int cmp_str(const char *a, const char *b)
     return strcmp(a, b);
 }
 
-static int64_t nonneg(int64_t v)
+int64_t diff_nonneg(int64_t v)
 {
     v = ls_ts(v);
     return v < 0 ? 0 : v;
@@ -136,13 +131,13 @@ bool diff_read_sites(struct diff_side s[2], int64_t min_ns, struct diff_site **o
                 break;
             struct diff_site *x = &v[nv++];
             memset(x, 0, sizeof(*x));
-            x->fn = dup_or_null(col_text(st, 0));
-            x->file = dup_or_null(ls_short_path(col_text(st, 1)));
+            x->fn = dup_or_null(ls_col_text(st, 0));
+            x->file = dup_or_null(ls_short_path(ls_col_text(st, 1)));
             x->line = sqlite3_column_type(st, 2) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 2);
-            x->n[k] = nonneg(sqlite3_column_int64(st, 3));
-            x->total[k] = nonneg(sqlite3_column_int64(st, 4));
-            x->max[k] = nonneg(sqlite3_column_int64(st, 5));
-            x->calls[k] = dup_or_null(col_text(st, 6));
+            x->n[k] = diff_nonneg(sqlite3_column_int64(st, 3));
+            x->total[k] = diff_nonneg(sqlite3_column_int64(st, 4));
+            x->max[k] = diff_nonneg(sqlite3_column_int64(st, 5));
+            x->calls[k] = dup_or_null(ls_col_text(st, 6));
         }
         bool ok = ls_step_ok(s[k].t, st, step);
         sqlite3_finalize(st);
@@ -220,7 +215,7 @@ void diff_free_groups(struct diff_group *v, size_t n)
  * of two, ls_hist_bucket): a percentile is then its bucket's upper bound
  * (at most the longest step), within 1/8 of a power of two. */
 #define STEPS_EXACT 4096
-#define HIST_N 488                /* ls_hist_bucket's buckets over int64 */
+#define HIST_N 488                /* ls_hist_index's buckets over int64 */
 
 struct steps {
     int64_t *v;                   /* exact durations, or NULL once in hist */
@@ -236,21 +231,6 @@ struct steps_ctx {
     struct steps *st;             /* one per group */
     bool oom;
 };
-
-static int hist_index(int64_t ns)         /* ls_hist_bucket's bucket number */
-{
-    if (ns < 8)
-        return ns < 0 ? 0 : (int)ns;
-    int k = 63 - __builtin_clzll((unsigned long long)ns);
-    return 8 + (k - 3) * 8 + (int)((ns >> (k - 3)) & 7);
-}
-
-static int64_t hist_lo(int i)             /* the smallest value in bucket i */
-{
-    if (i < 8)
-        return i;
-    return (int64_t)(8 + (i - 8) % 8) << ((i - 8) / 8);
-}
 
 static void steps_add(struct steps_ctx *c, struct steps *g, int64_t d)
 {
@@ -271,11 +251,11 @@ static void steps_add(struct steps_ctx *c, struct steps *g, int64_t d)
             return;
         }
         for (size_t i = 0; i < g->n; i++)
-            g->hist[hist_index(g->v[i])]++;
+            g->hist[ls_hist_index(g->v[i])]++;
         free(g->v);
         g->v = NULL;
     }
-    g->hist[hist_index(d)]++;
+    g->hist[ls_hist_index(d)]++;
     g->n++;
 }
 
@@ -318,7 +298,7 @@ static int64_t steps_quantile(struct steps *g, int pct)
         cum += g->hist[i];
         if (g->hist[i] && cum >= rank) {
             int64_t lo, hi;
-            ls_hist_bucket(hist_lo(i), &lo, &hi);
+            ls_hist_bounds(i, &lo, &hi);
             return hi < g->max ? hi : g->max;
         }
     }
@@ -346,7 +326,7 @@ static bool read_steps(struct diff_side *s, int k, struct diff_group *v, size_t 
             c.oom = true;
             break;
         }
-        struct diff_group key = { .name = (char *)col_text(st, 1) };
+        struct diff_group key = { .name = (char *)ls_col_text(st, 1) };
         struct diff_group *x = key.name ? bsearch(&key, v, n, sizeof(*v), cmp_group) : NULL;
         c.ids[c.ntasks] = sqlite3_column_int64(st, 0);
         c.group[c.ntasks++] = x ? (size_t)(x - v) : SIZE_MAX;
@@ -426,12 +406,12 @@ bool diff_read_groups(struct diff_side s[2], struct diff_group **out, size_t *n)
                 break;
             struct diff_group *x = &v[nv++];
             memset(x, 0, sizeof(*x));
-            x->name = strdup(col_text(st, 0) ? col_text(st, 0) : "?");
-            x->function = dup_or_null(col_text(st, 5));
-            x->tasks[k] = nonneg(sqlite3_column_int64(st, 1));
-            x->busy[k] = nonneg(sqlite3_column_int64(st, 2));
-            x->sched[k] = nonneg(sqlite3_column_int64(st, 3));
-            x->resumes[k] = nonneg(sqlite3_column_int64(st, 4));
+            x->name = strdup(ls_col_text(st, 0) ? ls_col_text(st, 0) : "?");
+            x->function = dup_or_null(ls_col_text(st, 5));
+            x->tasks[k] = diff_nonneg(sqlite3_column_int64(st, 1));
+            x->busy[k] = diff_nonneg(sqlite3_column_int64(st, 2));
+            x->sched[k] = diff_nonneg(sqlite3_column_int64(st, 3));
+            x->resumes[k] = diff_nonneg(sqlite3_column_int64(st, 4));
             if (!x->name) {
                 free(x->function);
                 nv--;
@@ -520,9 +500,9 @@ bool diff_read_leaks(struct diff_side s[2], struct diff_leak **out, size_t *n)
                 break;
             struct diff_leak *x = &v[nv++];
             memset(x, 0, sizeof(*x));
-            x->kind = strdup(col_text(st, 0) ? col_text(st, 0) : "?");
-            x->name = strdup(col_text(st, 1) ? col_text(st, 1) : "?");
-            x->n[k] = nonneg(sqlite3_column_int64(st, 2));
+            x->kind = strdup(ls_col_text(st, 0) ? ls_col_text(st, 0) : "?");
+            x->name = strdup(ls_col_text(st, 1) ? ls_col_text(st, 1) : "?");
+            x->n[k] = diff_nonneg(sqlite3_column_int64(st, 2));
         }
         bool ok = ls_step_ok(s[k].t, st, step);
         sqlite3_finalize(st);

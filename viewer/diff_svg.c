@@ -73,23 +73,12 @@ struct graph {
     size_t ne, cape;
 };
 
-static const char *col_text(sqlite3_stmt *st, int i)
-{
-    return (const char *)sqlite3_column_text(st, i);
-}
-
 static char *node_key(const char *fn, const char *file)
 {
     char *k = NULL;
     if (asprintf(&k, "%s\x1f%s", fn ? fn : "?", file ? ls_short_path(file) : "") < 0)
         return NULL;
     return k;
-}
-
-static int64_t nonneg(int64_t v)
-{
-    v = ls_ts(v);
-    return v < 0 ? 0 : v;
 }
 
 static bool add_node(struct graph *g, int k, char *key, const char *fn, const char *file,
@@ -106,8 +95,8 @@ static bool add_node(struct graph *g, int k, char *key, const char *fn, const ch
     x->file = file ? strdup(ls_short_path(file)) : NULL;
     x->lines = lines ? strdup(lines) : NULL;
     x->leaf = leaf;
-    x->n[k] = nonneg(n);
-    x->total[k] = nonneg(total);
+    x->n[k] = diff_nonneg(n);
+    x->total[k] = diff_nonneg(total);
     return true;
 }
 
@@ -122,8 +111,8 @@ static bool add_edge(struct graph *g, int k, char *from, char *to, int64_t n, in
     memset(x, 0, sizeof(*x));
     x->from = from;
     x->to = to;
-    x->n[k] = nonneg(n);
-    x->total[k] = nonneg(total);
+    x->n[k] = diff_nonneg(n);
+    x->total[k] = diff_nonneg(total);
     return true;
 }
 
@@ -147,29 +136,29 @@ static bool read_side(struct diff_side *s, int k, int64_t min_ns, struct graph *
     if (!st)
         return false;
     while ((step = sqlite3_step(st)) == SQLITE_ROW)
-        add_node(g, k, node_key(col_text(st, 0), col_text(st, 1)), col_text(st, 0),
-                 col_text(st, 1), col_text(st, 4), false, sqlite3_column_int64(st, 2),
+        add_node(g, k, node_key(ls_col_text(st, 0), ls_col_text(st, 1)), ls_col_text(st, 0),
+                 ls_col_text(st, 1), ls_col_text(st, 4), false, sqlite3_column_int64(st, 2),
                  sqlite3_column_int64(st, 3));
     ok = ls_step_ok(s->t, st, step);
     sqlite3_finalize(st);
     if (!ok || !(st = prep(s, edges_sql, min_ns)))
         return false;
     while ((step = sqlite3_step(st)) == SQLITE_ROW)
-        add_edge(g, k, node_key(col_text(st, 0), col_text(st, 1)),
-                 node_key(col_text(st, 2), col_text(st, 3)), sqlite3_column_int64(st, 4),
+        add_edge(g, k, node_key(ls_col_text(st, 0), ls_col_text(st, 1)),
+                 node_key(ls_col_text(st, 2), ls_col_text(st, 3)), sqlite3_column_int64(st, 4),
                  sqlite3_column_int64(st, 5));
     ok = ls_step_ok(s->t, st, step);
     sqlite3_finalize(st);
     if (!ok || !(st = prep(s, calls_sql, min_ns)))
         return false;
     while ((step = sqlite3_step(st)) == SQLITE_ROW) {
-        const char *call = col_text(st, 2) ? col_text(st, 2) : "?";
+        const char *call = ls_col_text(st, 2) ? ls_col_text(st, 2) : "?";
         char *leaf = NULL;
         if (asprintf(&leaf, "\x01%s", call) < 0)
             leaf = NULL;
         add_node(g, k, leaf ? strdup(leaf) : NULL, call, NULL, NULL, true,
                  sqlite3_column_int64(st, 3), sqlite3_column_int64(st, 4));
-        add_edge(g, k, node_key(col_text(st, 0), col_text(st, 1)), leaf,
+        add_edge(g, k, node_key(ls_col_text(st, 0), ls_col_text(st, 1)), leaf,
                  sqlite3_column_int64(st, 3), sqlite3_column_int64(st, 4));
     }
     ok = ls_step_ok(s->t, st, step);

@@ -76,11 +76,18 @@ struct gnode {
     bool shown;               /* within --limit */
 };
 
+/* What an edge of the task tree says (its order: how edges sort). */
+enum gedge_kind {
+    GEDGE_SPAWN,              /* tail created head */
+    GEDGE_AWAIT,              /* tail awaits head */
+    GEDGE_LOCK,               /* tail waits for a lock head holds */
+    GEDGE_WOKEN,              /* tail was woken by head (event, queue ...: reason) */
+};
+
 struct gedge {
     int tail, head;           /* node indexes */
-    int kind;                 /* 0 spawn, 1 await, 2 waits for a lock head holds,
-                                 3 woken by head (event, queue ...: reason) */
-    int reason;               /* kind 3: the suspend reason */
+    int kind;                 /* enum gedge_kind */
+    int reason;               /* GEDGE_WOKEN: the suspend reason */
     int64_t count;            /* children, or awaits */
     bool cycle;               /* an await edge that was part of a wait-for cycle */
 };
@@ -116,7 +123,6 @@ bool graph_task_releases(ls_trace *t, const struct gtask *tk, int n, struct awai
 
 /* --------------------------------------------------- shared (cmd_graph.c) */
 
-const char *graph_col_text(sqlite3_stmt *st, int i);
 /* Run SQL that returns no rows (temp tables); false after an error line. */
 bool graph_exec(ls_trace *t, const char *sql);
 

@@ -120,8 +120,8 @@ int graph_blocking(ls_trace *t, Agraph_t *g, const struct graph_opts *o, const c
         int64_t id = sqlite3_column_int64(st, 0);
         if (id > limit)
             continue;                       /* sorted by id: only counting the rest */
-        const char *fn = graph_col_text(st, 1), *mod = graph_col_text(st, 2), *file = graph_col_text(st, 7);
-        const char *lines = graph_col_text(st, 8);
+        const char *fn = ls_col_text(st, 1), *mod = ls_col_text(st, 2), *file = ls_col_text(st, 7);
+        const char *lines = ls_col_text(st, 8);
         bool app = sqlite3_column_int(st, 3);
         int64_t cum = sqlite3_column_int64(st, 4), flat = sqlite3_column_int64(st, 5);
         double cshare = total ? (double)cum / total : 0, fshare = total ? (double)flat / total : 0;

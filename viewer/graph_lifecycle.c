@@ -506,7 +506,7 @@ static int lifecycle_task(ls_trace *t, Agraph_t *g, const struct graph_opts *o, 
         sqlite3_finalize(st);
         return ls_error("graph: no task with id %lld in trace '%s'", (long long)o->task, t->path);
     }
-    char *name = strdup(graph_col_text(st, 0) ? graph_col_text(st, 0) : "?");
+    char *name = strdup(ls_col_text(st, 0) ? ls_col_text(st, 0) : "?");
     sqlite3_finalize(st);
     int64_t start = ls_meta_ts(t, LS_META_START_NS, 0), end = ls_meta_ts(t, LS_META_END_NS, -1);
     if (!replay_task(t, o->task, end, &p))

@@ -96,7 +96,7 @@ int graph_tasks(ls_trace *t, Agraph_t *g, const struct graph_opts *o, const char
         memset(x, 0, sizeof(*x));
         x->id = sqlite3_column_int64(st, 0);
         x->parent_id = sqlite3_column_type(st, 1) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 1);
-        x->name = strdup(graph_col_text(st, 2) ? graph_col_text(st, 2) : "?");
+        x->name = strdup(ls_col_text(st, 2) ? ls_col_text(st, 2) : "?");
         x->pattern = ls_name_pattern(x->name ? x->name : "?");
         x->final = sqlite3_column_type(st, 3) == SQLITE_NULL ? -1 : sqlite3_column_int(st, 3);
         /* the leak verdict's kind; -1: leaked, of a kind out of range */
@@ -205,22 +205,23 @@ int graph_tasks(ls_trace *t, Agraph_t *g, const struct graph_opts *o, const char
             continue;
         if (!ls_grow((void **)&edges, &capedges, nedges + 1, sizeof(*edges)))
             goto out;
-        edges[nedges++] = (struct gedge){ tk[tk[i].parent].node, tk[i].node, 0, 0, 1, false };
+        edges[nedges++] = (struct gedge){ tk[tk[i].parent].node, tk[i].node, GEDGE_SPAWN, 0, 1,
+                                          false };
     }
     for (size_t e = 0; e < naw; e++) {
         if (!ls_grow((void **)&edges, &capedges, nedges + 1, sizeof(*edges)))
             goto out;
         struct pair key = { aw[e].w, aw[e].a };
         bool c = ncyc && bsearch(&key, cyc, ncyc, sizeof(*cyc), graph_cmp_pair);
-        int kind = aw[e].reason == EVL_SUSPEND_LOCK ? 2 : 1;
-        nlock += kind == 2;
+        int kind = aw[e].reason == EVL_SUSPEND_LOCK ? GEDGE_LOCK : GEDGE_AWAIT;
+        nlock += kind == GEDGE_LOCK;
         edges[nedges++] = (struct gedge){ tk[aw[e].w].node, tk[aw[e].a].node, kind, 0, aw[e].n, c };
     }
     for (size_t e = 0; e < nrel; e++) {
         if (!ls_grow((void **)&edges, &capedges, nedges + 1, sizeof(*edges)))
             goto out;
-        edges[nedges++] = (struct gedge){ tk[rel[e].w].node, tk[rel[e].a].node, 3, rel[e].reason,
-                                          rel[e].n, false };
+        edges[nedges++] = (struct gedge){ tk[rel[e].w].node, tk[rel[e].a].node, GEDGE_WOKEN,
+                                          rel[e].reason, rel[e].n, false };
     }
     if (nedges)
         qsort(edges, nedges, sizeof(*edges), cmp_edge);
@@ -313,11 +314,11 @@ int graph_tasks(ls_trace *t, Agraph_t *g, const struct graph_opts *o, const char
         tn = a->count > 1 ? gv_node(g, "g%lld", (long long)a->min_id) : gv_node(g, "t%lld", (long long)a->min_id);
         hn = h->count > 1 ? gv_node(g, "g%lld", (long long)h->min_id) : gv_node(g, "t%lld", (long long)h->min_id);
         Agedge_t *ed = agedge(g, tn, hn, NULL, 1);
-        if (e.kind == 0) {
+        if (e.kind == GEDGE_SPAWN) {
             gv_set(ed, "color", "#555555");
             continue;
         }
-        if (e.kind == 3) {            /* woken by: history, off the ranking */
+        if (e.kind == GEDGE_WOKEN) {  /* woken by: history, off the ranking */
             gv_set(ed, "style", "dashed");
             gv_set(ed, "constraint", "false");
             gv_set(ed, "color", "#2e7d32");
@@ -330,7 +331,7 @@ int graph_tasks(ls_trace *t, Agraph_t *g, const struct graph_opts *o, const char
             continue;
         }
         /* awaits: off the tree's ranking, so a sibling await does not bend it */
-        gv_set(ed, "style", e.kind == 2 ? "dotted" : "dashed");
+        gv_set(ed, "style", e.kind == GEDGE_LOCK ? "dotted" : "dashed");
         gv_set(ed, "constraint", "false");
         gv_set(ed, "color", "%s", e.cycle ? "#d00000" : "#1565c0");
         /* An xlabel, placed after the layout: a label makes an await
@@ -339,7 +340,7 @@ int graph_tasks(ls_trace *t, Agraph_t *g, const struct graph_opts *o, const char
         if (e.count > 1)
             gv_set(ed, "xlabel", " \xc3\x97%lld", (long long)e.count);
         if (e.cycle) {
-            gv_set(ed, "style", e.kind == 2 ? "bold,dotted" : "bold");
+            gv_set(ed, "style", e.kind == GEDGE_LOCK ? "bold,dotted" : "bold");
             gv_set(ed, "penwidth", "3");
         }
     }

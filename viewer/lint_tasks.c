@@ -22,13 +22,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *col_text(sqlite3_stmt *st, int i)
-{
-    return (const char *)sqlite3_column_text(st, i);
-}
-
-static bool col_null(sqlite3_stmt *st, int i) { return sqlite3_column_type(st, i) == SQLITE_NULL; }
-
 /* --------------------------------------------------------- never-yields */
 
 /* Candidates from task_stats, each with its longest step from the pass
@@ -47,7 +40,7 @@ static void never_row(lint *L, sqlite3_stmt *st)
     int64_t id = sqlite3_column_int64(st, 0), step = ls_col_ts(st, 3);
     int64_t resumes = sqlite3_column_int64(st, 4), life = ls_col_ts(st, 5);
     int64_t ts = ls_col_ts(st, 6), blocked = ls_col_ts(st, 8);
-    const char *name = col_text(st, 1), *fn = col_text(st, 2);
+    const char *name = ls_col_text(st, 1), *fn = ls_col_text(st, 2);
     char *clean = lint_site_text(NULL, 0, fn);
     char extra[96] = "";
     if (blocked > 0)
@@ -112,9 +105,10 @@ static void leak_row(lint *L, sqlite3_stmt *st)
 {
     int64_t id = sqlite3_column_int64(st, 0), kind = sqlite3_column_int64(st, 2);
     int64_t ts = ls_col_ts(st, 4);
-    const char *name = col_text(st, 1), *kname = col_text(st, 3), *reason = col_text(st, 6);
+    const char *name = ls_col_text(st, 1), *kname = ls_col_text(st, 3),
+               *reason = ls_col_text(st, 6);
     char what[160] = "", aw[80];
-    if (!col_null(st, 5)) {
+    if (!ls_col_null(st, 5)) {
         awaits_text(aw, sizeof(aw), reason, sqlite3_column_int64(st, 7));
         snprintf(what, sizeof(what), " (suspended on %s since %s)", aw,
                  lint_at(L, ls_col_ts(st, 5)));
@@ -126,7 +120,7 @@ static void leak_row(lint *L, sqlite3_stmt *st)
                what);
     lint_ev_str(L, "verdict", kname);
     lint_ev_int(L, "leak_ns", ts - L->start);
-    if (!col_null(st, 5)) {
+    if (!ls_col_null(st, 5)) {
         lint_ev_int(L, "suspended_ns", ls_col_ts(st, 5) - L->start);
         lint_ev_str(L, "suspend_reason", reason);
         lint_ev_int(L, "awaited", sqlite3_column_int64(st, 7));
@@ -159,8 +153,8 @@ static void lost_row(lint *L, sqlite3_stmt *st)
     int kind = sqlite3_column_int(st, 4);
     int64_t ts = ls_col_ts(st, 5), reason = sqlite3_column_int64(st, 6);
     int64_t arg0 = sqlite3_column_int64(st, 7);
-    const char *name = col_text(st, 1), *awaited = col_text(st, 8);
-    const char *waker = col_text(st, 10), *sreason = col_text(st, 11);
+    const char *name = ls_col_text(st, 1), *awaited = ls_col_text(st, 8);
+    const char *waker = ls_col_text(st, 10), *sreason = ls_col_text(st, 11);
     const char *until = stopped ? "its loop stopped" : "the recording ended";
     if (kind == EVL_PROBE_ID_task_wake && stop - ts >= L->thr) {                          /* (a) */
         lint_warn_begin(L, R_LOST_WAKEUP, id, name,
@@ -173,7 +167,7 @@ static void lost_row(lint *L, sqlite3_stmt *st)
         if (arg0 > 0)
             lint_ev_int(L, "waker_task", arg0);
     } else if (kind == EVL_PROBE_ID_task_suspend && reason == EVL_SUSPEND_TASK &&
-               !col_null(st, 9) &&
+               !ls_col_null(st, 9) &&
                stop - (ls_col_ts(st, 9) > ts ? ls_col_ts(st, 9) : ts) >= L->thr) {
         int64_t done = ls_col_ts(st, 9);                  /* (b) */
         lint_warn_begin(L, R_LOST_WAKEUP, id, name,
@@ -185,7 +179,7 @@ static void lost_row(lint *L, sqlite3_stmt *st)
         lint_ev_int(L, "suspend_ns", ts - L->start);
         lint_ev_int(L, "awaited_task", arg0);
         lint_ev_int(L, "awaited_end_ns", done - L->start);
-    } else if (kind == EVL_PROBE_ID_task_suspend && !col_null(st, 12) &&
+    } else if (kind == EVL_PROBE_ID_task_suspend && !ls_col_null(st, 12) &&
                stop - ls_col_ts(st, 12) >= L->thr) {
         int64_t c = ls_col_ts(st, 12);                    /* (c) */
         lint_warn_begin(L, R_LOST_WAKEUP, id, name,
@@ -224,10 +218,10 @@ static const char unretrieved_sql[] =
 static void unretrieved_row(lint *L, sqlite3_stmt *st)
 {
     int64_t id = sqlite3_column_int64(st, 0), err = sqlite3_column_int64(st, 3);
-    const char *name = col_text(st, 1);
+    const char *name = ls_col_text(st, 1);
     char e[32];
     ls_fmt_err(e, sizeof(e), err);
-    bool verdict = !col_null(st, 5);
+    bool verdict = !ls_col_null(st, 5);
     int state = sqlite3_column_int(st, 2);
     const char *how = state == EVL_FINAL_FAILED ? "failed"
                       : state == EVL_FINAL_CANCELLED ? "was cancelled" : "ended";
@@ -243,13 +237,13 @@ static void unretrieved_row(lint *L, sqlite3_stmt *st)
     lint_ev_str(L, "case", verdict ? "unretrieved verdict" : "failed, no awaiter");
     lint_ev_int(L, "error", err);
     lint_ev_str(L, "error_name", e);
-    if (!col_null(st, 4))
+    if (!ls_col_null(st, 4))
         lint_ev_int(L, "ended_ns", ls_col_ts(st, 4) - L->start);
     if (verdict)
         lint_ev_int(L, "verdict_ns", ls_col_ts(st, 5) - L->start);
-    if (!col_null(st, 6)) {
+    if (!ls_col_null(st, 6)) {
         lint_ev_int(L, "parent_id", sqlite3_column_int64(st, 6));
-        lint_ev_str(L, "parent", col_text(st, 7));
+        lint_ev_str(L, "parent", ls_col_text(st, 7));
     }
     lint_warn_end(L);
 }
@@ -265,7 +259,7 @@ static const char self_sql[] =
 static void self_row(lint *L, sqlite3_stmt *st)
 {
     int64_t id = sqlite3_column_int64(st, 0), n = sqlite3_column_int64(st, 2);
-    const char *name = col_text(st, 1), *kinds = col_text(st, 4);
+    const char *name = ls_col_text(st, 1), *kinds = ls_col_text(st, 4);
     lint_warn_begin(L, R_SELF_WAKE, id, name, "task '%s' (id %lld) woke itself %lld time%s (%s), "
                "first at %s", lint_task_or(name), (long long)id, (long long)n, n == 1 ? "" : "s",
                kinds ? kinds : "?", lint_at(L, ls_col_ts(st, 3)));
@@ -287,7 +281,7 @@ static void late_row(lint *L, sqlite3_stmt *st)
 {
     int64_t id = sqlite3_column_int64(st, 0), n = sqlite3_column_int64(st, 2);
     int64_t worst = ls_col_ts(st, 3), when = ls_col_ts(st, 4);
-    const char *name = col_text(st, 1);
+    const char *name = ls_col_text(st, 1);
     if (n == 1)
         lint_warn_begin(L, R_LATE_TIMER, id, name, "task '%s' (id %lld): a timer fired %s late "
                    "(deadline %s, fired %s)", lint_task_or(name), (long long)id, lint_dur(worst),

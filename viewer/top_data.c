@@ -8,6 +8,7 @@
 #define _GNU_SOURCE
 #include "top.h"
 #include "codes.h"
+#include "replay.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -163,15 +164,6 @@ static top_sec *sec_at(top *t, int64_t s)
     return b;
 }
 
-static int hist_index(int64_t v)
-{
-    if (v < 8)
-        return v < 0 ? 0 : (int)v;
-    int e = 63 - __builtin_clzll((unsigned long long)v);
-    int m = (int)((v >> (e - 3)) & 7);
-    return 8 + (e - 3) * 8 + m;
-}
-
 /* The upper bound of a bucket (exclusive), so percentiles err high. */
 static int64_t hist_upper(int i)
 {
@@ -210,7 +202,7 @@ static void add_iteration(top *t, int64_t ts, int64_t busy)
     if (!s)
         return;
     s->iterations++;
-    s->hist[hist_index(busy)]++;
+    s->hist[ls_hist_index(busy)]++;
     if (busy > s->max_busy)
         s->max_busy = busy;
 }
@@ -306,7 +298,7 @@ static void on_window(void *ctx, const ls_live_window *w)
         int64_t v = ((int64_t)2 << b) - 1;
         if (v > (int64_t)w->max_busy_ns)
             v = (int64_t)w->max_busy_ns;
-        s->hist[hist_index(v)] += w->hist[b];
+        s->hist[ls_hist_index(v)] += w->hist[b];
     }
     if ((int64_t)w->max_busy_ns > s->max_busy)
         s->max_busy = (int64_t)w->max_busy_ns;

@@ -238,6 +238,16 @@ int64_t ls_col_ts(sqlite3_stmt *st, int i)
     return ls_ts(sqlite3_column_int64(st, i));
 }
 
+const char *ls_col_text(sqlite3_stmt *st, int i)
+{
+    return (const char *)sqlite3_column_text(st, i);
+}
+
+bool ls_col_null(sqlite3_stmt *st, int i)
+{
+    return sqlite3_column_type(st, i) == SQLITE_NULL;
+}
+
 int64_t ls_meta_ts(ls_trace *t, const char *key, int64_t dflt)
 {
     return ls_ts(ls_meta_int(t, key, dflt));

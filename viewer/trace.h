@@ -55,6 +55,10 @@ static inline int64_t ls_ts(int64_t v)
 }
 /* Column i of st as a clamped time. */
 int64_t ls_col_ts(sqlite3_stmt *st, int i);
+/* Column i of st as text; NULL when it is NULL. */
+const char *ls_col_text(sqlite3_stmt *st, int i);
+/* Column i of st is NULL. */
+bool ls_col_null(sqlite3_stmt *st, int i);
 /* A meta value as a clamped time, dflt when absent or not a number. */
 int64_t ls_meta_ts(ls_trace *t, const char *key, int64_t dflt);
 
