@@ -16,14 +16,16 @@ static const struct command {
     int (*fn)(int argc, char **argv);
     const char *summary;
 } commands[] = {
-    { "record", cmd_record, "attach to a libevl process (or start one) and record a trace" },
+    { "record", cmd_record,
+      "attach to (or start) an event-loop process, libevl or any epoll loop, and record a trace" },
     { "top", cmd_top, "live view of a running program: loop lag, tasks, blocking as it occurs" },
     { "info", cmd_info, "what a trace holds: target, duration, tasks, events, drops" },
     { "tasks", cmd_tasks, "one row per task: state, busy/scheduled/idle time, steps, wakes" },
     { "timeline", cmd_timeline, "swimlanes per task (running, ready, suspended, blocking); --svg" },
     { "blocking", cmd_blocking, "blocking episodes: call site, stack, delayed tasks; totals" },
     { "graph", cmd_graph, "Graphviz graphs: blocking call graph, task tree, lifecycle diagram" },
-    { "export", cmd_export, "export to the Chrome/Perfetto trace event format" },
+    { "export", cmd_export,
+      "export for ui.perfetto.dev: Perfetto's protobuf trace (default) or Chrome trace JSON" },
     { "diff", cmd_diff, "what changed between two traces: blocking sites, tasks, latency, leaks" },
     { "lint", cmd_lint, "warnings with evidence: blocking, leaks, lost wakeups, late timers" },
     { "sql", cmd_sql, "run SQL on a trace" },
