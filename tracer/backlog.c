@@ -40,7 +40,7 @@
  * is stored at once (it tells the loop that we read kept batches), and
  * so is everything while the backlog is empty and the CPUs have time to
  * spare.  While it holds messages back and has room, the main loop
- * (record.c) reads on a 20 ms timer; full, it drains on the polling timer
+ * (engine.c) reads on a 20 ms timer; full, it drains on the polling timer
  * as it does without a backlog.  Not used with
  * --max-size (the cap is checked against what is stored), --flight-recorder
  * (its own ring in memory) or `top` (it shows what comes as it comes).
@@ -59,24 +59,41 @@
 #define LS_SPARE_CPUS 0.5               /* idle CPUs (seconds per second) that make time to spare */
 #define LS_BACKLOG_AGE_NS 10000000000ll /* the oldest message waits no longer */
 
+struct ls_backlog {
+    uint8_t *mem;             /* the arena: nslots slots of a batch each, mem_size bytes */
+    size_t mem_size;
+    uint32_t nslots, first, n;  /* the ring of slots: the oldest, how many are held */
+    uint64_t bytes, peak;     /* message bytes held now, at most (meta backlog_peak) */
+    uint64_t msgs;            /* messages that waited in it (meta backlog_messages) */
+    bool spare;               /* the CPUs had time to spare when last read */
+    double idle_at;           /* the CPUs' idle seconds then (-1: unknown) */
+    int64_t self_at, seen_at; /* the recorder's CPU time then; when */
+};
+
 struct ls_slot {
     int64_t t;                        /* when the message came */
     uint64_t size;
     _Alignas(8) uint8_t data[sizeof(struct ls_msg_hdr) + EVL_BATCH_BYTES];
 };
 
-static struct ls_slot *slot_at(ls_backlog *b, uint32_t i)
+static struct ls_slot *slot_at(struct ls_backlog *b, uint32_t i)
 {
     return (struct ls_slot *)(void *)(b->mem + (size_t)(i % b->nslots) * sizeof(struct ls_slot));
 }
 
+static const ls_hold_ops backlog_hold;
+
 int ls_backlog_open(recorder *r)
 {
-    ls_backlog *b = &r->backlog;
-    b->idle_at = -1;
-    if (!b->limit)
+    if (!r->backlog_limit)
         return 0;
-    b->nslots = (uint32_t)(b->limit / sizeof(struct ls_slot));
+    struct ls_backlog *b = calloc(1, sizeof(*b));
+    if (!b)
+        return ls_error("out of memory");
+    r->backlog = b;
+    r->hold = &backlog_hold;
+    b->idle_at = -1;
+    b->nslots = (uint32_t)(r->backlog_limit / sizeof(struct ls_slot));
     b->mem_size = (size_t)b->nslots * sizeof(struct ls_slot);
     void *p = mmap(NULL, b->mem_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED)
@@ -90,9 +107,9 @@ int ls_backlog_open(recorder *r)
 }
 
 /* Store the oldest message. */
-static void backlog_take(recorder *r)
+static void take_oldest(recorder *r)
 {
-    ls_backlog *b = &r->backlog;
+    struct ls_backlog *b = r->backlog;
     struct ls_slot *s = slot_at(b, b->first);
     b->first = (b->first + 1) % b->nslots;
     b->n--;
@@ -100,20 +117,22 @@ static void backlog_take(recorder *r)
     ls_take_msg(r, s->data, s->size);
 }
 
-void ls_backlog_add(recorder *r, const void *data, size_t size, bool ref)
+static void drain_until(recorder *r, int64_t until);
+
+static void add(recorder *r, const void *data, size_t size, bool ref)
 {
-    ls_backlog *b = &r->backlog;
+    struct ls_backlog *b = r->backlog;
     const struct ls_msg_hdr *h = data;
     const struct ls_batch_ref *br = NULL;
     if (ref && !(br = ls_batch_ref(r, data, size)))
         return;
     if (!ref && size > sizeof(slot_at(b, 0)->data)) {
-        ls_backlog_drain(r, 0);       /* no slot holds it: everything before it, then it */
+        drain_until(r, 0);            /* no slot holds it: everything before it, then it */
         ls_take_msg(r, data, size);
         return;
     }
     if (b->n == b->nslots)
-        backlog_take(r);           /* full: store as it comes */
+        take_oldest(r);           /* full: store as it comes */
     struct ls_slot *s = slot_at(b, b->first + b->n);
     if (ref) {
         if (!ls_read_batch(r, h, br, (struct ls_msg_hdr *)(void *)s->data))
@@ -131,15 +150,15 @@ void ls_backlog_add(recorder *r, const void *data, size_t size, bool ref)
         b->peak = b->bytes;
 }
 
-void ls_backlog_drain(recorder *r, int64_t until)
+static void drain_until(recorder *r, int64_t until)
 {
-    while (r->backlog.n && (!until || ls_now() < until))
-        backlog_take(r);
+    while (r->backlog->n && (!until || ls_now() < until))
+        take_oldest(r);
 }
 
 /* Idle CPU time per second since the last call, the recorder's own
  * counted as idle; -1 the first time or when /proc/stat is unreadable. */
-static double idle_cpus(ls_backlog *b, int64_t now)
+static double idle_cpus(struct ls_backlog *b, int64_t now)
 {
     FILE *f = fopen("/proc/stat", "re");
     unsigned long long v[5] = { 0 };
@@ -161,21 +180,68 @@ static double idle_cpus(ls_backlog *b, int64_t now)
     return spare;
 }
 
-bool ls_backlog_tick(recorder *r, int64_t now, int64_t slice_ns)
+static bool tick(recorder *r, int64_t now, int64_t slice_ns, bool usr1)
 {
-    ls_backlog *b = &r->backlog;
+    struct ls_backlog *b = r->backlog;
+    (void)usr1;
     if (now - b->seen_at >= LS_SPARE_PERIOD_NS)
-        b->spare = idle_cpus(b, now) >= LS_SPARE_CPUS && !b->hold;
+        b->spare = idle_cpus(b, now) >= LS_SPARE_CPUS && !r->backlog_test_hold;
     if (!b->n || (!b->spare && now - slot_at(b, b->first)->t < LS_BACKLOG_AGE_NS))
         return false;
-    ls_backlog_drain(r, now + slice_ns);
+    drain_until(r, now + slice_ns);
     return b->n != 0;
 }
 
-void ls_backlog_free(recorder *r)
+/* While the CPUs are busy, kept batches wait, and so does all that comes
+ * after them; a blocking episode takes everything with it: the loop
+ * stalled, there is nothing to spare it. */
+static bool take(recorder *r, const void *data, size_t size, bool ref)
 {
-    if (r->backlog.mem)
-        munmap(r->backlog.mem, r->backlog.mem_size);
-    r->backlog.mem = NULL;
-    r->backlog.n = 0;
+    struct ls_backlog *b = r->backlog;
+    const struct ls_msg_hdr *h = data;
+    if (size >= sizeof(*h) && h->type == LS_MSG_BLOCK) {
+        drain_until(r, 0);
+        return false;
+    }
+    if (!((ref && !b->spare) || b->n))
+        return false;
+    add(r, data, size, ref);
+    return true;
 }
+
+static bool holding(recorder *r) { return r->backlog->n && r->backlog->n < r->backlog->nslots; }
+static uint64_t bytes(recorder *r) { return r->backlog->bytes; }
+static void drain(recorder *r) { drain_until(r, 0); }
+
+static void meta_start(recorder *r)
+{
+    ls_sink_meta(r, LS_META_BACKLOG_LIMIT, "%llu", (unsigned long long)r->backlog_limit);
+}
+
+static void meta_end(recorder *r)
+{
+    ls_sink_meta(r, LS_META_BACKLOG_MESSAGES, "%llu", (unsigned long long)r->backlog->msgs);
+    ls_sink_meta(r, LS_META_BACKLOG_PEAK, "%llu", (unsigned long long)r->backlog->peak);
+}
+
+/* What is still in it is stored by nobody. */
+static void backlog_free(recorder *r)
+{
+    struct ls_backlog *b = r->backlog;
+    if (b->mem)
+        munmap(b->mem, b->mem_size);
+    free(b);
+    r->backlog = NULL;
+}
+
+static const ls_hold_ops backlog_hold = {
+    .name = "backlog",
+    .take = take,
+    .tick = tick,
+    .holding = holding,
+    .bytes = bytes,
+    .drain = drain,
+    .meta_start = meta_start,
+    .meta_end = meta_end,
+    .free = backlog_free,
+};

@@ -292,10 +292,10 @@ static int parse(recorder *r, int argc, char **argv)
                 return 1 + ls_error("invalid --priority '%s' (normal, batch or idle)", optarg);
             break;
         case 1007:
-            r->backlog.limit = 0;
-            if ((strcmp(optarg, "0") && parse_size(optarg, &r->backlog.limit) < 0) ||
-                (r->backlog.limit && r->backlog.limit < LS_BACKLOG_MIN) ||
-                r->backlog.limit > LS_BACKLOG_MAX)
+            r->backlog_limit = 0;
+            if ((strcmp(optarg, "0") && parse_size(optarg, &r->backlog_limit) < 0) ||
+                (r->backlog_limit && r->backlog_limit < LS_BACKLOG_MIN) ||
+                r->backlog_limit > LS_BACKLOG_MAX)
                 return 1 + ls_error("invalid --backlog '%s' (bytes with an optional K, M or G "
                                     "suffix: 0, or 1M..64G)", optarg);
             backlog = true;
@@ -315,15 +315,15 @@ static int parse(recorder *r, int argc, char **argv)
     if (!r->flight_window_ns && (triggers || tail || memory))
         return 1 + ls_error("--%s needs --flight-recorder WINDOW",
                             triggers ? "trigger" : tail ? "tail" : "flight-memory");
-    if (backlog && r->backlog.limit && (r->max_size || r->flight_window_ns))
+    if (backlog && r->backlog_limit && (r->max_size || r->flight_window_ns))
         return 1 + ls_error("--backlog does not apply to --%s (%s)",
                             r->max_size ? "max-size" : "flight-recorder",
                             r->max_size ? "the cap is checked against what is stored"
                                         : "its window is in memory already");
     if (!backlog && !r->max_size && !r->flight_window_ns)
-        r->backlog.limit = LS_BACKLOG_DEFAULT;
+        r->backlog_limit = LS_BACKLOG_DEFAULT;
     const char *t = getenv("LOOPSCOPE_TEST_BACKLOG");
-    r->backlog.hold = t && !strcmp(t, "hold");
+    r->backlog_test_hold = t && !strcmp(t, "hold");
     if (r->flight_window_ns) {
         if (r->max_size)
             return 1 + ls_error("--max-size does not apply to --flight-recorder (each of its "

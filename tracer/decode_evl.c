@@ -199,7 +199,7 @@ static void configure(recorder *r)
     ls_choose_programs(r, false);
     bpf_map__set_max_entries(r->skel->maps.oncpu_open, 1);   /* the generic mode's */
     if (r->no_batch)
-        r->backlog.limit = 0;         /* only kept batches wait in the backlog */
+        r->backlog_limit = 0;         /* only kept batches wait in the backlog */
 }
 
 static void runtime(recorder *r, bool running)
@@ -233,7 +233,7 @@ static void status(recorder *r, FILE *out, double el, double dt)
                  "backlog %.1f MiB   ",
             r->pid, el, dt > 0 ? (ev - last_ev) / dt : 0.0,
             (unsigned long long)(r->tasks_created - r->tasks_finished),
-            (unsigned long long)ls_stat(r, LS_STAT_DROPPED_MSGS), r->backlog.bytes / 1048576.0);
+            (unsigned long long)ls_stat(r, LS_STAT_DROPPED_MSGS), (r->hold && r->hold->bytes ? r->hold->bytes(r) : 0) / 1048576.0);
     last_ev = ev;
 }
 

@@ -102,7 +102,7 @@ static void configure(recorder *r)
 {
     r->skel->rodata->generic = true;
     ls_choose_programs(r, true);
-    r->backlog.limit = 0;             /* only kept batches wait in the backlog */
+    r->backlog_limit = 0;             /* only kept batches wait in the backlog */
 }
 
 /* Threads already asleep in a wait call are loop threads from the start. */

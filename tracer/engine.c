@@ -144,7 +144,7 @@ int ls_recorder_open(recorder *r)
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL);
-    if (r->flight) {
+    if (r->flight_window_ns) {
         struct sigaction su = { .sa_handler = on_usr1 };
         sigemptyset(&su.sa_mask);
         sigaction(SIGUSR1, &su, NULL);
@@ -158,7 +158,7 @@ int ls_recorder_open(recorder *r)
     /* The sinks: `top`'s live view, the trace file. */
     if (r->live && (err = ls_live_sink_add(r)))
         return err;
-    if (r->out && !r->flight) {
+    if (r->out && !r->flight_window_ns) {
         r->store = ls_store_create(r->out, r->force, errbuf, sizeof(errbuf));
         if (!r->store)
             return ls_error("%s", errbuf);
@@ -184,7 +184,7 @@ int ls_recorder_open(recorder *r)
         r->go_pipe = -1;
     }
 
-    if (r->flight) {
+    if (r->flight_window_ns) {
         if (!r->quiet) {
             char x[32] = "";
             if (r->trig_block_ns)
@@ -256,7 +256,7 @@ int ls_recorder_run(recorder *r, const char **why)
     int poll_ms = 4;                  /* the timer while polling */
     int64_t last_batch = 0;           /* when a drain last took a batch */
     volatile uint32_t *polling = &r->skel->bss->recorder_polling;
-    bool backlog_due = false;         /* stored less of the backlog than was due */
+    bool hold_due = false;            /* the hold stage passed on less than was due */
     bool behind = false;              /* the last drain stopped on its budget */
     struct pollfd pfd[2] = { { r->pidfd, POLLIN, 0 },
                              { ring_buffer__epoll_fd(r->rb), POLLIN, 0 } };
@@ -291,8 +291,8 @@ int ls_recorder_run(recorder *r, const char **why)
          * costs now: every batch that came, on a slower timer.  Full, each
          * batch stores the oldest: drains on the polling timer again, as
          * without a backlog. */
-        bool holding = r->backlog.n && r->backlog.n < r->backlog.nslots;
-        int wait_ms = backlog_due || behind ? 0 : holding ? LS_DRAIN_MS : *polling ? poll_ms : LS_DRAIN_MS;
+        bool holding = r->hold && r->hold->holding && r->hold->holding(r);
+        int wait_ms = hold_due || behind ? 0 : holding ? LS_DRAIN_MS : *polling ? poll_ms : LS_DRAIN_MS;
         if (poll(pfd, 2, wait_ms) < 0 && errno != EINTR) {
             snprintf(fail, sizeof(fail), "poll: %s", strerror(errno));
             break;
@@ -307,8 +307,11 @@ int ls_recorder_run(recorder *r, const char **why)
         int took_msgs = ls_consume(r, slice);
         behind = took_msgs == -1;     /* budget spent (ingest.c) */
         ls_prio_beat(&r->prio, took_msgs >= 0);
-        if (r->backlog.mem)
-            backlog_due = ls_backlog_tick(r, ls_now(), slice);
+        if (r->hold) {                /* what it holds that is due; flight triggers */
+            bool usr1 = ls_usr1;
+            ls_usr1 = 0;
+            hold_due = r->hold->tick(r, ls_now(), slice, usr1);
+        }
         uint64_t took = r->batches_in - batches;
         if (took) {
             if (*polling && took > 1)
@@ -319,11 +322,6 @@ int ls_recorder_run(recorder *r, const char **why)
             poll_ms += poll_ms < LS_POLL_MAX_MS;
             if (ls_now() - last_batch >= LS_DRAIN_MS * 1000000ll)
                 *polling = 0;         /* a batch sent meanwhile waits LS_DRAIN_MS at most */
-        }
-        if (r->flight) {
-            bool usr1 = ls_usr1;
-            ls_usr1 = 0;
-            ls_flight_tick(r, ls_now(), usr1, why);
         }
         if (pfd[0].revents & POLLIN) {
             r->target_gone = true;    /* drain what it sent before dying */
@@ -402,12 +400,13 @@ int ls_recorder_stop(recorder *r, int err, const char *why)
     r->nlinks = 0;
     while (ls_consume(r, 200000000) < 0)
         ;                             /* nothing new arrives once detached */
-    ls_backlog_drain(r, 0);
+    if (r->hold && r->hold->drain)
+        r->hold->drain(r);            /* the backlog: stored now */
     ls_loops_leave(r);
-    if (r->flight) {                  /* no trace of its own: the one being captured */
-        ls_flight_close(r, why);
+    if (r->hold && r->hold->close)
+        r->hold->close(r, why);       /* the flight recorder: its capture written */
+    if (!r->nsinks)                   /* no trace, no live view: nothing to finish */
         return err;
-    }
     /* Drained for good: its pages (the data mapped twice) go before the
      * derivation's memory comes. */
     ring_buffer__free(r->rb);
@@ -439,10 +438,10 @@ void ls_recorder_free(recorder *r)
     ls_py_free(r->py);
     ls_tasks_free(r->rows);
     ls_sinks_free(r);
-    ls_flight_free(r);
+    if (r->hold && r->hold->free)
+        r->hold->free(r);
     free(r->loops);
     free(r->ref_buf);
-    ls_backlog_free(r);
     if (r->go_pipe >= 0)
         close(r->go_pipe);            /* the child exits without running */
     if (r->child) {

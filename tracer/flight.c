@@ -382,7 +382,7 @@ static void flight_batch(recorder *r, struct ls_loop_info *li, const struct ls_m
     }
 }
 
-void ls_flight_on_msg(recorder *r, const void *data, size_t size)
+static void on_msg(recorder *r, const void *data, size_t size)
 {
     const struct ls_msg_hdr *h = data;
     int64_t now = ls_now();
@@ -423,12 +423,15 @@ void ls_flight_on_msg(recorder *r, const void *data, size_t size)
 
 /* ------------------------------------------------------------- lifecycle */
 
+static const ls_hold_ops flight_hold;
+
 int ls_flight_open(recorder *r)
 {
     struct ls_flight *f = calloc(1, sizeof(*f));
     if (!f)
         return ls_error("out of memory");
     r->flight = f;
+    r->hold = &flight_hold;
     /* trace.db -> trace-1.db, trace-2.db ...; a name without an extension
      * gets -N at its end. */
     const char *slash = strrchr(r->out, '/'), *dot = strrchr(r->out, '.');
@@ -463,10 +466,10 @@ static void push_stats(recorder *r, int64_t now)
     ring_push(r, &m, sizeof(m), now);
 }
 
-int ls_flight_tick(recorder *r, int64_t now, bool usr1, const char **why)
+static bool tick(recorder *r, int64_t now, int64_t slice_ns, bool usr1)
 {
     struct ls_flight *f = r->flight;
-    (void)why;
+    (void)slice_ns;
     if (usr1)
         flight_trigger(r, now, now, "SIGUSR1", false, 0, 0, "");
     if (r->trig_block_ns && r->dec->tasks)
@@ -487,10 +490,10 @@ int ls_flight_tick(recorder *r, int64_t now, bool usr1, const char **why)
     }
     if (f->pending && now >= f->end_ns + LS_FLIGHT_GRACE_NS)
         ls_flight_write(r, now, false);
-    return 0;
+    return false;
 }
 
-void ls_flight_close(recorder *r, const char *why)
+static void flight_close(recorder *r, const char *why)
 {
     struct ls_flight *f = r->flight;
     int64_t now = ls_now();
@@ -515,7 +518,7 @@ void ls_flight_status(recorder *r, char *buf, size_t len)
              flight_bytes(f) / 1048576.0, span, f->written, f->pending ? ", capturing" : "");
 }
 
-void ls_flight_free(recorder *r)
+static void flight_free(recorder *r)
 {
     struct ls_flight *f = r->flight;
     if (!f)
@@ -530,3 +533,21 @@ void ls_flight_free(recorder *r)
     r->flight = NULL;
 }
 
+
+/* Every message goes into the ring (a kept batch read out of the target
+ * first); a trace is written per trigger, never from here. */
+static bool take(recorder *r, const void *data, size_t size, bool ref)
+{
+    if (ref && !(data = ls_read_ref(r, data, &size)))
+        return true;
+    on_msg(r, data, size);
+    return true;
+}
+
+static const ls_hold_ops flight_hold = {
+    .name = "flight recorder",
+    .take = take,
+    .tick = tick,
+    .close = flight_close,
+    .free = flight_free,
+};

@@ -2,8 +2,11 @@
  * flight.h -- `loopscope record --flight-recorder WINDOW`: the last WINDOW
  * of the ring buffer's messages kept in memory, and a complete trace
  * written each time a trigger fires (a long blocking episode, a leak
- * verdict, SIGUSR1).  Design, bounds and rules: tracer/README.md, "Flight
- * recorder".  Part of the recorder (recorder.h); all on its one thread.
+ * verdict, SIGUSR1).  A hold stage (hold.h: ls_flight_open sets it up,
+ * then the engine drives it through its table); what else the recorder
+ * asks of it is below.  Design, bounds and rules: tracer/README.md,
+ * "Flight recorder".  Part of the recorder (recorder.h); all on its one
+ * thread.
  */
 #ifndef LOOPSCOPE_FLIGHT_H
 #define LOOPSCOPE_FLIGHT_H
@@ -22,20 +25,6 @@
 #define LS_FLIGHT_GRACE_NS 50000000ll
 #define LS_FLIGHT_MIN_MEMORY (8ull << 20)
 
-/* Set up r->flight (after the options are parsed, before attaching);
- * non-zero after one error line. */
-int ls_flight_open(recorder *r);
-/* A message from the ring buffer (instead of ingest.c): copied into the
- * ring, watched for triggers. */
-void ls_flight_on_msg(recorder *r, const void *data, size_t size);
-/* From the main loop, about every 20 ms: SIGUSR1 seen (usr1), on-CPU
- * episodes still running, eviction, and the trace whose tail has ended
- * is written.  Non-zero: stop recording (*why set). */
-int ls_flight_tick(recorder *r, int64_t now, bool usr1, const char **why);
-/* Recording stopped (detached, drained): the trace being captured is
- * written with what there is, the summary line; then freed. */
-void ls_flight_close(recorder *r, const char *why);
-void ls_flight_free(recorder *r);
 /* The files' names: STEM-N EXT. */
 const char *ls_flight_stem(recorder *r);
 const char *ls_flight_ext(recorder *r);

@@ -1,17 +1,15 @@
 /*
  * ingest.c -- the pipeline's wiring and the common dispatch.  ls_on_msg
  * is the source's callback for each message libbpf takes from the ring
- * buffer: a kept batch is read out of the target at once (evl_target.c),
- * then the message goes to the hold stage (the backlog, backlog.c) or
- * straight on; ls_take_msg passes a message whose time has come to the
- * flight recorder's capture (flight.c) or to the decoders; ls_ingest_msg
- * is their common part: each loop's entry (the loop table), a loop's
- * end, blocking episodes (blocks.c), and the rest to the mode's decoder
- * (decode.h).  Part of the recorder (recorder.h).
+ * buffer: the hold stage (hold.h: the backlog or the flight recorder)
+ * may take it, else it goes on at once, a kept batch read out of the
+ * target first (evl_target.c); ls_take_msg passes a message whose time
+ * has come to the decoders; ls_ingest_msg is their common part: each
+ * loop's entry (the loop table), a loop's end, blocking episodes
+ * (blocks.c), and the rest to the mode's decoder (decode.h).  Part of the recorder (recorder.h).
  */
 #define _GNU_SOURCE
 #include "recorder.h"
-#include "flight.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -71,18 +69,34 @@ int ls_consume(recorder *r, int64_t budget_ns)
 
 #define LS_CHECK_BYTES 32768
 
-/* A message whose time has come: into the flight recorder's ring, or
- * stored. */
+/* A message whose time has come: decoded, or past --max-size only
+ * counted. */
 void ls_take_msg(recorder *r, const void *data, size_t size)
 {
     if (r->capped_ns)
         r->after_cap++;               /* past --max-size: read, released, not stored */
-    else if (r->flight)
-        ls_flight_on_msg(r, data, size);  /* into the ring (flight.c) */
     else
         ls_ingest_msg(r, data, size);
 }
 
+/* A kept batch (LS_MSG_BATCH_REF) read out of the target into r->ref_buf,
+ * as the LS_MSG_BATCH the copying probe would have sent: that message and
+ * *size, or NULL (malformed, unreadable, no memory: counted). */
+const void *ls_read_ref(recorder *r, const void *data, size_t *size)
+{
+    const struct ls_msg_hdr *h = data;
+    const struct ls_batch_ref *b;
+    if (!r->ref_buf)
+        r->ref_buf = malloc(sizeof(*h) + EVL_BATCH_BYTES);
+    struct ls_msg_hdr *m = (struct ls_msg_hdr *)(void *)r->ref_buf;
+    if (!(b = ls_batch_ref(r, data, *size)) || !ls_read_batch(r, h, b, m))
+        return NULL;
+    *size = sizeof(*h) + b->len;
+    return m;
+}
+
+/* The source's callback: each message libbpf takes from the ring, once.
+ * The hold stage may take it (r->hold); else it goes on now. */
 int ls_on_msg(void *ctx, void *data, size_t size)
 {
     recorder *r = ctx;
@@ -91,24 +105,11 @@ int ls_on_msg(void *ctx, void *data, size_t size)
     bool ref = type == LS_MSG_BATCH_REF;
     if (ref || type == LS_MSG_BATCH)
         r->batches_in++;
-    /* While the CPUs are busy, kept batches wait in the backlog, and so
-     * does all that comes after them (backlog.c). */
-    if (r->backlog.mem && ((ref && !r->backlog.spare) || r->backlog.n) &&
-        type != LS_MSG_BLOCK) {
-        ls_backlog_add(r, data, size, ref);
-    } else {
-        if (type == LS_MSG_BLOCK)
-            ls_backlog_drain(r, 0);   /* the loop stalled: all of it, now */
-        const struct ls_batch_ref *b;
-        if (ref) {
-            if (!r->ref_buf)
-                r->ref_buf = malloc(sizeof(*h) + EVL_BATCH_BYTES);
-            struct ls_msg_hdr *m = (struct ls_msg_hdr *)(void *)r->ref_buf;
-            if ((b = ls_batch_ref(r, data, size)) && ls_read_batch(r, h, b, m))
-                ls_take_msg(r, m, sizeof(*h) + b->len);
-        } else {
-            ls_take_msg(r, data, size);
-        }
+    if (!r->hold || !r->hold->take(r, data, size, ref)) {
+        size_t n = size;
+        const void *m = ref ? ls_read_ref(r, data, &n) : data;
+        if (m)
+            ls_take_msg(r, m, n);
     }
     /* libbpf has already consumed this message when it calls us (a
      * negative return does not give it back): the budget is checked only

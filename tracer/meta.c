@@ -56,8 +56,8 @@ void ls_write_meta(recorder *r, int argc, char **argv)
     ls_sink_meta(r, LS_META_START_NS, "%lld", (long long)r->start_ns);
     if (r->max_size)
         ls_sink_meta(r, LS_META_MAX_SIZE, "%llu", (unsigned long long)r->max_size);
-    if (r->backlog.limit)
-        ls_sink_meta(r, LS_META_BACKLOG_LIMIT, "%llu", (unsigned long long)r->backlog.limit);
+    if (r->hold && r->hold->meta_start)
+        r->hold->meta_start(r);
     /* A flight trace starts before it is written: the wall time of start_ns. */
     time_t now = time(NULL) - (time_t)((ls_now() - r->start_ns) / 1000000000ll);
     char iso[64];
@@ -79,10 +79,8 @@ void ls_write_end_meta(recorder *r, const char *why)
      * *_claimed: the target's own word, stored as such. */
     ls_sink_meta(r, LS_META_BATCHES, "%llu", (unsigned long long)ls_stat(r, LS_STAT_BATCHES));
     ls_sink_meta(r, LS_META_BATCHES_KEPT, "%llu", (unsigned long long)r->refs);
-    if (r->backlog.limit) {
-        ls_sink_meta(r, LS_META_BACKLOG_MESSAGES, "%llu", (unsigned long long)r->backlog.msgs);
-        ls_sink_meta(r, LS_META_BACKLOG_PEAK, "%llu", (unsigned long long)r->backlog.peak);
-    }
+    if (r->hold && r->hold->meta_end)
+        r->hold->meta_end(r);
     ls_sink_meta(r, LS_META_RECORDS, "%llu", (unsigned long long)r->records);
     if (r->capped_ns)
         ls_sink_meta(r, LS_META_MESSAGES_AFTER_CAP, "%llu", (unsigned long long)r->after_cap);

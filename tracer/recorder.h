@@ -18,6 +18,7 @@
 #include "live.h"
 #include "sink.h"
 #include "decode.h"
+#include "hold.h"
 
 #include <bpf/libbpf.h>
 #include <limits.h>
@@ -61,20 +62,6 @@ typedef struct ls_prio {
     _Atomic int64_t raised_at;
     _Atomic bool kept;        /* the target keeps its batches until read (ingest.c) */
 } ls_prio;
-
-/* backlog.c: messages kept to be stored when the CPUs have time to spare */
-typedef struct ls_backlog {
-    uint64_t limit;           /* --backlog: bytes, 0 = store each message as it comes */
-    uint8_t *mem;             /* the arena: nslots slots of a batch each, mem_size bytes */
-    size_t mem_size;
-    uint32_t nslots, first, n;  /* the ring of slots: the oldest, how many are held */
-    uint64_t bytes, peak;     /* message bytes held now, at most (meta backlog_peak) */
-    uint64_t msgs;            /* messages that waited in it (meta backlog_messages) */
-    bool spare;               /* the CPUs had time to spare when last read */
-    bool hold;                /* LOOPSCOPE_TEST_BACKLOG=hold: never spare (tests) */
-    double idle_at;           /* the CPUs' idle seconds then (-1: unknown) */
-    int64_t self_at, seen_at; /* the recorder's CPU time then; when */
-} ls_backlog;
 
 typedef struct recorder {
     /* options */
@@ -192,7 +179,13 @@ typedef struct recorder {
     uint64_t ref_fail;        /* batches kept in the target that could not be read */
     uint64_t refs;            /* batches kept in the target, read (or not: ref_fail) */
     uint8_t *ref_buf;         /* such a batch, read: a message header + EVL_BATCH_BYTES */
-    ls_backlog backlog;
+    /* --backlog: bytes, 0 = store each message as it comes (backlog.c);
+     * LOOPSCOPE_TEST_BACKLOG=hold: never time to spare (tests) */
+    uint64_t backlog_limit;
+    bool backlog_test_hold;
+    /* The hold stage (hold.h), NULL if none; its state: */
+    const ls_hold_ops *hold;
+    struct ls_backlog *backlog;
     int priority;             /* --priority: LS_PRIO_IDLE (record's default), _BATCH
                                * (top's) or _NORMAL (prio.c) */
     ls_prio prio;
@@ -232,17 +225,6 @@ void ls_child_runs(recorder *r);
 void ls_detect_generic_runtime(recorder *r, bool running);
 void ls_find_waiting_threads(recorder *r);
 
-/* backlog.c: map its arena (0, or -1 after one error line); keep a message
- * (ref: a kept batch, read now) to store later; store the kept ones until
- * the time until (0: all); one turn of the main loop: store what the CPUs
- * have time for, true if more is waiting for it; unmap the arena (what is
- * still in it is stored by nobody) */
-int ls_backlog_open(recorder *r);
-void ls_backlog_add(recorder *r, const void *data, size_t size, bool ref);
-void ls_backlog_drain(recorder *r, int64_t until);
-bool ls_backlog_tick(recorder *r, int64_t now, int64_t slice_ns);
-void ls_backlog_free(recorder *r);
-
 /* attach.c: which programs load, attaching them */
 void ls_choose_programs(recorder *r, bool waits);
 int ls_attach_all(recorder *r);
@@ -253,10 +235,12 @@ int ls_attach_generic(recorder *r);
  * message (a kept batch read, then held or passed on), a message whose
  * time has come (into the flight recorder's capture, or decoded), the
  * common dispatch (loops, their end, blocking episodes; the rest to the
- * decoder); draining the ring for at most budget_ns (-1: the budget ran
+ * decoder); a kept batch read out of the target (NULL: not read,
+ * counted); draining the ring for at most budget_ns (-1: the budget ran
  * out first); a loop's entry; the symbols, made at their first use. */
 int ls_on_msg(void *ctx, void *data, size_t size);
 void ls_take_msg(recorder *r, const void *data, size_t size);
+const void *ls_read_ref(recorder *r, const void *data, size_t *size);
 void ls_ingest_msg(recorder *r, const void *data, size_t size);
 int ls_consume(recorder *r, int64_t budget_ns);
 struct ls_loop_info *ls_loop_seen(recorder *r, uint64_t loop, uint32_t pid, uint32_t tid,
