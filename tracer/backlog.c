@@ -25,7 +25,7 @@
  *   - a blocking episode comes (ingest.c): the loop stalled, there is
  *     nothing to spare it, and the episode's stack is best symbolized
  *     while the target still maps what it ran;
- *   - recording ends (record.c), before the trace is finished.
+ *   - recording ends (engine.c), before the trace is finished.
  *
  * Its memory is one arena of --backlog bytes, mapped and touched when
  * recording starts (transparent huge pages where the system allows): the
@@ -119,7 +119,7 @@ static void take_oldest(recorder *r)
 
 static void drain_until(recorder *r, int64_t until);
 
-static void add(recorder *r, const void *data, size_t size, bool ref)
+static void hold_msg(recorder *r, const void *data, size_t size, bool ref)
 {
     struct ls_backlog *b = r->backlog;
     const struct ls_msg_hdr *h = data;
@@ -205,7 +205,7 @@ static bool take(recorder *r, const void *data, size_t size, bool ref)
     }
     if (!((ref && !b->spare) || b->n))
         return false;
-    add(r, data, size, ref);
+    hold_msg(r, data, size, ref);
     return true;
 }
 

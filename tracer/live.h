@@ -1,6 +1,6 @@
 /*
  * live.h -- the recorder as a live source (`loopscope top`): the same
- * attach / poll / detach lifecycle as `loopscope record` (record.c), with
+ * attach / poll / detach lifecycle as `loopscope record` (engine.c), with
  * a trace file or none, and hooks called from its one thread as messages
  * are ingested.
  *

@@ -28,7 +28,7 @@
  * again.  Counted: meta priority_raises.  A raise is dear (raised, the
  * recorder holds the service's CPU for milliseconds while the service,
  * woken there, waits), so an idle recorder's drains must keep up with
- * the ring on the time it gets (record.c, LS_DRAIN_IDLE_NS): raises are
+ * the ring on the time it gets (engine.c, LS_DRAIN_IDLE_NS): raises are
  * for a machine with no time to spare at all.
  *
  * batch (top's default, which redraws each second and would stall that

@@ -1,7 +1,9 @@
 /*
- * recorder.h -- private to `loopscope record` and `top` (record.c, prio.c, target.c,
- * attach.c, ingest.c, blocks.c, meta.c, live.c): the recorder's state and the
- * functions these files share.  Which file does what: tracer/README.md.
+ * recorder.h -- private to the recorder's files (tracer/README.md's table
+ * says which does what): struct recorder -- the options, a pointer to each
+ * stage of the pipeline (ARCHITECTURE.md, "The recorder's pipeline"), the
+ * loop table and the counters the meta rows report -- and the functions
+ * the files share.
  */
 #ifndef LOOPSCOPE_RECORDER_H
 #define LOOPSCOPE_RECORDER_H
@@ -173,7 +175,7 @@ typedef struct recorder {
     uint64_t rejected;        /* records refused as malformed (bad size,
                                * kind, state, task id, time) */
     uint64_t rejected_msgs;   /* messages refused (loops over LS_MAX_LOOPS) */
-    uint64_t batches_in;      /* batch messages taken from the ring (record.c's polling) */
+    uint64_t batches_in;      /* batch messages taken from the ring (engine.c's polling) */
     uint64_t untracked;       /* tasks created while rows was full */
     uint64_t snapshot_fail;   /* snapshot requests that could not be written */
     uint64_t ref_fail;        /* batches kept in the target that could not be read */

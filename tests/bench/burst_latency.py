@@ -9,7 +9,7 @@ work (it drained its ring buffer on a timer).  Each row keeps the same share
 of one CPU (5 %) in bursts of different lengths, interleaved with runs with
 no neighbour, for N rounds; it prints each run's requests/s and p99, then
 the median p99 of each shape.  This is the measurement behind the
-recorder's drains (tracer/record.c: one batch per drain): on a loaded
+recorder's drains (tracer/engine.c: one batch per drain): on a loaded
 2-CPU machine the server's p99 follows the longest burst, not the share.
 
 A benchmark, not a test.  Needs wrk (exit 77 without it).

@@ -11,7 +11,7 @@
 # checkpoints (fdatasync); the sleeps between drains (poll: the
 # scheduler's work at each wakeup); reading kept batches out of the
 # target (process_vm_readv) and what of it went to the backlog
-# (ls_backlog_add; tracer/backlog.c), the priority watchdog's sleeps
+# (hold_msg; tracer/backlog.c), the priority watchdog's sleeps
 # (clock_nanosleep; tracer/prio.c); then the 15 busiest functions by
 # their own samples.  $HR_RECORD_ARGS are passed to record (e.g.
 # "--backlog 512M"; LOOPSCOPE_TEST_BACKLOG=hold in the environment keeps
@@ -40,7 +40,7 @@ total=$(perf script -i "$tmp/perf.data" -F period 2>/dev/null | wc -l)
 echo "samples: $total"
 echo "part (callers included)     share"
 for f in ls_on_msg ls_chunkw_add ls_tasks_find __libc_pwrite fdatasync __poll \
-         process_vm_readv ls_backlog_add clock_nanosleep@GLIBC_2.2.5; do
+         process_vm_readv hold_msg clock_nanosleep@GLIBC_2.2.5; do
   awk -v f="$f" '$4 == f {printf "  %-26s %s\n", f, $1; found = 1; exit}
                  END {if (!found) printf "  %-26s 0%%\n", f}' "$tmp/children.txt"
 done

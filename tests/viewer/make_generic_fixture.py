@@ -10,7 +10,7 @@ iteration histogram.
 Until the recorder's generic mode produces real recordings, this is what
 the viewer's generic paths are tested on.  Built like make_rules_fixture.py:
 tracer/schema.sql, the lookup tables copied from the lifecycle fixture, and
-rows shaped as tracer/record.c writes them:
+rows shaped as the recorder (tracer/decode_generic.c) writes them:
 
 - two loop threads (loops.id = tid): 31337, the main asyncio loop, and
   31345, a second thread running its own loop;
