@@ -1,10 +1,30 @@
-"""lstest.py -- what the recorder's test scripts share: the failure type a
-case raises, the two assertions, reading a trace (read-only, through
-tests/lstrace.py, which gives `events` without loopscope's extension), and
-running one case from the command line."""
+"""lstest.py -- what the recorder's test scripts (tests/tracer/test_*.py)
+share, one copy each:
+
+    Fail, Skip           what a case raises: a failure (exit 1), or a case
+                         that cannot run here (exit 77)
+    check, eq            the two assertions
+    query, meta, integrity   reading a trace, read-only, through
+                         tests/lstrace.py (whose `events` the extension
+                         decodes, once while the trace is unchanged)
+    wait_for             poll a condition until it holds or time runs out
+    tmpdir               a scratch directory, removed when the case ends
+    semaphores           the probes' USDT semaphores of a process
+                         (tests/probes/probe_sem_read)
+    parse_args, run_case one case from the command line: --list, the root
+                         check, Fail and Skip, cleanup
+
+The scripts import it from their own directory, which Python puts first on
+sys.path when ctest runs `python3 tests/tracer/SCRIPT.py CASE ...`
+(tests/tracer/CMakeLists.txt); it puts tests/ there for lstrace.
+"""
 import argparse
 import os
+import shutil
+import subprocess
 import sys
+import tempfile
+import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import lstrace  # noqa: E402
@@ -12,6 +32,11 @@ import lstrace  # noqa: E402
 
 class Fail(Exception):
     pass
+
+
+class Skip(Exception):
+    """The case cannot run here (a runtime that is not part of the machine
+    image is absent): exit 77, which tests/run.sh refuses under CI=true."""
 
 
 def check(cond, msg):
@@ -24,48 +49,136 @@ def eq(got, want, what):
         raise Fail(f"{what}: expected {want!r}, got {got!r}")
 
 
-def query(db, sql, *params):
+READERS = {}          # db: ((st_dev, st_ino), PRAGMA data_version, connection)
+
+
+def reader(db):
+    """A read-only connection to the trace at db, kept for the next query
+    while the path names the same file and nothing was committed to it
+    since (PRAGMA data_version): the events the extension decoded for it
+    (tests/lstrace.py) then serve every query until the trace changes."""
+    st = os.stat(db)
+    ident = (st.st_dev, st.st_ino)
+    if db in READERS:
+        was, version, con = READERS.pop(db)
+        if was == ident and con.execute("PRAGMA data_version").fetchone()[0] == version:
+            READERS[db] = (was, version, con)
+            return con
+        con.close()
     con = lstrace.connect(f"file:{db}?mode=ro", uri=True)
+    READERS[db] = (ident, con.execute("PRAGMA data_version").fetchone()[0], con)
+    return con
+
+
+def query(db, sql, *params, raw=False):
+    """The rows of sql on the trace at db, read-only.  raw: text values as
+    the bytes stored (a hostile target's names), not str."""
+    con = reader(db)
+    con.text_factory = bytes if raw else str
     try:
         return con.execute(sql, params).fetchall()
-    finally:
+    except BaseException:
+        READERS.pop(db, None)            # a fresh connection for the next query
         con.close()
+        raise
 
 
 def meta(db):
     return dict(query(db, "SELECT key, value FROM meta"))
 
 
-def parse_args(cases, paths):
+def integrity(db):
+    eq(query(db, "PRAGMA main.integrity_check"), [("ok",)], f"integrity_check of {db}")
+
+
+def wait_for(pred, timeout, what, interval=0.05):
+    """pred()'s first true value, polled every interval seconds; Fail after
+    timeout seconds.  what: what is waited for, or a function saying it
+    (called at the timeout, to show the state then)."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        got = pred()
+        if got:
+            return got
+        time.sleep(interval)
+    raise Fail(f"timed out after {timeout} s waiting for {what() if callable(what) else what}")
+
+
+TMPDIRS = []          # removed when the case ends, whatever its outcome
+
+
+def tmpdir(**kw):
+    """A new directory (tempfile.mkdtemp's arguments), removed by run_case
+    when the case ends; kept, and named, when $LSTEST_KEEP is set."""
+    stem = os.path.splitext(os.path.basename(sys.argv[0]))[0].removeprefix("test_")
+    d = tempfile.mkdtemp(**{"prefix": f"lstest-{stem}-", **kw})
+    TMPDIRS.append(d)
+    return d
+
+
+def remove_tmpdirs():
+    while TMPDIRS:
+        d = TMPDIRS.pop()
+        if os.environ.get("LSTEST_KEEP"):     # keep the traces for a look
+            print(f"  kept {d}")
+        else:
+            shutil.rmtree(d, ignore_errors=True)
+
+
+def semaphores(sem_read, pid):
+    """{probe: semaphore} of process pid, read by probe_sem_read."""
+    out = subprocess.run([sem_read, str(pid)], capture_output=True, text=True)
+    check(out.returncode == 0, f"probe_sem_read failed: {out.stderr}")
+    return {l.split()[0]: int(l.split()[1]) for l in out.stdout.splitlines() if l.strip()}
+
+
+def parse_args(cases, paths, extra=()):
     """`SCRIPT CASE|--list [--PATH P ...]`: the arguments, each of `paths`
-    (option names, "sem_read" for --sem-read) made absolute."""
+    (option names, "sem_read" for --sem-read) made absolute; extra:
+    (flag, argparse keywords) of other options."""
     ap = argparse.ArgumentParser()
-    ap.add_argument("case", choices=sorted(cases) + ["--list"])
+    ap.add_argument("case", nargs="?", choices=sorted(cases))
+    ap.add_argument("--list", action="store_true", help="list the cases")
     for p in paths:
         ap.add_argument("--" + p.replace("_", "-"))
+    for flag, kw in extra:
+        ap.add_argument(flag, **kw)
     a = ap.parse_args()
+    if a.list:
+        a.case = "--list"
+    elif not a.case:
+        ap.error("give a case, or --list")
     for k in paths:
         if getattr(a, k):
             setattr(a, k, os.path.abspath(getattr(a, k)))
     return a
 
 
-def run_case(cases, a, cleanup, root_why="recording needs root (CAP_BPF, CAP_PERFMON)"):
+def run_case(cases, a, cleanup=None, root_why="recording needs root (CAP_BPF, CAP_PERFMON)"):
     """Run case a.case (or list the cases): the exit status, 0 when it
-    passed, 1 on Fail, 77 when not root; cleanup() runs after the case
-    whatever happens."""
+    passed, 1 on Fail, 77 on Skip or when not root (root_why None: root is
+    not needed); cleanup() runs after the case whatever happens, then the
+    case's tmpdirs go."""
     if a.case == "--list":
         print("\n".join(sorted(cases)))
         return 0
-    if os.geteuid() != 0:
+    if root_why and os.geteuid() != 0:
         print(f"skip: {root_why}")
         return 77
+    t = time.monotonic()
     try:
         cases[a.case]()
+    except Skip as e:
+        print(f"skip {a.case}: {e}")
+        return 77
     except Fail as e:
         print(f"FAIL {a.case}: {e}")
         return 1
     finally:
-        cleanup()
-    print(f"ok {a.case}")
+        try:
+            if cleanup:
+                cleanup()
+        finally:
+            remove_tmpdirs()
+    print(f"ok {a.case} ({time.monotonic() - t:.1f} s)")
     return 0

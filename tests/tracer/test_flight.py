@@ -14,11 +14,10 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from lstest import Fail, check, eq, query, meta, parse_args, run_case  # noqa: E402  (the copy every script shares)
+from lstest import (check, eq, query, meta, integrity, wait_for, tmpdir, parse_args,
+                    run_case)  # the copy every script shares
 
 A = None
 CASES = {}
@@ -30,14 +29,7 @@ def case(fn):
     return fn
 
 
-TMPDIRS = []          # removed when the case ends, whatever its outcome
 PROCS = []            # killed (by pid) when the case ends
-
-
-def tmpdir():
-    d = tempfile.mkdtemp(prefix="lsflight-")
-    TMPDIRS.append(d)
-    return d
 
 
 def viewer(*args):
@@ -129,12 +121,7 @@ class Recorder:
         os.kill(self.p.pid, sig)
 
     def wait_for(self, pred, what, timeout=30):
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            if pred():
-                return
-            time.sleep(0.1)
-        raise Fail(f"timed out waiting for {what}; recorder said: {self.lines}")
+        wait_for(pred, timeout, lambda: f"{what}; recorder said: {self.lines}")
 
     def stop(self):
         self.signal(signal.SIGINT)
@@ -146,10 +133,6 @@ class Recorder:
 
 def files(d):
     return sorted(f for f in os.listdir(d) if not f.startswith("."))
-
-
-def integrity(db):
-    eq(query(db, "PRAGMA integrity_check"), [("ok",)], f"integrity_check of {db}")
 
 
 WINDOW, TAIL = 5.0, 2.0
@@ -502,8 +485,6 @@ def cleanup():
         if p.poll() is None:
             p.kill()
             p.wait()
-    for d in TMPDIRS:
-        shutil.rmtree(d, ignore_errors=True)
 
 
 def main():

@@ -14,7 +14,6 @@ interval and CPU time for it, so every duration in the trace is compared
 with an independent measurement of the same work, never with an assumption
 about how fast the machine is.
 """
-import argparse
 import json
 import re
 import os
@@ -23,10 +22,10 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 
-from lstest import Fail, check, eq, query, meta  # the copy every script shares
+from lstest import (Fail, Skip, check, eq, query, meta, integrity, wait_for, tmpdir,
+                    parse_args, run_case)  # the copy every script shares
 
 A = None
 CASES = {}
@@ -38,10 +37,6 @@ MS = 1_000_000
 def case(fn):
     CASES[fn.__name__] = fn
     return fn
-
-
-class Skip(Exception):
-    pass
 
 
 def note(msg):
@@ -64,27 +59,7 @@ def steal_ns():
 TICK = 10 * MS      # /proc/stat's granularity (USER_HZ 100)
 
 
-TMPDIRS = []          # removed when the case ends, whatever its outcome
 PROCS = []            # killed when the case ends
-
-
-def tmpdir(**kw):
-    d = tempfile.mkdtemp(prefix="lsgen-", **kw)
-    TMPDIRS.append(d)
-    return d
-
-
-def integrity(db):
-    eq(query(db, "PRAGMA integrity_check"), [("ok",)], "integrity_check")
-
-
-def wait_for(pred, timeout, what):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if pred():
-            return
-        time.sleep(0.05)
-    raise Fail(f"timed out waiting for {what}")
 
 
 def spawn(cmd, **kw):
@@ -1028,44 +1003,17 @@ def thread_flood():
          f"blocking episodes {m['blocking_episodes']} kept, {m['lost_episodes']} lost")
 
 
+def kill_procs():
+    for p in PROCS:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
 def main():
     global A
-    ap = argparse.ArgumentParser()
-    ap.add_argument("case", choices=sorted(CASES) + ["--list"])
-    ap.add_argument("--loopscope")
-    ap.add_argument("--examples")
-    ap.add_argument("--uv-blocking")
-    A = ap.parse_args()
-    for k in ("loopscope", "examples", "uv_blocking"):
-        if getattr(A, k):
-            setattr(A, k, os.path.abspath(getattr(A, k)))
-    if A.case == "--list":
-        print("\n".join(sorted(CASES)))
-        return 0
-    if os.geteuid() != 0:
-        print("skip: recording needs root (CAP_BPF, CAP_PERFMON)")
-        return 77
-    t = time.monotonic()
-    try:
-        CASES[A.case]()
-    except Skip as e:
-        print(f"skip {A.case}: {e}")
-        return 77
-    except Fail as e:
-        print(f"FAIL {A.case}: {e}")
-        return 1
-    finally:
-        for p in PROCS:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-        for d in TMPDIRS:
-            if os.environ.get("LSGEN_KEEP"):   # keep the traces for a look
-                print(f"  kept {d}")
-            else:
-                shutil.rmtree(d, ignore_errors=True)
-    print(f"ok {A.case} ({time.monotonic() - t:.1f} s)")
-    return 0
+    A = parse_args(CASES, ("loopscope", "examples", "uv_blocking"))
+    return run_case(CASES, A, kill_procs)
 
 
 if __name__ == "__main__":

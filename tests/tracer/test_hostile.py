@@ -13,19 +13,15 @@ ctest entry per mode; also run from build-asan/ (label fuzz) with the
 recorder and viewer built with ASan+UBSan.  Exit 0 pass, 1 fail, 77 skip
 (not root).
 """
-import argparse
 import json
 import re
 import os
 import resource
-import shutil
 import subprocess
 import sys
-import tempfile
 import xml.etree.ElementTree as ET
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-import lstrace  # noqa: E402  (tests/lstrace.py: events needs loopscope's SQLite extension)
-from lstest import Fail, check  # noqa: E402  (the copy every script shares)
+from lstest import (Fail, check, query, meta, integrity, tmpdir, parse_args,
+                    run_case)  # the copy every script shares
 
 A = None
 MODES = ["random", "lengths", "records", "names", "tasks", "loops", "flood", "pub", "unbatched",
@@ -39,21 +35,6 @@ MODES = ["random", "lengths", "records", "names", "tasks", "loops", "flood", "pu
 TASKS_RINGBUF_KB = 131072           # holds all of mode tasks' 68 MB: no drops
 BACKLOG_MB = 64
 RSS_LIMIT_MB = 2 * TASKS_RINGBUF_KB // 1024 + BACKLOG_MB + 96
-
-
-def query(db, sql, *params):
-    if "events" in sql:                   # a million tasks' events: the C decoder
-        return lstrace.shell_query(db, sql, params)
-    con = lstrace.connect(f"file:{db}?mode=ro", uri=True)
-    con.text_factory = bytes
-    try:
-        return con.execute(sql, params).fetchall()
-    finally:
-        con.close()
-
-
-def meta(db):
-    return {k.decode(): v.decode() for k, v in query(db, "SELECT key, value FROM meta")}
 
 
 # Graphviz and fontconfig keep memory until exit: not ours to report.
@@ -94,8 +75,7 @@ def record(mode, db, secs):
 
 
 def check_trace(mode, db, stderr, rss_mb):
-    eq = query(db, "PRAGMA integrity_check")
-    check(eq == [(b"ok",)], f"integrity_check: {eq}")
+    integrity(db)
     m = meta(db)
     start, end = int(m["start_ns"]), int(m["end_ns"])
     # Only lifecycle kinds with their enums in range, never task 0.
@@ -123,7 +103,7 @@ def check_trace(mode, db, stderr, rss_mb):
     # Text is valid UTF-8, NUL-free, bounded.
     for table, col in (("tasks", "name"), ("tasks", "function"), ("frames", "function"),
                        ("frames", "file"), ("meta", "value")):
-        for (v,) in query(db, f"SELECT {col} FROM {table} WHERE {col} IS NOT NULL"):
+        for (v,) in query(db, f"SELECT {col} FROM {table} WHERE {col} IS NOT NULL", raw=True):
             try:
                 v.decode("utf-8", errors="strict")
             except UnicodeDecodeError:
@@ -161,7 +141,7 @@ def check_trace(mode, db, stderr, rss_mb):
     if mode in per_mode:
         per_mode[mode]()
     if mode == "names":
-        names = {v for (v,) in query(db, "SELECT name FROM tasks")}
+        names = {v for (v,) in query(db, "SELECT name FROM tasks", raw=True)}
         check(b'quote"d' in names and "\ufffd".encode() + b"\xef\xbf\xbd bytes" in names,
               f"hostile names not stored as sanitized UTF-8: {sorted(names)[:30]}")
         nfn = query(db, "SELECT count(DISTINCT function_addr) FROM tasks")[0][0]
@@ -240,31 +220,21 @@ def run_viewer(db, work):
                   f"{what}: DOT does not parse: {d.stderr.decode(errors='replace')[:500]}")
 
 
+def hostile(mode):
+    work = tmpdir()
+    db = os.path.join(work, "trace.db")
+    secs = 0 if mode == "tasks" else A.seconds
+    stderr, rss = record(mode, db, secs)
+    check_trace(mode, db, stderr, rss)
+    run_viewer(db, work)
+
+
 def main():
     global A
-    ap = argparse.ArgumentParser()
-    ap.add_argument("mode", choices=MODES)
-    ap.add_argument("--loopscope", required=True)
-    ap.add_argument("--target", required=True)
-    ap.add_argument("--seconds", type=float, default=1.0)
-    A = ap.parse_args()
-    if os.geteuid() != 0:
-        print("skip: recording needs root")
-        return 77
-    work = tempfile.mkdtemp(prefix="lshostile-")
-    try:
-        db = os.path.join(work, "trace.db")
-        secs = 0 if A.mode == "tasks" else A.seconds
-        stderr, rss = record(A.mode, db, secs)
-        check_trace(A.mode, db, stderr, rss)
-        run_viewer(db, work)
-    except Fail as e:
-        print(f"FAIL hostile {A.mode}: {e}")
-        return 1
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    print(f"ok hostile {A.mode}")
-    return 0
+    cases = {m: (lambda m=m: hostile(m)) for m in MODES}     # one case per mode
+    A = parse_args(cases, ("loopscope", "target"),
+                   [("--seconds", dict(type=float, default=1.0))])
+    return run_case(cases, A)
 
 
 if __name__ == "__main__":

@@ -16,9 +16,8 @@ import os
 import subprocess
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import test_record as tr  # noqa: E402
-from lstest import Fail, check, eq, parse_args, run_case  # noqa: E402
+import test_record as tr
+from lstest import Fail, check, eq, query, tmpdir, parse_args, run_case  # shared: lstest.py
 
 CASES = {}
 REQUESTS = 5
@@ -78,7 +77,7 @@ def getaddrinfo_slow_resolver_ns():
     """getaddrinfo_slow_resolver inside its namespaces (not a ctest case)."""
     if subprocess.run(["ip", "link", "set", "lo", "up"]).returncode != 0:
         raise Fail("cannot bring up lo in the network namespace")
-    d = tr.tmpdir()
+    d = tmpdir()
     conf = os.path.join(d, "resolv.conf")
     with open(conf, "w") as f:
         f.write("nameserver 127.0.0.1\noptions timeout:5 attempts:1\n")
@@ -87,8 +86,8 @@ def getaddrinfo_slow_resolver_ns():
     db = resolve_recorded(["--dns-name", tr.DNS_NAME])
     # The lookups did take the resolver's time, in the executor: each
     # handler stayed suspended on it at least DNS_DELAY.
-    executor = tr.query(db, "SELECT id FROM suspend_reasons WHERE name = 'executor'")[0][0]
-    evs = tr.query(db, """
+    executor = query(db, "SELECT id FROM suspend_reasons WHERE name = 'executor'")[0][0]
+    evs = query(db, """
         SELECT t.name, k.name, e.reason, e.ts_ns FROM events e
         JOIN tasks t ON t.id = e.task_id JOIN event_kinds k ON k.id = e.kind
         WHERE t.name LIKE 'handle_conn#%' ORDER BY e.rowid""")
@@ -111,7 +110,7 @@ CASES["getaddrinfo_slow_resolver_ns"] = getaddrinfo_slow_resolver_ns
 def main():
     a = parse_args(CASES, ("loopscope", "examples", "sem_read"))
     tr.A = a                          # test_record's helpers read their arguments there
-    return run_case(CASES, a, tr.remove_tmpdirs)
+    return run_case(CASES, a)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -20,15 +20,15 @@
 Needs ptrace rights over a child (root, or the same user with
 ptrace_scope 0).  Exit 0 = pass, 1 = fail.
 """
-import argparse
 import json
 import os
 import random
 import subprocess
 import sys
-import tempfile
 import textwrap
 import time
+
+from lstest import Fail, check, wait_for, tmpdir, parse_args, run_case  # shared: lstest.py
 
 PROGRAM = textwrap.dedent('''\
     import asyncio, ctypes, json, os, sys, threading, time
@@ -239,7 +239,7 @@ def handle_run_line(py):
 def cfg_of(walk, pid):
     r = subprocess.run([walk, "--cfg", str(pid)], capture_output=True, text=True, timeout=30)
     if r.returncode:
-        raise AssertionError("pystack_walk --cfg: %s" % r.stderr.strip())
+        raise Fail("pystack_walk --cfg: %s" % r.stderr.strip())
     return {k: int(v) for k, v in (l.split() for l in r.stdout.splitlines())}
 
 
@@ -248,26 +248,23 @@ def wait_line(proc, prefix, timeout=30):
     while time.time() < end:
         l = proc.stdout.readline()
         if not l:
-            raise AssertionError("target exited: %s" % proc.stderr.read())
+            raise Fail("target exited: %s" % proc.stderr.read())
         if l.startswith("TABLE MISMATCH"):
-            raise AssertionError(l.strip())
+            raise Fail(l.strip())
         if l.startswith(prefix):
             return l.split()
-    raise AssertionError("no %r from the target" % prefix)
+    raise Fail("no %r from the target" % prefix)
 
 
 def wait_asleep(pid, tid, timeout=10):
-    end = time.time() + timeout
-    while time.time() < end:
+    def asleep():
         try:
             with open("/proc/%d/task/%d/syscall" % (pid, tid)) as f:
                 nr = f.read().split()[0]
-            if nr.isdigit() and int(nr) in SLEEP_SYSCALLS:
-                return
         except OSError:
-            pass
-        time.sleep(0.02)
-    raise AssertionError("thread %d never slept" % tid)
+            return False
+        return nr.isdigit() and int(nr) in SLEEP_SYSCALLS
+    wait_for(asleep, timeout, "thread %d to sleep" % tid, interval=0.02)
 
 
 def stop(proc):
@@ -300,7 +297,7 @@ def detect(walk, pid, timeout=20):
     while True:
         try:
             return cfg_of(walk, pid)
-        except AssertionError as e:
+        except Fail as e:
             if time.time() > end or not any(w in str(e) for w in (
                     "not initialized", "no thread state", "not CPython")):
                 raise
@@ -443,18 +440,15 @@ def run_hostile(py, walk, d):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("mode", choices=["walk", "hostile"])
-    ap.add_argument("--python", required=True)
-    ap.add_argument("--walk", required=True)
-    a = ap.parse_args()
-    if not os.access(a.python, os.X_OK):
-        print("FAIL: %s is not installed" % a.python)
-        return 1
-    with tempfile.TemporaryDirectory(prefix="lstest-pystack-") as d:
-        fails = (run_walk if a.mode == "walk" else run_hostile)(a.python, a.walk, d)
-    print("FAIL" if fails else "PASS")
-    return 1 if fails else 0
+    def mode(run):
+        def case():
+            check(os.access(a.python, os.X_OK), "%s is not installed" % a.python)
+            fails = run(a.python, a.walk, tmpdir())
+            check(not fails, "%d failed (above)" % fails)
+        return case
+    cases = {"walk": mode(run_walk), "hostile": mode(run_hostile)}
+    a = parse_args(cases, ("python", "walk"))
+    return run_case(cases, a, root_why=None)      # ptrace of a child: no root needed
 
 
 if __name__ == "__main__":

@@ -13,11 +13,10 @@ import signal
 import stat
 import subprocess
 import sys
-import tempfile
 import time
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from lstest import Fail, check, eq, query, meta, parse_args, run_case  # noqa: E402  (the copy every script shares)
-import lstrace  # noqa: E402  (on sys.path through lstest)
+from lstest import (Fail, check, eq, query, meta, integrity, wait_for, tmpdir, semaphores,
+                    parse_args, run_case)  # the copy every script shares
+import lstrace  # on sys.path through lstest
 
 A = None
 CASES = {}
@@ -26,15 +25,6 @@ CASES = {}
 def case(fn):
     CASES[fn.__name__] = fn
     return fn
-
-
-TMPDIRS = []          # removed when the case ends, whatever its outcome
-
-
-def tmpdir(**kw):
-    d = tempfile.mkdtemp(prefix="lstest-", **kw)
-    TMPDIRS.append(d)
-    return d
 
 
 def tmpdb(name="trace.db"):
@@ -58,10 +48,6 @@ def interrupt(rec, timeout=60):
     return err
 
 
-def integrity(db):
-    eq(query(db, "PRAGMA integrity_check"), [("ok",)], "integrity_check")
-
-
 def start(example, *args, cpu=None):
     pin = None if cpu is None else (lambda: os.sched_setaffinity(0, {cpu}))
     p = subprocess.Popen([os.path.join(A.examples, example), *args],
@@ -69,21 +55,6 @@ def start(example, *args, cpu=None):
     line = p.stdout.readline()
     check(line.startswith("pid "), f"{example} printed {line!r}")
     return p
-
-
-def semaphores(pid):
-    out = subprocess.run([A.sem_read, str(pid)], capture_output=True, text=True)
-    check(out.returncode == 0, f"probe_sem_read failed: {out.stderr}")
-    return {l.split()[0]: int(l.split()[1]) for l in out.stdout.splitlines() if l.strip()}
-
-
-def wait_for(pred, timeout, what):
-    end = time.time() + timeout
-    while time.time() < end:
-        if pred():
-            return
-        time.sleep(0.05)
-    raise Fail(f"timed out waiting for {what}")
 
 
 def sequences(db):
@@ -313,16 +284,17 @@ def attach_mid_run():
     t = start("ticker", "--seconds", "6", "--tick-ms", "10")
     try:
         time.sleep(0.5)
-        before = semaphores(t.pid)
+        before = semaphores(A.sem_read, t.pid)
         eq(sum(before.values()), 0, "semaphores before attaching")
         db = tmpdb()
         rec = subprocess.Popen([A.loopscope, "record", "-q", "-p", str(t.pid), "-d", "1.5",
                                 "-o", db], stderr=subprocess.PIPE, text=True)
-        wait_for(lambda: semaphores(t.pid).get("batch", 0) > 0, 10, "batch semaphore to rise")
-        eq(semaphores(t.pid)["task_run"], 0, "per-event semaphore in batched mode")
+        wait_for(lambda: semaphores(A.sem_read, t.pid).get("batch", 0) > 0, 10,
+                 "batch semaphore to rise")
+        eq(semaphores(A.sem_read, t.pid)["task_run"], 0, "per-event semaphore in batched mode")
         _, err = rec.communicate(timeout=30)
         eq(rec.returncode, 0, f"record exit status ({err.strip()})")
-        eq(sum(semaphores(t.pid).values()), 0, "semaphores after detach")
+        eq(sum(semaphores(A.sem_read, t.pid).values()), 0, "semaphores after detach")
         check(t.poll() is None, "target died while traced")
         integrity(db)
         pre = [n for (n,) in query(db, "SELECT name FROM tasks WHERE preexisting = 1")]
@@ -376,13 +348,13 @@ def sigint_stops():
         db = tmpdb()
         rec = subprocess.Popen([A.loopscope, "record", "-q", "-p", str(t.pid), "-o", db],
                                stderr=subprocess.PIPE, text=True)
-        wait_for(lambda: semaphores(t.pid).get("batch", 0) > 0, 10, "attach")
+        wait_for(lambda: semaphores(A.sem_read, t.pid).get("batch", 0) > 0, 10, "attach")
         time.sleep(0.5)
         err = interrupt(rec, timeout=30)
         integrity(db)
         eq(meta(db)["stop_reason"], "interrupted (SIGINT)", "stop reason")
         check(query(db, "SELECT count(*) FROM events")[0][0] > 0, "no events recorded")
-        eq(sum(semaphores(t.pid).values()), 0, "semaphores after SIGINT")
+        eq(sum(semaphores(A.sem_read, t.pid).values()), 0, "semaphores after SIGINT")
         check(t.poll() is None, "target died")
     finally:
         t.kill()
@@ -398,7 +370,7 @@ def sigkill_recorder():
         db = tmpdb()
         rec = subprocess.Popen([A.loopscope, "record", "-q", "-p", str(t.pid), "-o", db],
                                stderr=subprocess.DEVNULL)
-        wait_for(lambda: semaphores(t.pid).get("batch", 0) > 0, 10, "attach")
+        wait_for(lambda: semaphores(A.sem_read, t.pid).get("batch", 0) > 0, 10, "attach")
         time.sleep(0.8)               # past the first commit
         rec.kill()
 
@@ -416,7 +388,8 @@ def sigkill_recorder():
         check(p.returncode == 0 and "cut short" in p.stderr and "still being recorded" not in p.stderr,
               f"info while the killed recorder is a zombie: rc {p.returncode}, {p.stderr!r}")
         rec.wait()
-        wait_for(lambda: sum(semaphores(t.pid).values()) == 0, 10, "semaphores back to 0")
+        wait_for(lambda: sum(semaphores(A.sem_read, t.pid).values()) == 0, 10,
+                 "semaphores back to 0")
         time.sleep(0.2)
         check(t.poll() is None, "target died with the recorder")
         integrity(db)
@@ -498,7 +471,7 @@ def loop_buffers_held():
         db = tmpdb()
         rec = subprocess.Popen([A.loopscope, "record", "-p", str(t.pid), "-o", db],
                                stderr=subprocess.PIPE, text=True)
-        wait_for(lambda: semaphores(t.pid).get("batch", 0) > 0, 10, "attach")
+        wait_for(lambda: semaphores(A.sem_read, t.pid).get("batch", 0) > 0, 10, "attach")
         time.sleep(0.3)
         rec.send_signal(signal.SIGSTOP)
         time.sleep(1.0)
@@ -541,7 +514,7 @@ def backlog():
         rec = subprocess.Popen([A.loopscope, "record", "-q", "-p", str(t.pid), "-o", db,
                                 "--backlog", "1M"], stderr=subprocess.PIPE, text=True,
                                env=dict(os.environ, LOOPSCOPE_TEST_BACKLOG="hold"))
-        wait_for(lambda: semaphores(t.pid).get("batch", 0) > 0, 10, "attach")
+        wait_for(lambda: semaphores(A.sem_read, t.pid).get("batch", 0) > 0, 10, "attach")
         time.sleep(2.0)
         stop_ns = time.monotonic_ns()   # CLOCK_MONOTONIC, the records' clock
         interrupt(rec)
@@ -586,7 +559,7 @@ def recorder_priority():
             opt = ["--priority", prio] if prio else []
             rec = subprocess.Popen([A.loopscope, "record", "-q", "-p", str(t.pid), "-o", db, *opt],
                                    stderr=subprocess.PIPE, text=True)
-            wait_for(lambda: semaphores(t.pid).get("batch", 0) > 0, 10, "attach")
+            wait_for(lambda: semaphores(A.sem_read, t.pid).get("batch", 0) > 0, 10, "attach")
             wait_for(lambda: sched_policy(rec.pid) == policy, 10,
                      f"the recorder's policy to become {policy} ({prio})")
             interrupt(rec, timeout=30)
@@ -778,7 +751,7 @@ def reattach_snapshot():
         db1, db2, db3 = tmpdb(), tmpdb(), tmpdb()
         r1 = subprocess.Popen([A.loopscope, "record", "-q", "-p", str(t.pid), "-d", "6",
                                "-o", db1], stderr=subprocess.PIPE, text=True)
-        wait_for(lambda: semaphores(t.pid).get("batch", 0) > 0, 10, "first recorder")
+        wait_for(lambda: semaphores(A.sem_read, t.pid).get("batch", 0) > 0, 10, "first recorder")
         time.sleep(2.0)                 # the loop has seen it (a tick passed)
         record("-p", str(t.pid), "-d", "2", "-o", db2)
         _, err = r1.communicate(timeout=30)
@@ -794,7 +767,7 @@ def reattach_snapshot():
             eq(query(db, """SELECT count(*) FROM events WHERE kind = 3 AND task_id =
                             (SELECT id FROM tasks WHERE name = 'ticker')"""), [(1,)],
                f"{what} recorder: task_create events of the ticker task")
-        eq(sum(semaphores(t.pid).values()), 0, "semaphores after both detached")
+        eq(sum(semaphores(A.sem_read, t.pid).values()), 0, "semaphores after both detached")
     finally:
         t.kill()
         t.wait()
@@ -816,7 +789,7 @@ def idle_attach_first_block():
             time.sleep(0.3)             # its task now waits in recv; the loop sleeps
             rec = subprocess.Popen([A.loopscope, "record", "-q", "-p", str(pid), "-o", db,
                                     "-t", "5"], stderr=subprocess.PIPE, text=True)
-            wait_for(lambda: semaphores(pid).get("batch", 0) > 0, 10, "attach")
+            wait_for(lambda: semaphores(A.sem_read, pid).get("batch", 0) > 0, 10, "attach")
             time.sleep(0.3)
             c.sendall(b"GET /block HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
             got = c.recv(100)
@@ -884,7 +857,7 @@ def record_requests(server, routes, threshold_ms, repeat=1):
     db = tmpdb()
     rec = subprocess.Popen([A.loopscope, "record", "-q", "-p", str(server.pid), "-o", db,
                             "-t", str(threshold_ms)], stderr=subprocess.PIPE, text=True)
-    wait_for(lambda: semaphores(server.pid).get("batch", 0) > 0, 10, "attach")
+    wait_for(lambda: semaphores(A.sem_read, server.pid).get("batch", 0) > 0, 10, "attach")
     time.sleep(0.3)
     for _ in range(repeat):
         for r in routes:
@@ -966,7 +939,7 @@ def blocking_io_victim():
         db = tmpdb()
         rec = subprocess.Popen([A.loopscope, "record", "-q", "-p", str(s.pid), "-o", db],
                                stderr=subprocess.PIPE, text=True)
-        wait_for(lambda: semaphores(s.pid).get("batch", 0) > 0, 10, "attach")
+        wait_for(lambda: semaphores(A.sem_read, s.pid).get("batch", 0) > 0, 10, "attach")
         time.sleep(0.3)
         b = socket.create_connection(("127.0.0.1", s.port), timeout=10)
         time.sleep(0.3)                 # B's task now waits in recv
@@ -1096,15 +1069,10 @@ def good_server_no_blocking():
     eq(n, [(40,)], "requests served while recording")
 
 
-def remove_tmpdirs():
-    for d in TMPDIRS:
-        shutil.rmtree(d, ignore_errors=True)
-
-
 def main():
     global A
     A = parse_args(CASES, ("loopscope", "examples", "sem_read"))
-    return run_case(CASES, A, remove_tmpdirs)
+    return run_case(CASES, A)
 
 if __name__ == "__main__":
     sys.exit(main())

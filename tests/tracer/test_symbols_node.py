@@ -25,15 +25,14 @@ Cases:
 
 Exit 0 pass, 1 fail, 77 skip (no node, not root: ptrace of a non-child).
 """
-import argparse
 import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 
-from lstest import Fail, check  # the copy every script shares
+from lstest import (Fail, Skip, check, wait_for, tmpdir, parse_args,
+                    run_case)  # the copy every script shares
 
 SCRIPT = r"""'use strict';
 const fs = require('fs');
@@ -97,14 +96,10 @@ def start(flags, mode, *, ns=False):
 
 def wait_blocked(pid, timeout=10):
     """Until the main thread sleeps (in open of the fifo, in the futex)."""
-    end = time.time() + timeout
-    while time.time() < end:
+    def asleep():
         with open(f"/proc/{pid}/stat") as f:
-            state = f.read().rsplit(")", 1)[1].split()[0]
-        if state == "S":
-            return
-        time.sleep(0.05)
-    raise Fail("node never blocked")
+            return f.read().rsplit(")", 1)[1].split()[0] == "S"
+    wait_for(asleep, timeout, "node to block")
 
 
 def stack(pid):
@@ -222,48 +217,46 @@ def pidns():
     js_frame(frames, "spinForever")
 
 
-CASES = {f.__name__: f for f in (spin, wait, read, noflags, basic, pidns)}
+def in_workdir(fn):
+    """Case fn, skipped without node (or unshare for pidns), run with
+    app.js written in a new TMP (in /var/tmp: pidns mounts its own /tmp)."""
+    def run():
+        global TMP
+        if not os.path.exists(A.node):
+            raise Skip("no node")
+        if fn is pidns and not shutil.which("unshare"):
+            raise Skip("no unshare")
+        TMP = tmpdir(dir="/var/tmp")
+        with open(os.path.join(TMP, "app.js"), "w") as f:
+            f.write(SCRIPT)
+        fn()
+    return run
+
+
+CASES = {f.__name__: in_workdir(f) for f in (spin, wait, read, noflags, basic, pidns)}
+
+
+def cleanup():
+    for p in PROCS:
+        try:
+            os.killpg(p.pid, 9)
+        except ProcessLookupError:
+            pass
+        p.wait()
+    for pid in PIDS:      # node leaves its map behind
+        try:
+            os.unlink(f"/tmp/perf-{pid}.map")
+        except FileNotFoundError:
+            pass
 
 
 def main():
-    global A, TMP
-    ap = argparse.ArgumentParser()
-    ap.add_argument("case", choices=sorted(CASES))
-    ap.add_argument("--tool", required=True)
-    ap.add_argument("--node", default=shutil.which("node") or "/usr/bin/node")
-    A = ap.parse_args()
-    if not os.path.exists(A.node):
-        print("SKIP: no node")
-        return 77
-    if os.geteuid() != 0:
-        print("SKIP: needs root (ptrace of a process that is not the tool's child)")
-        return 77
-    if A.case == "pidns" and not shutil.which("unshare"):
-        print("SKIP: no unshare")
-        return 77
-    TMP = tempfile.mkdtemp(prefix="lstest-symbols-", dir="/var/tmp")
-    with open(os.path.join(TMP, "app.js"), "w") as f:
-        f.write(SCRIPT)
-    try:
-        CASES[A.case]()
-        print(f"ok {A.case}")
-        return 0
-    except Fail as e:
-        print(f"FAIL {A.case}: {e}")
-        return 1
-    finally:
-        for p in PROCS:
-            try:
-                os.killpg(p.pid, 9)
-            except ProcessLookupError:
-                pass
-            p.wait()
-        for pid in PIDS:      # node leaves its map behind
-            try:
-                os.unlink(f"/tmp/perf-{pid}.map")
-            except FileNotFoundError:
-                pass
-        shutil.rmtree(TMP, ignore_errors=True)
+    global A
+    A = parse_args(CASES, ("tool", "node"))
+    if not A.node:
+        A.node = shutil.which("node") or "/usr/bin/node"
+    return run_case(CASES, A, cleanup,
+                    "needs root (ptrace of a process that is not the tool's child)")
 
 
 if __name__ == "__main__":

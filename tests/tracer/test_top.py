@@ -11,49 +11,21 @@ wait polls for what it asserts and fails after a generous time.
 """
 import os
 import re
-import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import time
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-import lstrace  # noqa: E402  (tests/lstrace.py: events needs loopscope's SQLite extension)
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from lstest import Fail, check, eq, parse_args, run_case  # noqa: E402  (the copy every script shares)
+from lstest import (Fail, check, eq, query, meta, integrity, wait_for, tmpdir, semaphores,
+                    parse_args, run_case)  # the copy every script shares
 
 A = None
 CASES = {}
-TMPDIRS = []
 CLEANUP = []          # callables run when the case ends, whatever its outcome
 
 
 def case(fn):
     CASES[fn.__name__] = fn
     return fn
-
-
-def tmpdir():
-    d = tempfile.mkdtemp(prefix="lstop-")
-    TMPDIRS.append(d)
-    return d
-
-
-def wait_for(pred, timeout, what):
-    end = time.time() + timeout
-    last = None
-    while time.time() < end:
-        last = pred()
-        if last:
-            return last
-        time.sleep(0.1)
-    raise Fail(f"timed out after {timeout} s waiting for {what}")
-
-
-def semaphores(pid):
-    out = subprocess.run([A.sem_read, str(pid)], capture_output=True, text=True)
-    check(out.returncode == 0, f"probe_sem_read failed: {out.stderr}")
-    return {l.split()[0]: int(l.split()[1]) for l in out.stdout.splitlines() if l.strip()}
 
 
 def bpf_progs():
@@ -179,9 +151,9 @@ def screen():
     file:line, sort keys, the filter, a resize, and q detaching cleanly."""
     s = Server()
     progs_before = bpf_progs()
-    eq(sum(semaphores(s.pid).values()), 0, "semaphores before attaching")
+    eq(sum(semaphores(A.sem_read, s.pid).values()), 0, "semaphores before attaching")
     t = Tmux(f"{A.loopscope} top -p {s.pid}")
-    wait_for(lambda: semaphores(s.pid).get("batch", 0) > 0, 10, "top to attach")
+    wait_for(lambda: semaphores(A.sem_read, s.pid).get("batch", 0) > 0, 10, "top to attach")
     # Ours: the programs loaded since (other recorders may run on the machine).
     ours = {i: n for i, n in bpf_progs().items() if i not in progs_before}
     check("on_batch" in ours.values(), f"top's on_batch program is not loaded: {ours}")
@@ -247,7 +219,7 @@ def screen():
     t.keys("q")
     wait_for(lambda: any(l.startswith("EXIT=") for l in t.screen()), 10, "top to exit")
     eq([l for l in t.screen() if l.startswith("EXIT=")], ["EXIT=0"], "top's exit status")
-    eq(sum(semaphores(s.pid).values()), 0, "probe semaphores after q")
+    eq(sum(semaphores(A.sem_read, s.pid).values()), 0, "probe semaphores after q")
     check(s.p.poll() is None, "the target died")
     left = {i: n for i, n in bpf_progs().items() if ours.get(i) == n}
     eq(left, {}, "top's BPF programs still loaded after q")
@@ -264,7 +236,7 @@ def text_mode():
     p = subprocess.Popen([A.loopscope, "top", "-p", str(s.pid), "-d", "3"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     CLEANUP.append(lambda: p.poll() is None and p.kill())
-    wait_for(lambda: semaphores(s.pid).get("batch", 0) > 0, 10, "top to attach")
+    wait_for(lambda: semaphores(A.sem_read, s.pid).get("batch", 0) > 0, 10, "top to attach")
     time.sleep(0.3)
     s.connect()                       # handle_conn#3, created under top's eyes
     for _ in range(3):
@@ -291,7 +263,7 @@ def text_mode():
     check(any(f"http_server.c:{line}" in l and "handle_conn#1" in l for l in bl),
           f"no blocking line at http_server.c:{line}: {bl!r}")
     check(out.rstrip().endswith("top: stopped: duration reached"), f"last line: {out[-200:]!r}")
-    eq(sum(semaphores(s.pid).values()), 0, "probe semaphores after -d")
+    eq(sum(semaphores(A.sem_read, s.pid).values()), 0, "probe semaphores after -d")
 
 
 @case
@@ -308,7 +280,7 @@ def oncpu():
     p = subprocess.Popen([A.loopscope, "top", "-p", str(pid), "-d", "3"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     CLEANUP.append(lambda: p.poll() is None and p.kill())
-    wait_for(lambda: semaphores(pid).get("batch", 0) > 0, 10, "top to attach")
+    wait_for(lambda: semaphores(A.sem_read, pid).get("batch", 0) > 0, 10, "top to attach")
     time.sleep(0.3)
     for _ in range(2):
         with socket.create_connection(("127.0.0.1", port), timeout=10) as c:
@@ -335,12 +307,12 @@ def signals():
         p = subprocess.Popen([A.loopscope, "top", "-p", str(s.pid)], stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
         CLEANUP.append(lambda p=p: p.poll() is None and p.kill())
-        wait_for(lambda: semaphores(s.pid).get("batch", 0) > 0, 10, "top to attach")
+        wait_for(lambda: semaphores(A.sem_read, s.pid).get("batch", 0) > 0, 10, "top to attach")
         p.send_signal(sig)
         out, err = p.communicate(timeout=60)
         eq(p.returncode, 0, f"exit status after {sig.name} (stderr {err.strip()!r})")
         check(out.rstrip().endswith(f"top: stopped: {why}"), f"{sig.name}: {out[-200:]!r}")
-        eq(sum(semaphores(s.pid).values()), 0, f"probe semaphores after {sig.name}")
+        eq(sum(semaphores(A.sem_read, s.pid).values()), 0, f"probe semaphores after {sig.name}")
         check(s.p.poll() is None, "the target died")
 
 
@@ -354,22 +326,18 @@ def output_trace():
     p = subprocess.Popen([A.loopscope, "top", "-p", str(s.pid), "-d", "2.5", "-o", db],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     CLEANUP.append(lambda: p.poll() is None and p.kill())
-    wait_for(lambda: semaphores(s.pid).get("batch", 0) > 0, 10, "top to attach")
+    wait_for(lambda: semaphores(A.sem_read, s.pid).get("batch", 0) > 0, 10, "top to attach")
     time.sleep(0.3)
     s.connect()
     for _ in range(3):
         s.get(s.conns[0], "/block")
     out, err = p.communicate(timeout=60)
     eq(p.returncode, 0, f"top -o exit status (stderr {err.strip()!r})")
-    con = lstrace.connect(f"file:{db}?mode=ro", uri=True)
-    try:
-        eq(con.execute("PRAGMA integrity_check").fetchall(), [("ok",)], "integrity_check")
-        m = dict(con.execute("SELECT key, value FROM meta"))
-        names = {n for (n,) in con.execute("SELECT name FROM tasks")}
-        nblock = con.execute("SELECT count(*) FROM blocking").fetchone()[0]
-        nstats = con.execute("SELECT count(*) FROM task_stats").fetchone()[0]
-    finally:
-        con.close()
+    integrity(db)
+    m = meta(db)
+    names = {n for (n,) in query(db, "SELECT name FROM tasks")}
+    nblock = query(db, "SELECT count(*) FROM blocking")[0][0]
+    nstats = query(db, "SELECT count(*) FROM task_stats")[0][0]
     eq(m.get("stop_reason"), "duration reached", "meta stop_reason")
     check(" top " in f" {m.get('recorder_cmdline', '')} ", f"recorder_cmdline {m!r}")
     check({"acceptor", "handle_conn#1", "handle_conn#2"} <= names, f"tasks {names}")
@@ -384,7 +352,7 @@ def output_trace():
     before = open(db, "rb").read()
     expect_error(["-p", str(s.pid), "-d", "1", "-o", db], "already exists")
     eq(open(db, "rb").read() == before, True, "existing trace unchanged")
-    eq(sum(semaphores(s.pid).values()), 0, "semaphores after the refused run")
+    eq(sum(semaphores(A.sem_read, s.pid).values()), 0, "semaphores after the refused run")
 
 
 def hostile(mode, secs):
@@ -492,8 +460,6 @@ def cleanup():
             fn()
         except Exception:
             pass
-    for d in TMPDIRS:
-        shutil.rmtree(d, ignore_errors=True)
 
 
 def main():

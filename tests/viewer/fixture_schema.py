@@ -37,9 +37,9 @@ DERIVED_TABLES = {"task_stats", "transitions", "transition_hist"}
 def reference():
     tmp = tempfile.NamedTemporaryFile(suffix=".db", delete=False)
     tmp.close()
-    db = sqlite3.connect(tmp.name)
     with open(SCHEMA) as f:
-        lstrace.create_schema(db, f.read())
+        lstrace.create_schema(tmp.name, f.read())
+    db = sqlite3.connect(tmp.name)
     with open(DERIVED) as f:
         db.executescript(f.read())
     db.close()
@@ -149,9 +149,9 @@ def refresh(paths):
             oldpath, path = os.path.join(tmp, "old.db"), os.path.join(tmp, "t.db")
             build(p, oldpath)
             events = lstrace.event_rows(oldpath)
-            new = sqlite3.connect(path)
             with open(SCHEMA) as f:
-                lstrace.create_schema(new, f.read())
+                lstrace.create_schema(path, f.read())
+            new = sqlite3.connect(path)
             with open(DERIVED) as f:
                 new.executescript(f.read())
             new.execute("ATTACH ? AS old", (oldpath,))

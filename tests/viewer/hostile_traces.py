@@ -95,8 +95,8 @@ def model_version():
 class Db:
     def __init__(self, path, fixtures):
         self.path = path
+        lstrace.create_schema(path, open(SCHEMA).read())
         self.con = sqlite3.connect(path)
-        lstrace.create_schema(self.con, open(SCHEMA).read())
         self.con.executescript(open(DERIVED).read())
         fx = os.path.join(fixtures, "lifecycle.db")
         self.con.execute("ATTACH ? AS fx", (fx,))
@@ -107,9 +107,9 @@ class Db:
 
     def insert(self, table, rows):
         """rows: tuples whose items may be ('cast'|'blob', bytes) for hostile text
-        (events: integers and None only, encoded into chunks by lstrace)."""
+        (events: integers and None only, as Db.events writes them)."""
         if table == "events":
-            lstrace.write_events(self.con, rows)
+            self.events(rows)
             return
         for r in rows:
             vals, ph = [], []
@@ -121,6 +121,12 @@ class Db:
                     ph.append("?")
                     vals.append(v)
             self.con.execute(f"INSERT INTO {table} VALUES({','.join(ph)})", vals)
+
+    def events(self, rows):
+        """Append events, encoded by the extension in chunks of 1024, the
+        size these traces always had (the recorder's are of 4096; the viewer
+        reads any size)."""
+        lstrace.write_events(self.con, rows, per_chunk=1024)
 
     def meta(self, d):
         self.insert("meta", [(k, v) for k, v in d.items()])
@@ -276,7 +282,7 @@ def build_random(db, rng, nevents=200_000, ntasks=3000, nloops=40):
         arg0 = tid() if rng.random() < 0.6 else rng.randrange(-2 ** 40, 2 ** 40)
         rows.append((ts(), rng.randrange(1, nloops + 3), task, kind, reason, arg0,
                      rng.randrange(-10 ** 9, 10 ** 12)))
-    lstrace.write_events(db.con, rows)
+    db.events(rows)
     db.con.executemany("INSERT INTO stacks VALUES(?,?)", [(i, 8) for i in range(1, 301)])
     db.con.executemany("INSERT INTO frames VALUES(?,?,?,?,?,?,?)",
                        [(s, d, rng.randrange(2 ** 40), f"fn{rng.randrange(400)}",
@@ -313,7 +319,7 @@ def build_bogus(db, rng):
            for _ in range(30_000)]
     ev += [(rng.randrange(10 ** 11), 1, rng.randrange(4, n + 4), 5, 4, rng.randrange(n), None)
            for _ in range(30_000)]
-    lstrace.write_events(db.con, ev)
+    db.events(ev)
 
 
 def build_generic(db, rng=None):

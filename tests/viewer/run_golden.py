@@ -42,7 +42,7 @@ import tempfile
 import xml.etree.ElementTree as ET
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-import lstrace  # noqa: E402  (tests/lstrace.py: the chunk encoding, for {bad:schema3})
+import lstrace  # noqa: E402  (tests/lstrace.py: events through the extension, for {bad:schema3})
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -86,13 +86,11 @@ def make_bad(kind, fixtures, tmp):
         con.close()
     elif kind == "schema3":              # readable: schema 4 only allows larger chunks
         shutil.copy(os.path.join(fixtures, "blocking.db"), p)
+        rows = lstrace.event_rows(p)
         con = sqlite3.connect(p)
-        rows = []
-        for (data,) in con.execute("SELECT data FROM event_chunk_data ORDER BY id").fetchall():
-            rows += lstrace.decode_chunk(data)
         for table in ("event_chunks", "event_chunk_data", "event_chunk_tasks"):
             con.execute(f"DELETE FROM {table}")
-        lstrace.write_events(con, rows)  # chunks of 1024, as schema 3 wrote them
+        lstrace.write_events(con, rows, per_chunk=1024)  # chunks of 1024, as schema 3 wrote them
         if con.execute("SELECT count(*) FROM event_chunks").fetchone()[0] < 2:
             raise SystemExit("{bad:schema3}: blocking.db should need several 1024-event chunks")
         con.execute("PRAGMA user_version = 3")
