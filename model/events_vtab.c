@@ -13,7 +13,7 @@
  *
  * Rows come in rowid order, or in reverse when SQLite asks for ORDER BY
  * rowid DESC.  A loop's records are stored in time order (the recorder
- * refuses a record older than its loop's last, tracer/ingest.c), and a
+ * refuses a record older than its loop's last, tracer/decode_evl.c), and a
  * task's events are its loop's, so with task_id = (or loop_id = and kind =)
  * given, rowid order is also ts_ns order: ORDER BY ts_ns [, rowid] (both
  * ASC or both DESC) costs no sort, and `... ORDER BY ts_ns LIMIT 1` stops
