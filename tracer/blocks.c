@@ -13,6 +13,24 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+/* What this file keeps, private: the samplers, and the stacks already
+ * stored (by hash: an episode on a known stack reuses its id). */
+struct ls_blocks {
+    struct bpf_link **samplers;   /* on-CPU detection: one per online CPU */
+    int nsampled;
+    bool tried;
+    struct { uint64_t hash; int64_t id; } stack_ids[LS_STACK_IDS];
+    int64_t next_stack_id;
+};
+
+/* Made at its first use; NULL without memory (no samplers, no stacks). */
+static struct ls_blocks *state(recorder *r)
+{
+    if (!r->blk)
+        r->blk = calloc(1, sizeof(*r->blk));
+    return r->blk;
+}
+
 /* On-CPU detection: every half threshold, a CPU-clock sample on each
  * online CPU; on_cpu_sample looks at the thread it interrupted and reports
  * a loop thread's step that overran the threshold.  Per CPU, not per loop
@@ -24,11 +42,12 @@
  * covered.  Started with the first loop; tried once. */
 void ls_start_samplers(recorder *r)
 {
-    if (r->no_blocking || r->samplers_tried)
+    struct ls_blocks *k = state(r);
+    if (r->no_blocking || !k || k->tried)
         return;
-    r->samplers_tried = true;
+    k->tried = true;
     int ncpu = libbpf_num_possible_cpus();
-    if (ncpu <= 0 || !(r->samplers = calloc((size_t)ncpu, sizeof(*r->samplers))))
+    if (ncpu <= 0 || !(k->samplers = calloc((size_t)ncpu, sizeof(*k->samplers))))
         return;                       /* on-CPU detection off */
     struct perf_event_attr a = {
         .type = PERF_TYPE_SOFTWARE,
@@ -45,7 +64,7 @@ void ls_start_samplers(recorder *r)
             close(fd);
             continue;
         }
-        r->samplers[r->nsampled++] = l;
+        k->samplers[k->nsampled++] = l;
     }
 }
 /* Store the Python frames f[from, to) of a captured stack from depth on. */
@@ -83,11 +102,14 @@ static int64_t stack_id(recorder *r, uint32_t tid, const struct ls_block *b,
     for (uint32_t i = 0; i < npy; i++)
         h = (h ^ py->f[i].code ^ ((uint64_t)(uint32_t)py->f[i].instr << 32)) * 1099511628211ull;
     size_t slot = h % LS_STACK_IDS;
-    if (r->stack_ids[slot].id && r->stack_ids[slot].hash == h)
-        return r->stack_ids[slot].id;
+    struct ls_blocks *k = state(r);
+    if (!k)
+        return 0;
+    if (k->stack_ids[slot].id && k->stack_ids[slot].hash == h)
+        return k->stack_ids[slot].id;
     /* One row per frame, inlined functions expanded (same address); each
      * stored right after its lookup (symbols.h: valid until the next). */
-    int64_t id = ++r->next_stack_id;
+    int64_t id = ++k->next_stack_id;
     int depth = 0;
     uint32_t next_py = 0;
     for (int i = 0; i < n && depth < LS_MAX_DEPTH; i++) {
@@ -108,8 +130,8 @@ static int64_t stack_id(recorder *r, uint32_t tid, const struct ls_block *b,
     }
     depth = py_frames(r, id, depth, py, next_py, npy);
     ls_sink_stack(r, id, depth);
-    r->stack_ids[slot].hash = h;
-    r->stack_ids[slot].id = id;
+    k->stack_ids[slot].hash = h;
+    k->stack_ids[slot].id = id;
     return id;
 }
 
@@ -222,4 +244,24 @@ static void flush_open(recorder *r, uint32_t key, void *v)
         b->dur_ns = so.off_ns < b->dur_ns ? b->dur_ns - so.off_ns : 0;
     if (b->dur_ns >= (uint64_t)(r->block_threshold_ms * 1e6))
         ls_on_block(r, h);
+}
+
+/* Detaching: the samplers go first (engine.c says why). */
+void ls_stop_samplers(recorder *r)
+{
+    struct ls_blocks *k = r->blk;
+    if (!k)
+        return;
+    for (int i = 0; i < k->nsampled; i++)
+        bpf_link__destroy(k->samplers[i]);
+    k->nsampled = 0;
+    free(k->samplers);
+    k->samplers = NULL;
+}
+
+void ls_blocks_free(recorder *r)
+{
+    ls_stop_samplers(r);
+    free(r->blk);
+    r->blk = NULL;
 }

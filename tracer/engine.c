@@ -390,11 +390,7 @@ int ls_recorder_stop(recorder *r, int err, const char *why)
     /* The samplers first: once the batch probe is gone the loop stops
      * stamping its steps (evl_loop_pub.since), and a sample would take
      * the last step for one still running. */
-    for (int i = 0; i < r->nsampled; i++)
-        bpf_link__destroy(r->samplers[i]);
-    r->nsampled = 0;
-    free(r->samplers);
-    r->samplers = NULL;
+    ls_stop_samplers(r);
     for (int i = 0; i < r->nlinks; i++)
         bpf_link__destroy(r->links[i]);
     r->nlinks = 0;
@@ -425,9 +421,7 @@ void ls_recorder_free(recorder *r)
     char errbuf[512];
     for (int i = 0; i < r->nlinks; i++)
         bpf_link__destroy(r->links[i]);
-    for (int i = 0; i < r->nsampled; i++)
-        bpf_link__destroy(r->samplers[i]);
-    free(r->samplers);
+    ls_blocks_free(r);
     ring_buffer__free(r->rb);
     record_bpf__destroy(r->skel);
     if (r->store && r->start_ns)      /* an error while recording: keep what was written */

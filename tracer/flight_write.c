@@ -232,6 +232,7 @@ void ls_flight_write(recorder *r, int64_t now, bool cut)
                     (unsigned long long)o->tasks_created, (unsigned long long)o->blocks);
     }
     ls_tasks_free(o->rows);
+    ls_blocks_free(o);
     free(o->loops);
     free(o);
     (void)now;

@@ -140,11 +140,7 @@ typedef struct recorder {
         uint64_t hist_ns[LS_HIST_BUCKETS];  /* and the busy time in each bucket */
     } *loops;
     size_t nloops, loops_cap;
-    struct bpf_link **samplers;   /* on-CPU detection: one per online CPU */
-    int nsampled;
-    bool samplers_tried;
-    struct { uint64_t hash; int64_t id; } stack_ids[LS_STACK_IDS];
-    int64_t next_stack_id;
+    struct ls_blocks *blk;    /* blocks.c's: the samplers, the stacks stored */
     uint64_t blocks;
     bool trace_done;          /* ls_recorder_stop finished the trace */
     int64_t attach_ns;        /* before the first probe was attached */
@@ -278,6 +274,8 @@ enum ls_task_row {
 
 /* blocks.c: blocking episodes, their stacks, the on-CPU samplers */
 void ls_start_samplers(recorder *r);
+void ls_stop_samplers(recorder *r);
+void ls_blocks_free(recorder *r);
 void ls_on_block(recorder *r, const struct ls_msg_hdr *h);
 void ls_map_each(recorder *r, struct bpf_map *map,
                  void (*fn)(recorder *r, uint32_t key, void *value));

@@ -511,9 +511,7 @@ void ls_store_syscall_stat(ls_store *s, uint64_t loop, uint32_t tid, uint32_t nr
 
 int ls_store_tick(ls_store *s, int64_t now)
 {
-    if (!s)
-        return 0;
-    if (now - s->last_commit < LS_COMMIT_NS)
+    if (!s || now - s->last_commit < LS_COMMIT_NS)
         return 0;
     s->last_commit = now;
     events_failed(s, ls_chunkw_flush(s->events));
