@@ -24,6 +24,10 @@
  * Rows can be inserted (fixtures, tests, users): they are encoded into a
  * chunk kept in memory and written at the end of the transaction (or when
  * full, or before the table is read).  Rows cannot be updated or deleted.
+ *
+ * One file of a little over 600 lines, as SQLite's own virtual tables
+ * are: the plan xBestIndex encodes is read back by xFilter and the cursor,
+ * and the module's methods are its one interface.
  */
 #include "evchunk.h"
 #include "ls_sqlite.h"

@@ -13,6 +13,9 @@
  * 100 * event kind + detail).
  *
  * Depends on graph.h (gv.h), trace.h, model/replay.h and ls_codes.h.
+ * One file of a little over 600 lines: both views draw the same nodes
+ * (labels, shapes, the start and end states), and splitting them would
+ * only export that drawing to a header of its own.
  */
 #define _GNU_SOURCE
 #include "graph.h"
