@@ -193,6 +193,16 @@ static uint64_t block_task(recorder *r, const struct ls_msg_hdr *h, const struct
     return b->task;
 }
 
+/* A loop appears: the symbols' view of the process is taken now, while
+ * it runs its program (after exec, for a command we started), not at the
+ * first task_create decoded: a record held back (the backlog) may be
+ * decoded after a short-lived target has exited and its mappings are
+ * gone, and its tasks would have no function names. */
+static void loop_new(recorder *r)
+{
+    ls_get_syms(r);
+}
+
 static void configure(recorder *r)
 {
     r->skel->rodata->generic = false;
@@ -251,6 +261,7 @@ const ls_decoder ls_decoder_evl = {
     .attach = ls_attach_evl,
     .runtime = runtime,
     .detaching = ls_flush_loops,
+    .loop_new = loop_new,
     .msg = msg,
     .block_task = block_task,
     .meta_start = meta_start,

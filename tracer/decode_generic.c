@@ -112,7 +112,9 @@ static void started(recorder *r)
         ls_find_waiting_threads(r);
 }
 
-/* A command we started: its runtime is looked at again once it runs. */
+/* A command we started: its runtime is looked at again once it runs.
+ * (Its symbols are made at the first episode, when every library it
+ * loads at its start is mapped.) */
 static void loop_new(recorder *r)
 {
     if (r->child && !r->nloops)

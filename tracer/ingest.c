@@ -33,11 +33,12 @@ struct ls_loop_info *ls_loop_seen(recorder *r, uint64_t loop, uint32_t pid, uint
         r->loops = a;
         r->loops_cap = cap;
     }
-    if (!r->offline)                  /* a flight trace never touches the target */
-        ls_start_samplers(r);
     struct ls_loop_info *li = &r->loops[r->nloops];
-    if (!r->offline && r->dec->loop_new)
-        r->dec->loop_new(r);      /* before its row: the first loop of a command */
+    if (!r->offline) {                /* a flight trace never touches the target */
+        ls_start_samplers(r);
+        if (r->dec->loop_new)
+            r->dec->loop_new(r);      /* before its row */
+    }
     ls_sink_loop(r, loop, pid, tid, ts);
     *li = (struct ls_loop_info){ .id = loop, .last_ts = r->attach_ns, .pid = pid, .tid = tid,
                                  .seen = ts };
