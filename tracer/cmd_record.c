@@ -355,7 +355,7 @@ static int parse(recorder *r, int argc, char **argv)
 static void print_status(recorder *r, int64_t now)
 {
     static int64_t last_t;
-    if (r->flight) {
+    if (r->flight_window_ns) {
         char st[160];
         ls_flight_status(r, st, sizeof(st));
         fprintf(stderr, "\r%s   ", st);
