@@ -11,7 +11,8 @@ encoding (model/evchunk.c), never a second one in Python.
     connect(...)         sqlite3.connect(...) where `events` (a TEMP table
                          shadowing the virtual one) holds the events, rowids
                          included, decoded by the extension when a statement
-                         first names them; writes to it are not saved
+                         first names them (once per state of the trace's
+                         chunks in a process); writes to it are not saved
     event_rows(path)     the events of a trace, in rowid order
     write_events(con, rows[, per_chunk])   append events (tuples of the 7
                          columns) through the extension, which encodes them
@@ -24,8 +25,10 @@ encoding (model/evchunk.c), never a second one in Python.
     shell(path, script)  run an SQL script in the sqlite3 shell with the
                          extension loaded
 """
+import atexit
 import os
 import re
+import shutil
 import sqlite3
 import subprocess
 import tempfile
@@ -80,32 +83,54 @@ def _sql_text(s):
     return "'" + s.replace("'", "''") + "'"
 
 
+_DECODED = {}       # a trace's (st_dev, st_ino, chunks' summary): its events' scratch database
+_SCRATCH = []       # the directory holding them, removed at exit
+
+
+def _decoded(con):
+    """A scratch database whose table events holds the events of the trace
+    open on con (rowids included), decoded by the extension in the sqlite3
+    shell: once per state of the trace's chunks in this process."""
+    path = os.path.abspath(_main_file(con))
+    st = os.stat(path)
+    key = (st.st_dev, st.st_ino) + tuple(con.execute(
+        "SELECT count(*), coalesce(max(id + n - 1), 0), total(n), max(run_max), total(min_ts),"
+        " total(max_ts) FROM event_chunks").fetchone())
+    if key not in _DECODED:
+        if not _SCRATCH:
+            _SCRATCH.append(tempfile.mkdtemp(prefix="lstrace-"))
+            atexit.register(shutil.rmtree, _SCRATCH[0], True)
+        scratch = os.path.join(_SCRATCH[0], f"events-{len(_DECODED)}.db")
+        trace = "file:" + urllib.parse.quote(path) + "?mode=ro"
+        shell(scratch, f"PRAGMA journal_mode = OFF;\nPRAGMA synchronous = OFF;\n"
+                       f"ATTACH {_sql_text(trace)} AS t;\n"
+                       f"CREATE TABLE events{_DECL};\n"
+                       f"INSERT INTO events(rowid, {_COLS}) SELECT rowid, {_COLS}"
+                       f" FROM t.events ORDER BY rowid;\n")
+        _DECODED[key] = scratch
+    return _DECODED[key]
+
+
 def load_events(con):
     """Shadow `events` with a TEMP table of the events, decoded by the
-    extension (a database without chunks is left as it is): the sqlite3
-    shell copies them into a scratch database, read into TEMP here."""
+    extension (a database without chunks is left as it is): copied from
+    the scratch database _decoded() keeps."""
     if not con.execute("SELECT count(*) FROM sqlite_master WHERE name = 'event_chunks'"
                        ).fetchone()[0]:
         return con
     if con.in_transaction:        # ATTACH cannot run in one
         raise sqlite3.OperationalError("lstrace: events are read before any write on the"
                                        " connection, or after a commit")
-    trace = "file:" + urllib.parse.quote(os.path.abspath(_main_file(con))) + "?mode=ro"
-    with tempfile.TemporaryDirectory(prefix="lstrace-") as d:
-        scratch = os.path.join(d, "events.db")
-        shell(scratch, f"PRAGMA journal_mode = OFF;\nPRAGMA synchronous = OFF;\n"
-                       f"ATTACH {_sql_text(trace)} AS t;\n"
-                       f"CREATE TABLE events{_DECL};\n"
-                       f"INSERT INTO events(rowid, {_COLS}) SELECT rowid, {_COLS}"
-                       f" FROM t.events ORDER BY rowid;\n")
-        con.execute(f"CREATE TEMP TABLE events{_DECL}")
-        con.execute("ATTACH ? AS lstrace_events", (scratch,))
-        try:
-            con.execute(f"INSERT INTO temp.events(rowid, {_COLS})"
-                        f" SELECT rowid, {_COLS} FROM lstrace_events.events")
-        finally:
-            con.commit()
-            con.execute("DETACH lstrace_events")
+    scratch = _decoded(con)
+    con.execute("PRAGMA temp_store = MEMORY")
+    con.execute(f"CREATE TEMP TABLE events{_DECL}")
+    con.execute("ATTACH ? AS lstrace_events", (scratch,))
+    try:
+        con.execute(f"INSERT INTO temp.events(rowid, {_COLS})"
+                    f" SELECT rowid, {_COLS} FROM lstrace_events.events")
+    finally:
+        con.commit()
+        con.execute("DETACH lstrace_events")
     # the views over events, again in TEMP: a view of main reads main.events
     for name, sql in con.execute("SELECT name, sql FROM main.sqlite_master WHERE type = 'view'"
                                  ).fetchall():

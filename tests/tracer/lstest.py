@@ -6,7 +6,7 @@ share, one copy each:
     check, eq            the two assertions
     query, meta, integrity   reading a trace, read-only, through
                          tests/lstrace.py (whose `events` the extension
-                         decodes, once while the trace is unchanged)
+                         decodes)
     wait_for             poll a condition until it holds or time runs out
     tmpdir               a scratch directory, removed when the case ends
     semaphores           the probes' USDT semaphores of a process
@@ -49,38 +49,16 @@ def eq(got, want, what):
         raise Fail(f"{what}: expected {want!r}, got {got!r}")
 
 
-READERS = {}          # db: ((st_dev, st_ino), PRAGMA data_version, connection)
-
-
-def reader(db):
-    """A read-only connection to the trace at db, kept for the next query
-    while the path names the same file and nothing was committed to it
-    since (PRAGMA data_version): the events the extension decoded for it
-    (tests/lstrace.py) then serve every query until the trace changes."""
-    st = os.stat(db)
-    ident = (st.st_dev, st.st_ino)
-    if db in READERS:
-        was, version, con = READERS.pop(db)
-        if was == ident and con.execute("PRAGMA data_version").fetchone()[0] == version:
-            READERS[db] = (was, version, con)
-            return con
-        con.close()
-    con = lstrace.connect(f"file:{db}?mode=ro", uri=True)
-    READERS[db] = (ident, con.execute("PRAGMA data_version").fetchone()[0], con)
-    return con
-
-
 def query(db, sql, *params, raw=False):
-    """The rows of sql on the trace at db, read-only.  raw: text values as
-    the bytes stored (a hostile target's names), not str."""
-    con = reader(db)
-    con.text_factory = bytes if raw else str
+    """The rows of sql on the trace at db, opened read-only.  raw: text
+    values as the bytes stored (a hostile target's names), not str."""
+    con = lstrace.connect(f"file:{db}?mode=ro", uri=True)
+    if raw:
+        con.text_factory = bytes
     try:
         return con.execute(sql, params).fetchall()
-    except BaseException:
-        READERS.pop(db, None)            # a fresh connection for the next query
+    finally:
         con.close()
-        raise
 
 
 def meta(db):
@@ -88,7 +66,7 @@ def meta(db):
 
 
 def integrity(db):
-    eq(query(db, "PRAGMA main.integrity_check"), [("ok",)], f"integrity_check of {db}")
+    eq(query(db, "PRAGMA integrity_check"), [("ok",)], f"integrity_check of {db}")
 
 
 def wait_for(pred, timeout, what, interval=0.05):
