@@ -2,7 +2,7 @@
  * record.bpf.c -- BPF side of `loopscope record` (see tracer/README.md):
  * the one definition of what the program families share (declared in
  * record.bpf.h, which says how the families make one object), and
- * libevl's default mode: loop_start, loop_stop and batch.
+ * libevl's default mode: loop_start, loop_stop and batch (and its gate).
  */
 #include "record.bpf.h"
 
@@ -151,5 +151,19 @@ int BPF_USDT(on_batch, __u64 loop, __u64 addr, __u32 len, __u64 pub, __u32 nrec)
         stat_add(LS_STAT_DROPPED_BYTES, len);
         stat_add(LS_STAT_CLAIMED_DROPPED, nrec);
     }
+    return 0;
+}
+
+/* The gate: attached to evl_gate:batch after every other program
+ * (attach.c), a probe site that never runs and whose semaphore is
+ * batch's, so that the batch semaphore's last rise comes once on_batch is
+ * in place.  The loop takes a rise while it batches for a snapshot
+ * request (evl-probes.h), and the kernel raises a semaphore a moment
+ * before libbpf attaches the program: the snapshot asked by an earlier
+ * rise may reach no program, the one asked by the gate's reaches
+ * on_batch.  It does nothing (and never runs). */
+SEC("usdt")
+int on_batch_gate(struct pt_regs *ctx)
+{
     return 0;
 }

@@ -6,7 +6,8 @@
  *
  *   record.bpf.c            the definitions of everything declared here;
  *                           libevl's default mode: loop_start, loop_stop,
- *                           batch (each batch copied whole, or its place)
+ *                           batch (each batch copied whole, or its place),
+ *                           and the gate (evl_gate:batch)
  *   record_unbatched.bpf.c  libevl with --no-batch: one record per probe hit
  *   record_blocking.bpf.c   blocking detection, both modes: sched_switch,
  *                           CPU-clock samples, the loop thread's view

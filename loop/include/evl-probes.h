@@ -167,8 +167,27 @@ enum evl_leak_kind { EVL_LEAK_LIST(EVL__ENUM_LEAK) };
  * EVL_REC_PREEXISTING set in a32 (their creation happened before the
  * trace; ts is the attach time), and fires `batch` at once, before any
  * callback of that iteration runs, so the tracer knows the loop thread
- * (and its evl_loop_pub) before a task can block.  A tracer may ask for
- * the snapshot again through evl_loop_pub.snapshot_req.
+ * (and its evl_loop_pub) before a task can block: the snapshot.  The loop
+ * reads the batch semaphore once an iteration, after its poll, and
+ * remembers the value.  A rise from 0 is a fresh attach: batching starts
+ * there, with the snapshot.  Any other rise (batching is on) asks for
+ * the snapshot again: the loop first hands over what it has buffered (it
+ * belongs to tracers already attached), then emits the snapshot the same
+ * way.  A fall only updates the value remembered.
+ *
+ * The kernel counts a semaphore once per probe site that has a tracer,
+ * however many tracers the site has, and raises it when the uprobe is
+ * created, a moment before the tracer's program is attached: the snapshot
+ * of a loop that iterates in between goes to no program.  Hence the gate,
+ * probe evl_gate:batch (provider evl_gate, no arguments, not in
+ * EVL_PROBE_LIST): one site that never runs, whose semaphore is batch's.
+ * A tracer attaches to it after its program on `batch` (any program; it
+ * never runs), and that site's rise comes when the program is in place.
+ * The gate's site counts once too: a tracer attaching while another holds
+ * the gate, or after another left while the loop slept (the loop saw the
+ * same value before and after), raises nothing, and asks through
+ * evl_loop_pub.snapshot_req (below) instead.
+ *
  * Fixed-width types only: this layout is read by BPF programs.
  */
 #ifndef __VMLINUX_H__
@@ -230,10 +249,11 @@ struct evl_loop_pub {
     /* Snapshot request, one of two words a tracer writes: while batching, the
      * loop compares it with `snapshot_done` after each iteration's poll
      * and, when they differ, copies it there and emits the task_create
-     * snapshot again (and a batch at once).  A tracer that attaches while
-     * another is attached, or before the loop noticed the previous one
-     * leave (the semaphore never read 0 in between), gets its snapshot
-     * this way. */
+     * snapshot again (and a batch at once).  A rise of the batch
+     * semaphore asks the same (above) with no right to write the
+     * target's memory; this word serves a tracer whose attach raises
+     * nothing (another tracer holds the gate, or left while the loop
+     * slept), and one about to detach (the buffer handed over at once). */
     __u32 snapshot_req;
     __u32 snapshot_done;
     /* The tracer's other words (batching, above): released, the seq of

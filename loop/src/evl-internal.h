@@ -35,6 +35,9 @@ EVL_PROBE_LIST(EVL__SEM_DECL)
 #undef EVL__SEM_DECL
 /* Argument preparation is skipped unless a tracer raised the semaphore. */
 #define EVL_PROBE_ENABLED(name) EVL__UNLIKELY(evl_##name##_semaphore != 0)
+/* Its value: how many of the probe's sites have a tracer (the kernel
+ * counts a site once, however many tracers it has; evl-probes.h). */
+#define EVL_PROBE_SEM(name) (evl_##name##_semaphore)
 #define EVL_PROBE(name, ...)                                                  \
     do {                                                                      \
         if (EVL_PROBE_ENABLED(name))                                          \
@@ -42,6 +45,7 @@ EVL_PROBE_LIST(EVL__SEM_DECL)
     } while (0)
 #else
 #define EVL_PROBE_ENABLED(name) 0
+#define EVL_PROBE_SEM(name) 0
 #define EVL_PROBE(name, ...) do { } while (0)
 #endif
 
@@ -324,6 +328,8 @@ struct evl_loop {
     uint64_t tc_last;         /* the latest time given to a record */
     uint8_t trace_on;         /* batching was on last iteration */
     uint8_t tracing;          /* some probe is enabled (trace.h) */
+    uint16_t trace_sem;       /* the batch semaphore as last seen: a rise
+                               * asks for the snapshot (task.c) */
     uint64_t now;             /* cached time: evl__loop_now */
     uint8_t now_stale;        /* real clock: read now at its next use */
     evl__heap timers;

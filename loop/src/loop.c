@@ -86,6 +86,7 @@ evl_loop *evl_loop_new(const evl_loop_options *opts)
     loop->wakefd = -1;
     loop->trace_buf = loop->trace_spill;
     loop->trace_on = EVL_BATCHING();  /* a tracer already attached sees it all */
+    loop->trace_sem = EVL_PROBE_SEM(batch);
     if (loop->trace_on)
         evl__trace_begin(loop);
     evl__trace_refresh(loop);

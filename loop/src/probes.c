@@ -31,4 +31,19 @@ __asm__(".pushsection .probes, \"aw\", @progbits\n"
         ".balign 32\n"
         ".popsection\n");
 #undef EVL__SEM_ASM
+
+/* The gate (evl-probes.h, "batching"): probe evl_gate:batch, one site that
+ * never runs, whose semaphore is batch's.  A tracer that attaches to it
+ * after its program on `batch` raises the batch semaphore by one once that
+ * program is in place (the kernel counts a semaphore once per probe site,
+ * not per tracer), and the loop takes the rise for a snapshot request.  It
+ * is not in EVL_PROBE_LIST: it fires nothing and has no id. */
+__asm__(".globl evl_gate_batch_semaphore\n"
+        ".set evl_gate_batch_semaphore, evl_batch_semaphore\n");
+extern volatile unsigned short evl_gate_batch_semaphore;
+
+static __attribute__((used, noinline, cold)) void evl__gate(void)
+{
+    STAP_PROBE(evl_gate, batch);
+}
 #endif

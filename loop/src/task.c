@@ -383,17 +383,23 @@ void evl__trace_snapshot(evl_loop *loop, bool fresh)
 }
 
 /* Some probe is up, or batching was on: has batching started or stopped,
- * or does a tracer ask for the snapshot again? */
+ * or does a tracer ask for the snapshot again?  It asks by raising the
+ * batch semaphore while batching is on (above the value this loop saw
+ * last: the probe evl_gate:batch, evl-probes.h), or through
+ * pub.snapshot_req.  A fall only updates the value seen. */
 EVL__COLD void evl__trace_attach_slow(evl_loop *loop)
 {
-    bool on = EVL_BATCHING();
+    uint16_t sem = EVL_PROBE_SEM(batch);
+    bool on = sem != 0, rose = sem > loop->trace_sem;
+    loop->trace_sem = sem;
     if (on != loop->trace_on) {
         loop->trace_on = on;
         if (on)
             evl__trace_snapshot(loop, true);
         else
             evl__trace_end(loop, false);
-    } else if (on && *(volatile uint32_t *)&loop->pub.snapshot_req != loop->pub.snapshot_done) {
+    } else if (on && (rose || *(volatile uint32_t *)&loop->pub.snapshot_req !=
+                                 loop->pub.snapshot_done)) {
         evl__trace_snapshot(loop, false);
     }
 }

@@ -774,6 +774,103 @@ def reattach_snapshot():
 
 
 @case
+def attach_window_snapshot():
+    """The attach window (tracer/README.md, "Every attach gets the
+    snapshot"), forced: with LOOPSCOPE_TEST_ATTACH_WINDOW_MS the recorder
+    raises the batch semaphore 300 ms before on_batch is in place (a
+    program that records nothing on `batch` first: seen as batch raised
+    and loop_start not yet), while a client keeps the loop iterating (a
+    request every 2 ms on each of three keep-alive connections), so the
+    loop sends its fresh-attach snapshot to no program.  The recorder has CAP_SYS_ADMIN alone and the server every
+    capability: the snapshot request cannot be written into it.  Only the
+    gate (evl_gate:batch, attached last) and the loop taking its rise for
+    a snapshot request save the snapshot: every pre-existing task (the
+    acceptor, the stopper, the connections' tasks; no task is born during
+    the window) has its name."""
+    import socket
+    import threading
+    t = start("http_server", "--port", "0")
+    port = int(t.stdout.readline().split()[1])
+    d = tmpdir()
+    os.chmod(d, 0o777)
+    out = os.path.join(d, "window.db")
+    stop = threading.Event()
+    errors = []
+
+    def get(c):
+        c.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        data = b""
+        while b"\r\n\r\n" not in data:
+            data += recv(c)
+        head, body = data.split(b"\r\n\r\n", 1)
+        n = int(re.search(rb"Content-Length: (\d+)", head).group(1))
+        while len(body) < n:
+            body += recv(c)
+
+    def recv(c):
+        b = c.recv(4096)
+        if not b:
+            raise Fail("the server closed a connection")
+        return b
+
+    def client(conns):
+        try:
+            while not stop.is_set():
+                for c in conns:
+                    get(c)
+                time.sleep(0.002)
+        except Exception as e:          # noqa: BLE001  (reported by the case)
+            errors.append(repr(e))
+
+    conns = [socket.create_connection(("127.0.0.1", port), timeout=10) for _ in range(3)]
+    th = threading.Thread(target=client, args=(conns,))
+    try:
+        for c in conns:
+            get(c)                      # each connection's task exists before the recorder
+        th.start()
+        time.sleep(0.2)
+        rec = subprocess.Popen(["setpriv", "--inh-caps=-all,+sys_admin",
+                                "--bounding-set=-all,+sys_admin", "--", A.loopscope, "record",
+                                "-q", "-p", str(t.pid), "-d", "1", "-o", out],
+                               stderr=subprocess.PIPE, text=True,
+                               env=dict(os.environ, LOOPSCOPE_TEST_ATTACH_WINDOW_MS="300"))
+        window = False                  # batch raised before loop_start (detaching,
+        while rec.poll() is None:       # loop_start goes first: not that)
+            sems = subprocess.run([A.sem_read, str(t.pid)], capture_output=True, text=True)
+            v = dict((l.split()[0], int(l.split()[1])) for l in sems.stdout.splitlines()
+                     if l.strip())
+            if v.get("loop_start", 0) > 0:
+                break
+            window = window or v.get("batch", 0) > 0
+            time.sleep(0.01)
+        err = rec.communicate(timeout=60)[1]
+        eq(rec.returncode, 0, f"record with +sys_admin: {err.strip()}")
+        check(window, "the window (batch raised, loop_start not yet) was never seen")
+    finally:
+        stop.set()
+        if th.is_alive():
+            th.join(timeout=10)
+        for c in conns:
+            c.close()
+        t.kill()
+        t.wait()
+    eq(errors, [], "client errors")
+    integrity(out)
+    m = meta(out)
+    check(int(m["snapshot_request_failures"]) > 0,
+          f"the recorder could ask for the snapshot itself: the case proves nothing ({m})")
+    eq(query(out, "SELECT count(*) FROM tasks WHERE name = '?'"), [(0,)],
+       "tasks without a name (their snapshot was lost)")
+    pre = sorted(re.sub(r"#\d+$", "#N", n)
+                 for (n,) in query(out, "SELECT name FROM tasks WHERE preexisting = 1"))
+    eq(pre, ["acceptor", "handle_conn#N", "handle_conn#N", "handle_conn#N", "stopper"],
+       "the pre-existing tasks (the snapshot)")
+    n = query(out, """SELECT count(*) FROM events e JOIN tasks t ON t.id = e.task_id
+                      WHERE t.name LIKE 'handle_conn#%'""")[0][0]
+    check(n > 100, f"only {n} events of the connections' tasks: the loop hardly ran")
+
+
+@case
 def idle_attach_first_block():
     """Attached to an idle loop (no timer, nothing ready: a connection's task
     waits in recv), the first step after attaching blocks: the episode is
