@@ -42,7 +42,7 @@ static int ls_attach(recorder *r, struct bpf_program *prog, const char *probe)
 /* libbpf finds the syscall tracepoints' ids in tracefs: mount it where it
  * looks first when it is not mounted anywhere (a bare system, a fresh
  * container; we run as root). */
-static int ls_need_tracefs(void)
+static int need_tracefs(void)
 {
     if (access("/sys/kernel/tracing/events/syscalls", F_OK) == 0 ||
         access("/sys/kernel/debug/tracing/events/syscalls", F_OK) == 0)
@@ -62,7 +62,7 @@ int ls_attach_generic(recorder *r)
     struct bpf_program *wait[][2] = LS_WAIT_PROGS(s);
     int n = r->wait_raw ? 0 : r->wait_all ? (int)(sizeof(wait) / sizeof(wait[0]))
                                           : LS_EPOLL_CALLS;
-    int err = n ? ls_need_tracefs() : 0;
+    int err = n ? need_tracefs() : 0;
     if (err)
         return err;
     for (int i = 0; i < n; i++)

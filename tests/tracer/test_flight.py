@@ -471,7 +471,7 @@ def max_size():
     ntasks = query(db, "SELECT count(*) FROM tasks")[0][0]
     check(ntasks > 1000, "not a busy target")
     # The end writes a task_stats and a task_slices row a task; the size
-    # check reserves LS_END_BYTES_PER_TASK (64, tracer/record.c) for them,
+    # check reserves LS_END_BYTES_PER_TASK (64, tracer/engine.c) for them,
     # plus the fixed reserve, which covers a few partly filled pages.
     end = query(db, "SELECT sum(pgsize) FROM dbstat WHERE name IN ('task_stats', 'task_slices')")
     check(end[0][0] <= 64 * ntasks + 64 * 1024,
