@@ -8,8 +8,10 @@
 # Each libevl example with a fixed task structure (lifecycle, ordering on
 # the virtual clock, deadlock) is recorded RUNS times (default 3) by each
 # build's `loopscope record -- CMD` (the command started by the recorder,
-# so the trace holds the whole run), always the NEW build's binary, so the
-# two recorders see the same program.  Each trace is reduced to what does
+# so the trace holds the whole run), always the same binary, so the two
+# recorders see the same program: NEW's, or $EXAMPLES's (a build's
+# examples/: the old libevl, to compare the recorders alone).  Each trace
+# is reduced to what does
 # not depend on when or where it ran -- times, addresses, pids, loop ids
 # and how many times the loop polled are left out; a task is its id
 # (libevl numbers them 1, 2 ... in a run) -- and the reductions are
@@ -22,6 +24,7 @@ old=$(realpath "$1") new=$(realpath "$2") runs=${3:-3}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 ext=$new/model/loopscope_events.so
+examples=$(realpath "${EXAMPLES:-$new/examples}")
 
 reduce() { # trace
   sqlite3 -batch "$1" <<EOF
@@ -53,7 +56,7 @@ for prog in "lifecycle" "ordering" "deadlock --seconds 1"; do
     for i in $(seq "$runs"); do
       db=$tmp/$name.$b.$i.db
       # shellcheck disable=SC2086
-      "$dir/viewer/loopscope" record -q -o "$db" -- "$new/examples/"$prog >/dev/null 2>&1 || true
+      "$dir/viewer/loopscope" record -q -o "$db" -- "$examples/"$prog >/dev/null 2>&1 || true
       reduce "$db" >"$tmp/$name.$b.$i.txt"
       sha256sum <"$tmp/$name.$b.$i.txt" | cut -c1-16 >>"$tmp/$name.$b.hashes"
     done
