@@ -15,7 +15,7 @@
 #include <sys/mount.h>
 #include <unistd.h>
 
-static int ls_attach(recorder *r, struct bpf_program *prog, const char *probe)
+static int attach_usdt(recorder *r, struct bpf_program *prog, const char *probe)
 {
     if (r->nlinks == LS_MAX_LINKS)
         return -E2BIG;
@@ -137,7 +137,7 @@ int ls_attach_evl(recorder *r)
      * records nothing on `batch` first. */
     const char *window = getenv("LOOPSCOPE_TEST_ATTACH_WINDOW_MS");
     if (window && atoi(window) > 0 && !r->no_batch) {
-        int rc = ls_attach(r, s->progs.on_batch_gate, "batch");
+        int rc = attach_usdt(r, s->progs.on_batch_gate, "batch");
         if (rc < 0)
             return ls_error("cannot attach to probe evl:batch in '%s': %s", r->binary,
                             strerror(-rc));
@@ -147,7 +147,7 @@ int ls_attach_evl(recorder *r)
         bool want = i < 2 || t[i].batched != r->no_batch;
         if (!want)
             continue;
-        int rc = ls_attach(r, t[i].prog, t[i].probe);
+        int rc = attach_usdt(r, t[i].prog, t[i].probe);
         if (rc < 0)
             return ls_error("cannot attach to probe evl:%s in '%s': %s%s", t[i].probe, r->binary,
                             strerror(-rc), rc == -EACCES || rc == -EPERM
