@@ -1,8 +1,8 @@
 /*
  * bench_ingest.c -- the recorder's own CPU time per event, without a
  * target or BPF: what `loopscope record` does with each message it takes
- * from the ring buffer (tracer/ingest.c: check, task rows, encode, store),
- * fed with batches shaped like examples/http_server's under wrk, then the
+ * from the ring buffer (tracer/ingest.c and decode_evl.c: check, task
+ * rows, the store sink), fed with batches shaped like examples/http_server's under wrk, then the
  * end of the recording (derivation and indexes, model/derive.h), timed
  * apart.
  *
@@ -89,9 +89,11 @@ static void run(long n, double *ingest_ns, double *end_ns)
     BENCH_CHECK(r && f);
     r->pid = getpid();
     r->no_blocking = true;      /* no samplers to start (no BPF here) */
+    r->dec = &ls_decoder_evl;
     r->store = ls_store_create(path, true, err, sizeof(err));
     if (!r->store)
         BENCH_DIE("%s", err);
+    BENCH_CHECK_EQ(ls_sink_add(r, &ls_store_sink, r->store), 0);
     r->rows = ls_tasks_new(LS_TASKS_MAX);
     BENCH_CHECK(r->rows != NULL);
     f->r = r;
@@ -130,6 +132,7 @@ static void run(long n, double *ingest_ns, double *end_ns)
     *ingest_ns = (double)(t1 - t0) / (double)f->events;
     *end_ns = (double)(t2 - t1) / (double)f->events;
     ls_syms_free(r->syms);
+    ls_blocks_free(r);
     free(r->loops);
     free(r);
     free(f);
