@@ -112,9 +112,7 @@ static void py_units(const uint8_t *d, size_t nchars, unsigned kind, bool ascii,
     out[n] = 0;
 }
 
-/* The str object at addr as UTF-8 (malloc'd), NULL if it is not a
- * compact str of this process. */
-static char *py_str(ls_py *py, uint64_t addr)
+char *ls_py_str(ls_py *py, uint64_t addr)
 {
     const struct ls_py_cfg *c = &py->cfg;
     uint8_t h[80];
@@ -339,10 +337,10 @@ fill:
     e->filename = h.filename;
     e->linetable = h.linetable;
     e->firstlineno = h.firstlineno;
-    e->function = py_str(py, e->name);
+    e->function = ls_py_str(py, e->name);
     if (!e->function && h.qualname)
-        e->function = py_str(py, h.name);
-    e->file = py_str(py, h.filename);
+        e->function = ls_py_str(py, h.name);
+    e->file = ls_py_str(py, h.filename);
     e->lt = py_bytes(py, h.linetable, &e->lt_len);
     py->cached_bytes += e->lt_len;
     return e;

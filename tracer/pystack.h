@@ -78,6 +78,11 @@ struct ls_py_cfg {
     __u32 frame_read;           /* bytes of a frame the walker reads at once (<= LS_PYW_WIN) */
 };
 
+/* unicode state bits, the same in 3.10-3.13 (default builds) */
+#define LS_PYW_U_KIND(st) (((st) >> 2) & 7)
+#define LS_PYW_U_COMPACT 0x20u
+#define LS_PYW_U_ASCII 0x40u
+
 enum {
     LS_PY_KIND_FRAMEOBJ = 1,    /* 3.10: tstate->frame, PyFrameObject chain, f_lasti */
     LS_PY_KIND_IFRAME = 2,      /* 3.11+: _PyInterpreterFrame chain, instruction pointer */

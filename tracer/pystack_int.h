@@ -46,6 +46,10 @@ struct ls_py {
  * -1 unless all were read (addr below 4096 or wrapping: -1). */
 int ls_py_read(pid_t pid, void *dst, size_t size, uint64_t addr);
 
+/* pystack.c: the str object at addr as UTF-8 (malloc'd, at most
+ * LS_PY_STR_MAX bytes), NULL if it is not a compact str of this process. */
+char *ls_py_str(ls_py *py, uint64_t addr);
+
 /* pystack_tables.c: the verified offsets of CPython 3.<minor> into *c
  * (the target's addresses left 0); -1 if the version has no table. */
 int ls_py_table(unsigned minor, struct ls_py_cfg *c);

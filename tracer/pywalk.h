@@ -43,11 +43,6 @@ _Static_assert((LS_PY_MAX_FRAMES & (LS_PY_MAX_FRAMES - 1)) == 0, "LS_PY_MAX_FRAM
 #define LS_PYW_UNROLL
 #endif
 
-/* unicode state bits, the same in 3.10-3.13 (default builds) */
-#define LS_PYW_U_KIND(st) (((st) >> 2) & 7)
-#define LS_PYW_U_COMPACT 0x20u
-#define LS_PYW_U_ASCII 0x40u
-
 struct ls_pyw_scratch {
     __u8 win[LS_PYW_WIN];       /* one frame */
     __u8 obj[LS_PYW_OBJ];       /* one str or int header */

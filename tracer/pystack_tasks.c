@@ -1,0 +1,905 @@
+/*
+ * pystack_tasks.c -- part of pystack (CPython, PYTHON.md): the asyncio
+ * task census (pytasks.h).  From _PyRuntime (ls_py_detect): the first
+ * interpreter's sys.modules -> the module asyncio.tasks -> the set of all
+ * tasks (3.10/3.11 `_all_tasks`, 3.12/3.13 `_scheduled_tasks` and
+ * `_eager_tasks`: the C module's own objects, which asyncio.tasks imports)
+ * and the running tasks (`_current_tasks`, {loop: task}).  Each task's
+ * fields, then its await chain: the coroutine's frame, the object on top of
+ * its value stack while it is suspended in an await (what _PyGen_yf
+ * returns), down to a future.  Why it waits: the awaited object's type
+ * (Task, _GatheringFuture), else the innermost frame of asyncio's own
+ * modules (Lock.acquire, Queue.get, sleep, ...), else the future's first
+ * callback (an executor's future), else "future".
+ *
+ * The target runs while this reads: every object is type-checked (types
+ * are classified once by address from their tp_name and cached), every
+ * count is bounded (dict entries, set slots, tasks, frames), an await chain
+ * that comes back to itself ends, and nothing read is trusted beyond the
+ * one census.  Reads are batched: process_vm_readv with up to 1024 pieces.
+ */
+#define _GNU_SOURCE
+#include "pytasks.h"
+#include "pystack_int.h"
+#include "evl-probes.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <time.h>
+
+#define PYT_DICT_MAX 65536          /* entries of a dict scanned */
+#define PYT_SET_MAX (1u << 18)      /* slots of a set read */
+#define PYT_TYPES 256               /* types classified (cache, power of two) */
+#define PYT_TASK_READ 192           /* bytes of a Task read (3.10: sizeof(TaskObj)) */
+#define PYT_IOV 1024
+
+/* type offsets, the same in 3.10-3.13 (x86-64) */
+enum {
+    TP_NAME = 24, TP_BASICSIZE = 32, TP_FLAGS = 168, TP_BASE = 256, TP_DICTOFFSET = 288,
+    TP_INIT = 296, TP_FINALIZE = 392, FUNC_CODE = 48, WR_OBJECT = 16, FUTITER_FUTURE = 16,
+    SET_MASK = 32, SET_TABLE = 40, MD_DICT = 16, DICT_KEYS = 32, DICT_VALUES = 40,
+};
+#define TPF_INLINE_VALUES (1ul << 2)    /* 3.13 */
+#define TPF_MANAGED_DICT (1ul << 4)     /* 3.11+ */
+
+/* What a type is, for the census. */
+enum { T_UNKNOWN, T_OTHER, T_TASK, T_FUTURE, T_GATHER, T_FUTITER, T_CORO, T_GEN, T_WEAKREF,
+       T_SET, T_DICT, T_STR, T_INT, T_FUNC, T_MODULE };
+
+/* Where one minor version keeps what the census reads (gdb on pyenv's
+ * DWARF, like pystack_tables.c; checked by test_pytasks.py). */
+struct pyt_layout {
+    uint32_t interp_modules;        /* PyInterpreterState.modules / .imports.modules */
+    unsigned minor;
+    uint32_t ht_cached_keys;
+    uint32_t values_off;            /* PyDictValues.values */
+    /* FutureObj / TaskObj */
+    uint32_t t_loop, t_callback0, t_exception, t_state, t_log_tb, t_log_tb_bit, t_waiter,
+        t_coro, t_name, t_must_cancel, t_must_cancel_bit, t_ncancels, t_log_destroy,
+        t_log_destroy_bit;
+    /* coroutines and their frames */
+    uint32_t cr_frame;              /* 3.10: cr_frame (a pointer); 3.11+: cr_iframe (inline) */
+    uint32_t cr_state;              /* 3.11+: cr_frame_state (int8) */
+    int8_t susp_lo, susp_hi;        /* suspended frame states */
+    uint32_t f_code, f_instr, f_localsplus, f_stacktop, f_valuestack, f_stackdepth, f_state;
+};
+
+#define N LS_PY_NONE
+static int pyt_layout(unsigned minor, struct pyt_layout *l)
+{
+    struct pyt_layout t = {
+        .minor = minor, .ht_cached_keys = 880, .values_off = 0,
+        .t_loop = 16, .t_callback0 = 24, .t_exception = 48, .t_state = 88, .t_log_tb = 92,
+        .t_log_tb_bit = N, .t_waiter = 128, .t_coro = 136, .t_name = 144, .t_must_cancel = 160,
+        .t_must_cancel_bit = N, .t_ncancels = 168, .t_log_destroy = 164, .t_log_destroy_bit = N,
+        .cr_frame = 72, .cr_state = 67, .susp_lo = -1, .susp_hi = -1,
+        .f_code = 0, .f_instr = 56, .f_localsplus = 72, .f_stacktop = 64,
+        .f_valuestack = N, .f_stackdepth = N, .f_state = N,
+    };
+    switch (minor) {
+    case 10:
+        t.interp_modules = 0x358; t.ht_cached_keys = 872;
+        t.t_waiter = 152; t.t_coro = 160; t.t_name = 168; t.t_must_cancel = 184;
+        t.t_log_destroy = 188; t.t_ncancels = N;
+        t.cr_frame = 16; t.cr_state = N;
+        t.f_code = 32; t.f_instr = 96; t.f_localsplus = 352; t.f_stacktop = N;
+        t.f_valuestack = 64; t.f_stackdepth = 80; t.f_state = 108;
+        break;
+    case 11:
+        t.interp_modules = 0x378; t.ht_cached_keys = 872;
+        t.cr_frame = 80; t.cr_state = 75; t.f_code = 32;
+        break;
+    case 12:
+        t.interp_modules = 0x3b0;
+        break;
+    case 13:
+        t.interp_modules = 0x1de8; t.values_off = 8;
+        t.t_state = 96; t.t_log_tb = 100; t.t_log_tb_bit = 0; t.t_must_cancel = 100;
+        t.t_must_cancel_bit = 2; t.t_log_destroy = 100; t.t_log_destroy_bit = 3;
+        t.t_ncancels = 104; t.t_waiter = 112; t.t_coro = 120; t.t_name = 128;
+        t.susp_lo = -2;
+        break;
+    default:
+        return -1;
+    }
+    *l = t;
+    return 0;
+}
+#undef N
+
+struct pyt_type {
+    uint64_t addr;
+    int kind;
+    char name[48];                  /* tp_name after its last dot */
+};
+
+struct ls_pytasks {
+    ls_py *py;
+    pid_t pid;
+    struct pyt_layout l;
+    struct pyt_type types[PYT_TYPES];
+    size_t ntypes;
+    /* found once, re-checked by type on every census */
+    uint64_t all, eager, current;   /* the WeakSet's set, the eager set, the current-task dict */
+    unsigned misses;                /* censuses since asyncio.tasks was looked for */
+    uint64_t task_type;             /* _asyncio.Task */
+    bool gone;
+    /* scratch, reused */
+    uint64_t *objs;
+    size_t nobjs, capobjs;
+};
+
+/* ---- batched reads ---- */
+
+struct pyt_rd {
+    uint64_t addr;
+    void *dst;
+    size_t len;
+    bool ok;
+};
+
+/* Reads every piece it can; a piece is ok only when read whole.  A
+ * process_vm_readv stops at the first piece it cannot read: the pieces
+ * before it are in, the rest is tried again after it. */
+static void pyt_readv(ls_pytasks *pt, struct pyt_rd *rd, size_t n)
+{
+    struct iovec li[PYT_IOV], ri[PYT_IOV];
+    size_t idx[PYT_IOV];
+    size_t i = 0;
+    while (i < n && !pt->gone) {
+        size_t k = 0;
+        for (; i < n && k < PYT_IOV; i++) {
+            rd[i].ok = false;
+            if (rd[i].addr < 4096 || rd[i].addr + rd[i].len < rd[i].addr || !rd[i].len)
+                continue;
+            li[k] = (struct iovec){ rd[i].dst, rd[i].len };
+            ri[k] = (struct iovec){ (void *)(uintptr_t)rd[i].addr, rd[i].len };
+            idx[k++] = i;
+        }
+        if (!k)
+            return;
+        ssize_t got = process_vm_readv(pt->pid, li, k, ri, k, 0);
+        if (got < 0 && errno == ESRCH) {
+            pt->gone = true;
+            return;
+        }
+        size_t done = 0, m = 0;
+        for (; m < k && got > 0 && done + rd[idx[m]].len <= (size_t)got; m++) {
+            rd[idx[m]].ok = true;
+            done += rd[idx[m]].len;
+        }
+        if (m < k)
+            i = idx[m] + 1;               /* piece m failed: go on after it */
+    }
+}
+
+static int pyt_read(ls_pytasks *pt, void *dst, size_t len, uint64_t addr)
+{
+    if (ls_py_read(pt->pid, dst, len, addr) == 0)
+        return 0;
+    if (errno == ESRCH)
+        pt->gone = true;
+    return -1;
+}
+
+static uint64_t pyt_ptr(ls_pytasks *pt, uint64_t addr)
+{
+    uint64_t v = 0;
+    return pyt_read(pt, &v, 8, addr) ? 0 : v;
+}
+
+static inline uint64_t u64at(const uint8_t *b, size_t off)
+{
+    uint64_t v;
+    memcpy(&v, b + off, 8);
+    return v;
+}
+
+static inline uint32_t u32at(const uint8_t *b, size_t off)
+{
+    uint32_t v;
+    memcpy(&v, b + off, 4);
+    return v;
+}
+
+/* ---- types ---- */
+
+static int pyt_kind_of(const char *n)
+{
+    static const struct { const char *name; int kind; } k[] = {
+        { "_asyncio.Task", T_TASK }, { "_asyncio.Future", T_FUTURE },
+        { "_GatheringFuture", T_GATHER }, { "_asyncio.FutureIter", T_FUTITER },
+        { "coroutine", T_CORO }, { "generator", T_GEN }, { "weakref", T_WEAKREF },
+        { "weakref.ReferenceType", T_WEAKREF }, { "set", T_SET }, { "dict", T_DICT },
+        { "str", T_STR }, { "int", T_INT }, { "function", T_FUNC }, { "module", T_MODULE },
+    };
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++)
+        if (!strcmp(n, k[i].name))
+            return k[i].kind;
+    return T_OTHER;
+}
+
+/* The type at addr, classified: by its name, or (a subclass of Task or
+ * Future made in Python) by its bases', at most 8 levels up. */
+static struct pyt_type *pyt_type(ls_pytasks *pt, uint64_t addr)
+{
+    static struct pyt_type none = { 0, T_UNKNOWN, "?" };
+    if (addr < 4096)
+        return &none;
+    size_t h = (addr >> 4) * 0x9E3779B97F4A7C15ull >> 56 & (PYT_TYPES - 1);
+    for (size_t k = 0; k < PYT_TYPES; k++, h = (h + 1) & (PYT_TYPES - 1)) {
+        if (pt->types[h].addr == addr)
+            return &pt->types[h];
+        if (!pt->types[h].addr)
+            break;
+    }
+    struct pyt_type t = { addr, T_UNKNOWN, "?" };
+    uint64_t cur = addr;
+    for (int depth = 0; depth < 8 && cur; depth++) {
+        char n[64] = "";
+        uint64_t np = pyt_ptr(pt, cur + TP_NAME);
+        /* a C string: read up to the end of its page first */
+        size_t first = np ? 4096 - (np & 4095) : 0;
+        if (first > sizeof n - 1)
+            first = sizeof n - 1;
+        if (!np || pyt_read(pt, n, first, np) ||
+            (first < sizeof n - 1 && !memchr(n, 0, first) &&
+             pyt_read(pt, n + first, sizeof n - 1 - first, np + first)))
+            return &none;                 /* not a type (now): not cached */
+        n[sizeof n - 1] = 0;
+        int kind = pyt_kind_of(n);
+        if (!depth) {
+            const char *dot = strrchr(n, '.');
+            snprintf(t.name, sizeof t.name, "%s", dot ? dot + 1 : n);
+            t.kind = kind;
+        }
+        if (kind == T_TASK || kind == T_FUTURE || kind == T_GATHER) {
+            if (depth)
+                t.kind = kind;
+            break;
+        }
+        if (!depth && kind != T_OTHER)
+            break;
+        cur = pyt_ptr(pt, cur + TP_BASE);
+    }
+    if (pt->ntypes >= PYT_TYPES * 3 / 4) {
+        memset(pt->types, 0, sizeof pt->types);
+        pt->ntypes = 0;
+        h = (addr >> 4) * 0x9E3779B97F4A7C15ull >> 56 & (PYT_TYPES - 1);
+    }
+    while (pt->types[h].addr)
+        h = (h + 1) & (PYT_TYPES - 1);
+    pt->types[h] = t;
+    pt->ntypes++;
+    return &pt->types[h];
+}
+
+static int pyt_kind(ls_pytasks *pt, uint64_t obj)
+{
+    return pyt_type(pt, pyt_ptr(pt, obj + 8))->kind;
+}
+
+/* ---- strings, dicts, attributes ---- */
+
+/* Does the str at addr equal key (ASCII)? */
+static bool pyt_str_is(ls_pytasks *pt, uint64_t addr, const char *key)
+{
+    const struct ls_py_cfg *c = &pt->py->cfg;
+    uint8_t h[128];
+    size_t kl = strlen(key);
+    if (kl > 64 || pyt_read(pt, h, c->unicode_data + kl, addr))
+        return false;
+    uint32_t st = u32at(h, c->unicode_state);
+    return u64at(h, 8) == c->unicode_type && u64at(h, c->unicode_len) == kl &&
+           (st & LS_PYW_U_COMPACT) && (st & LS_PYW_U_ASCII) &&
+           !memcmp(h + c->unicode_data, key, kl);
+}
+
+/* The value of str key in a dict's keys object (values: a split table's
+ * values, 0 for a combined one); 0 when absent or unreadable. */
+static uint64_t pyt_keys_get(ls_pytasks *pt, uint64_t keys, uint64_t values, const char *key)
+{
+    uint8_t h[40];
+    if (pyt_read(pt, h, sizeof h, keys))
+        return 0;
+    uint64_t nent, entries;
+    size_t esize, koff, voff;
+    if (pt->l.minor == 10) {
+        uint64_t size = u64at(h, 8);
+        nent = u64at(h, 32);
+        if (size < 8 || size > (1u << 30) || (size & (size - 1)))
+            return 0;
+        unsigned ix = size <= 0xff ? 1 : size <= 0xffff ? 2 : 4;
+        entries = keys + 40 + size * ix;
+        esize = 24; koff = 8; voff = 16;
+    } else {
+        unsigned log2 = h[8], log2ix = h[9], kind = h[10];
+        nent = u64at(h, 24);
+        if (log2 < 3 || log2 > 30 || log2ix > 33 || kind > 2)
+            return 0;
+        entries = keys + 32 + (1ull << log2ix);
+        if (kind == 0) {
+            esize = 24; koff = 8; voff = 16;
+        } else {
+            esize = 16; koff = 0; voff = 8;
+        }
+    }
+    if (nent > PYT_DICT_MAX)
+        nent = PYT_DICT_MAX;
+    if (!nent)
+        return 0;
+    uint8_t *e = malloc(nent * esize);
+    if (!e || pyt_read(pt, e, nent * esize, entries)) {
+        free(e);
+        return 0;
+    }
+    uint64_t found = 0;
+    for (uint64_t i = 0; i < nent && !found; i++) {
+        uint64_t k = u64at(e, i * esize + koff);
+        if (!k || !pyt_str_is(pt, k, key))
+            continue;
+        if (values)
+            found = pyt_ptr(pt, values + pt->l.values_off + 8 * i);
+        else
+            found = u64at(e, i * esize + voff);
+        if (!found)
+            break;
+    }
+    free(e);
+    return found;
+}
+
+static uint64_t pyt_dict_get(ls_pytasks *pt, uint64_t dict, const char *key)
+{
+    uint8_t d[48];
+    if (pyt_kind(pt, dict) != T_DICT || pyt_read(pt, d, sizeof d, dict))
+        return 0;
+    return pyt_keys_get(pt, u64at(d, DICT_KEYS), u64at(d, DICT_VALUES), key);
+}
+
+/* An attribute in an instance's __dict__ (a Python class's instance),
+ * wherever this version keeps it. */
+static uint64_t pyt_attr(ls_pytasks *pt, uint64_t obj, const char *key)
+{
+    uint64_t type = pyt_ptr(pt, obj + 8);
+    uint8_t t[400];
+    if (!type || pyt_read(pt, t, sizeof t, type))
+        return 0;
+    uint64_t flags = u64at(t, TP_FLAGS), basic = u64at(t, TP_BASICSIZE);
+    int64_t dictoff = (int64_t)u64at(t, TP_DICTOFFSET);
+    uint64_t cached = pyt_ptr(pt, type + pt->l.ht_cached_keys);
+    unsigned m = pt->l.minor;
+    if (m >= 13 && (flags & TPF_INLINE_VALUES) && basic < (1u << 20)) {
+        uint8_t valid = 0;
+        if (!pyt_read(pt, &valid, 1, obj + basic + 3) && valid && cached)
+            return pyt_keys_get(pt, cached, obj + basic, key);
+    }
+    if (m >= 11 && (flags & TPF_MANAGED_DICT)) {
+        uint64_t p = pyt_ptr(pt, obj - 24);
+        if (m == 12 && (p & 1))
+            return cached ? pyt_keys_get(pt, cached, p + 1, key) : 0;  /* stored as values - 1 */
+        if (p)
+            return pyt_dict_get(pt, p, key);
+        if (m == 11) {
+            uint64_t values = pyt_ptr(pt, obj - 32);
+            return values && cached ? pyt_keys_get(pt, cached, values, key) : 0;
+        }
+        return 0;
+    }
+    if (dictoff > 0 && dictoff < (1 << 20))
+        return pyt_dict_get(pt, pyt_ptr(pt, obj + (uint64_t)dictoff), key);
+    return 0;
+}
+
+/* sys.modules["asyncio.tasks"]: the task set, the eager set, the
+ * current-task dict.  0 when asyncio is not imported. */
+static int pyt_find(ls_pytasks *pt)
+{
+    const struct ls_py_cfg *c = &pt->py->cfg;
+    pt->all = pt->eager = pt->current = 0;
+    uint64_t interp = pyt_ptr(pt, c->runtime + c->runtime_interp_head);
+    uint64_t modules = interp ? pyt_ptr(pt, interp + pt->l.interp_modules) : 0;
+    uint64_t mod = modules ? pyt_dict_get(pt, modules, "asyncio.tasks") : 0;
+    if (!mod || pyt_kind(pt, mod) != T_MODULE)
+        return -1;
+    uint64_t md = pyt_ptr(pt, mod + MD_DICT);
+    uint64_t ws = pyt_dict_get(pt, md, pt->l.minor >= 12 ? "_scheduled_tasks" : "_all_tasks");
+    uint64_t data = ws ? pyt_attr(pt, ws, "data") : 0;
+    if (!data || pyt_kind(pt, data) != T_SET)
+        return -1;
+    pt->all = data;
+    if (pt->l.minor >= 12) {
+        uint64_t e = pyt_dict_get(pt, md, "_eager_tasks");
+        pt->eager = e && pyt_kind(pt, e) == T_SET ? e : 0;
+    }
+    uint64_t cur = pyt_dict_get(pt, md, "_current_tasks");
+    pt->current = cur && pyt_kind(pt, cur) == T_DICT ? cur : 0;
+    return 0;
+}
+
+/* ---- reading the sets ---- */
+
+static int pyt_push(ls_pytasks *pt, uint64_t v)
+{
+    if (pt->nobjs == pt->capobjs) {
+        size_t cap = pt->capobjs ? 2 * pt->capobjs : 1024;
+        uint64_t *o = realloc(pt->objs, cap * sizeof *o);
+        if (!o)
+            return -1;
+        pt->objs = o;
+        pt->capobjs = cap;
+    }
+    pt->objs[pt->nobjs++] = v;
+    return 0;
+}
+
+/* The keys in set's slots, appended to pt->objs (at most max of them);
+ * -1 if it is not a set now. */
+static int pyt_set_keys(ls_pytasks *pt, uint64_t set, size_t max, uint32_t *flags)
+{
+    uint8_t h[48];
+    if (pyt_kind(pt, set) != T_SET || pyt_read(pt, h, sizeof h, set))
+        return -1;
+    uint64_t mask = u64at(h, SET_MASK), table = u64at(h, SET_TABLE);
+    if (mask >= (1ull << 40) || ((mask + 1) & mask))
+        return -1;
+    uint64_t slots = mask + 1;
+    if (slots > PYT_SET_MAX) {
+        slots = PYT_SET_MAX;
+        *flags |= LS_PYT_TRUNCATED;
+    }
+    enum { CHUNK = 4096 };
+    uint64_t buf[2 * CHUNK];
+    for (uint64_t i = 0; i < slots; i += CHUNK) {
+        uint64_t n = slots - i < CHUNK ? slots - i : CHUNK;
+        if (pyt_read(pt, buf, n * 16, table + i * 16))
+            return -1;
+        for (uint64_t j = 0; j < n; j++) {
+            if (!buf[2 * j])
+                continue;
+            if (pt->nobjs >= max) {
+                *flags |= LS_PYT_TRUNCATED;
+                return 0;
+            }
+            if (pyt_push(pt, buf[2 * j]))
+                return -1;
+        }
+    }
+    return 0;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The running tasks: the values of the current-task dict (a few loops). */
+static size_t pyt_current(ls_pytasks *pt, uint64_t *out, size_t max)
+{
+    uint8_t d[48], h[40];
+    if (!pt->current || pyt_read(pt, d, sizeof d, pt->current))
+        return 0;
+    uint64_t keys = u64at(d, DICT_KEYS);
+    if (pyt_read(pt, h, sizeof h, keys) || u64at(d, DICT_VALUES))
+        return 0;
+    uint64_t nent, entries;
+    size_t esize = 24, voff = 16;
+    if (pt->l.minor == 10) {
+        uint64_t size = u64at(h, 8);
+        if (size < 8 || size > (1u << 20) || (size & (size - 1)))
+            return 0;
+        nent = u64at(h, 32);
+        entries = keys + 40 + size * (size <= 0xff ? 1 : size <= 0xffff ? 2 : 4);
+    } else {
+        if (h[8] < 3 || h[8] > 20 || h[9] > 23 || h[10] != 0)
+            return 0;                   /* the loops are keys: a general table */
+        nent = u64at(h, 24);
+        entries = keys + 32 + (1ull << h[9]);
+    }
+    uint8_t e[24 * 64];
+    if (nent > 64)
+        nent = 64;
+    if (!nent || pyt_read(pt, e, nent * esize, entries))
+        return 0;
+    size_t n = 0;
+    for (uint64_t i = 0; i < nent && n < max; i++)
+        if (u64at(e, i * esize + voff))
+            out[n++] = u64at(e, i * esize + voff);
+    return n;
+}
+
+/* ---- one task ---- */
+
+static void pyt_name(ls_pytasks *pt, uint64_t name, char *out, size_t cap)
+{
+    snprintf(out, cap, "?");
+    int kind = pyt_kind(pt, name);
+    if (kind == T_STR) {
+        char *s = ls_py_str(pt->py, name);
+        if (s)
+            snprintf(out, cap, "%s", s);
+        free(s);
+    } else if (kind == T_INT) {
+        /* 3.12+: an unnamed task's name is its counter until asked for */
+        uint8_t b[32];
+        if (pyt_read(pt, b, sizeof b, name))
+            return;
+        uint64_t tag = u64at(b, 16), nd;
+        uint32_t d0 = u32at(b, 24), d1 = u32at(b, 28);
+        bool neg;
+        if (pt->py->cfg.long_kind == LS_PY_LONG_TAG) {
+            nd = tag >> 3;
+            neg = (tag & 3) == 2;
+        } else {
+            neg = (int64_t)tag < 0;
+            nd = neg ? -tag : tag;
+        }
+        if (neg || nd > 2)
+            return;
+        uint64_t v = nd == 0 ? 0 : nd == 1 ? d0 : d0 | (uint64_t)d1 << 30;
+        snprintf(out, cap, "Task-%llu", (unsigned long long)v);
+    }
+}
+
+/* The name of a function object's code (a future's first callback). */
+static bool pyt_func_is(ls_pytasks *pt, uint64_t fn, const char *name)
+{
+    if (pyt_kind(pt, fn) != T_FUNC)
+        return false;
+    struct ls_py_frame f = { pyt_ptr(pt, fn + FUNC_CODE), -1, 0 };
+    const char *func, *file;
+    int line;
+    if (ls_py_frame(pt->py, &f, &func, &file, &line))
+        return false;
+    const char *dot = strrchr(func, '.');
+    return !strcmp(dot ? dot + 1 : func, name);
+}
+
+/* Why a task waits: the innermost frame in asyncio's own modules decides;
+ * self is its first local (the Lock, the Queue...). */
+static int pyt_reason_of(ls_pytasks *pt, struct ls_pytask *t, const uint64_t *selfs)
+{
+    static const struct { const char *file, *func; int reason; } rule[] = {
+        { "locks.py", "acquire", EVL_SUSPEND_LOCK },     /* Semaphore: by self's type */
+        { "locks.py", "wait", EVL_SUSPEND_EVENT },       /* Condition: by self's type */
+        { "queues.py", "get", EVL_SUSPEND_QUEUE_GET },
+        { "queues.py", "put", EVL_SUSPEND_QUEUE_PUT },
+        { "queues.py", "join", EVL_SUSPEND_QUEUE_JOIN },
+        { "tasks.py", "sleep", EVL_SUSPEND_SLEEP },
+        { "tasks.py", "__sleep0", EVL_SUSPEND_YIELD },
+        { "tasks.py", "_wait", EVL_SUSPEND_WAIT },
+        { "tasks.py", "wait", EVL_SUSPEND_WAIT },
+        { "tasks.py", "_wait_for_one", EVL_SUSPEND_WAIT },
+        { "streams.py", "_wait_for_data", EVL_SUSPEND_IO },
+        { "streams.py", "_drain_helper", EVL_SUSPEND_IO },
+        { "streams.py", "drain", EVL_SUSPEND_IO },
+        { "taskgroups.py", "__aexit__", EVL_SUSPEND_TASKGROUP },
+        { "taskgroups.py", "_aexit", EVL_SUSPEND_TASKGROUP },
+    };
+    for (uint32_t k = t->nframes; k-- > 0;) {
+        const char *func, *file;
+        int line;
+        if (ls_py_frame(pt->py, &t->frames[k], &func, &file, &line))
+            continue;
+        const char *slash = strrchr(file, '/');
+        if (!slash || slash - file < 8 || strncmp(slash - 8, "/asyncio", 8))
+            continue;
+        const char *dot = strrchr(func, '.');
+        const char *fn = dot ? dot + 1 : func;
+        for (size_t i = 0; i < sizeof rule / sizeof rule[0]; i++) {
+            if (strcmp(slash + 1, rule[i].file) || strcmp(fn, rule[i].func))
+                continue;
+            int reason = rule[i].reason;
+            const char *self = pyt_type(pt, pyt_ptr(pt, selfs[k] + 8))->name;
+            if (reason == EVL_SUSPEND_LOCK && strstr(self, "Semaphore"))
+                reason = EVL_SUSPEND_SEMAPHORE;
+            if (reason == EVL_SUSPEND_EVENT && strstr(self, "Condition"))
+                reason = EVL_SUSPEND_CONDITION;
+            if (reason != EVL_SUSPEND_SLEEP && reason != EVL_SUSPEND_YIELD &&
+                reason != EVL_SUSPEND_WAIT && reason != EVL_SUSPEND_IO)
+                t->object = selfs[k];
+            return reason;
+        }
+        return 0;                       /* asyncio, but not a primitive we know */
+    }
+    return 0;
+}
+
+/* The await chain from the task's coroutine: frames (outermost first) and
+ * the awaitable at its end; then why it waits. */
+static void pyt_chain(ls_pytasks *pt, struct ls_pytask *t)
+{
+    const struct pyt_layout *l = &pt->l;
+    const struct ls_py_cfg *c = &pt->py->cfg;
+    uint64_t selfs[LS_PYT_MAX_DEPTH], seen[LS_PYT_MAX_DEPTH];
+    uint64_t obj = t->coro, awaitable = 0;
+    int steps = 0;
+    t->nframes = 0;
+    while (obj && steps++ < 2 * LS_PYT_MAX_DEPTH + 2) {
+        struct pyt_type *ty = pyt_type(pt, pyt_ptr(pt, obj + 8));
+        if (ty->kind == T_FUTITER) {
+            obj = pyt_ptr(pt, obj + FUTITER_FUTURE);
+            continue;
+        }
+        if (ty->kind != T_CORO && ty->kind != T_GEN) {
+            awaitable = obj;
+            snprintf(t->awaits, sizeof t->awaits, "%s", ty->name);
+            break;
+        }
+        for (uint32_t i = 0; i < t->nframes; i++)
+            if (seen[i] == obj) {
+                t->chain_cut = true;          /* it awaits itself */
+                return;
+            }
+        if (t->nframes == LS_PYT_MAX_DEPTH) {
+            t->chain_cut = true;
+            break;
+        }
+        uint64_t yf = 0;
+        struct ls_py_frame *f = &t->frames[t->nframes];
+        uint8_t fb[120];
+        if (l->minor == 10) {
+            uint64_t fr = pyt_ptr(pt, obj + l->cr_frame);
+            if (!fr || pyt_read(pt, fb, sizeof fb, fr))
+                break;                        /* done, or unreadable */
+            int32_t lasti = (int32_t)u32at(fb, l->f_instr);
+            int8_t st = (int8_t)fb[l->f_state];
+            int32_t depth = (int32_t)u32at(fb, l->f_stackdepth);
+            *f = (struct ls_py_frame){ u64at(fb, l->f_code), lasti < 0 ? -1 : lasti * 2, 0 };
+            selfs[t->nframes] = pyt_ptr(pt, fr + l->f_localsplus);
+            if (st == -1 && depth > 0 && depth < 4096)
+                yf = pyt_ptr(pt, u64at(fb, l->f_valuestack) + 8 * (uint64_t)(depth - 1));
+        } else {
+            int8_t st;
+            uint64_t fr = obj + l->cr_frame;
+            if (pyt_read(pt, &st, 1, obj + l->cr_state) || st > 0 ||
+                pyt_read(pt, fb, 80, fr))
+                break;                        /* completed, cleared or unreadable */
+            uint64_t code = u64at(fb, l->f_code), ip = u64at(fb, l->f_instr);
+            uint64_t base = code + c->code_adaptive;
+            int32_t stacktop = (int32_t)u32at(fb, l->f_stacktop);
+            *f = (struct ls_py_frame){ code, ip >= base && ip - base < (1u << 24)
+                                                 ? (int32_t)(ip - base) : -1, 0 };
+            selfs[t->nframes] = pyt_ptr(pt, fr + l->f_localsplus);
+            if (st >= l->susp_lo && st <= l->susp_hi && stacktop > 0 && stacktop < 4096)
+                yf = pyt_ptr(pt, fr + l->f_localsplus + 8 * (uint64_t)(stacktop - 1));
+        }
+        seen[t->nframes++] = obj;
+        obj = yf;
+    }
+    if (t->state != LS_PYT_WAITING)
+        return;
+    if (!awaitable)
+        awaitable = t->waiter;
+    int kind = pyt_type(pt, pyt_ptr(pt, awaitable + 8))->kind;
+    t->object = awaitable;
+    if (kind == T_TASK) {
+        t->reason = EVL_SUSPEND_TASK;
+        return;
+    }
+    if (kind == T_GATHER) {
+        t->reason = EVL_SUSPEND_GATHER;
+        return;
+    }
+    t->reason = pyt_reason_of(pt, t, selfs);
+    if (!t->reason) {
+        /* run_in_executor's future: wrap_future chains it with
+         * _call_check_cancel as its first callback */
+        uint64_t cb0 = (kind == T_FUTURE) ? pyt_ptr(pt, awaitable + l->t_callback0) : 0;
+        t->reason = cb0 && pyt_func_is(pt, cb0, "_call_check_cancel") ? EVL_SUSPEND_EXECUTOR
+                                                                       : EVL_SUSPEND_FUTURE;
+    }
+}
+
+static bool pyt_bit(const uint8_t *b, uint32_t off, uint32_t bit)
+{
+    uint32_t v = u32at(b, off);
+    return bit == LS_PY_NONE ? v != 0 : (v >> bit) & 1;
+}
+
+/* Fills t from the Task's bytes b; false if they are not a task's. */
+static bool pyt_task(ls_pytasks *pt, struct ls_pytask *t, uint64_t addr, const uint8_t *b,
+                     const uint64_t *running, size_t nrunning)
+{
+    const struct pyt_layout *l = &pt->l;
+    memset(t, 0, offsetof(struct ls_pytask, frames));
+    t->addr = addr;
+    t->coro = u64at(b, l->t_coro);
+    t->loop = u64at(b, l->t_loop);
+    t->waiter = u64at(b, l->t_waiter);
+    uint32_t fs = u32at(b, l->t_state);
+    if (fs > 2)
+        return false;
+    if (fs == 1)
+        t->state = LS_PYT_CANCELLED;
+    else if (fs == 2)
+        t->state = u64at(b, l->t_exception) ? LS_PYT_FAILED : LS_PYT_FINISHED;
+    else if (bsearch(&addr, running, nrunning, 8, cmp_u64))
+        t->state = LS_PYT_RUNNING;
+    else
+        t->state = t->waiter ? LS_PYT_WAITING : LS_PYT_READY;
+    t->unretrieved = t->state == LS_PYT_FAILED && pyt_bit(b, l->t_log_tb, l->t_log_tb_bit);
+    t->cancels = l->t_ncancels != LS_PY_NONE ? (int32_t)u32at(b, l->t_ncancels)
+                                              : pyt_bit(b, l->t_must_cancel, l->t_must_cancel_bit);
+    if (t->cancels < 0)
+        t->cancels = 0;
+    pyt_name(pt, u64at(b, l->t_name), t->name, sizeof t->name);
+    if (t->state <= LS_PYT_WAITING)
+        pyt_chain(pt, t);
+    return true;
+}
+
+/* ---- the census ---- */
+
+int ls_pytasks_census(ls_pytasks *pt, struct ls_pyt_census *c)
+{
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    c->n = 0;
+    c->flags = 0;
+    c->ts = (int64_t)t0.tv_sec * 1000000000 + t0.tv_nsec;
+    c->dur = 0;
+    if (pt->gone) {
+        c->flags = LS_PYT_GONE;
+        return -1;
+    }
+    /* the sets: found again if they are not sets any more, and while
+     * asyncio is not imported, at most every 16th census */
+    if ((!pt->all || pyt_kind(pt, pt->all) != T_SET) && (pt->misses++ % 16 == 0))
+        pyt_find(pt);
+    if (!pt->all) {
+        c->flags |= pt->gone ? LS_PYT_GONE : LS_PYT_NO_ASYNCIO;
+        return pt->gone ? -1 : 0;
+    }
+    pt->misses = 0;
+    pt->nobjs = 0;
+    uint32_t fl = 0;
+    /* weakrefs of the task set -> their objects */
+    if (pyt_set_keys(pt, pt->all, LS_PYT_MAX_TASKS, &fl) < 0) {
+        pt->all = 0;
+        c->flags |= pt->gone ? LS_PYT_GONE : LS_PYT_READ_ERROR;
+        return pt->gone ? -1 : 0;
+    }
+    size_t nref = pt->nobjs;
+    struct pyt_rd *rd = calloc(nref ? nref : 1, sizeof *rd);
+    uint8_t (*wr)[24] = calloc(nref ? nref : 1, 24);
+    if (!rd || !wr) {
+        free(rd);
+        free(wr);
+        return -1;
+    }
+    for (size_t i = 0; i < nref; i++)
+        rd[i] = (struct pyt_rd){ pt->objs[i], wr[i], 24, false };
+    pyt_readv(pt, rd, nref);
+    pt->nobjs = 0;
+    for (size_t i = 0; i < nref; i++) {
+        if (!rd[i].ok)
+            continue;
+        uint64_t type = u64at(wr[i], 8), obj = u64at(wr[i], WR_OBJECT);
+        if (pyt_type(pt, type)->kind == T_WEAKREF && obj)
+            pyt_push(pt, obj);
+    }
+    free(wr);
+    if (pt->eager)
+        pyt_set_keys(pt, pt->eager, LS_PYT_MAX_TASKS, &fl);
+    /* one of each */
+    qsort(pt->objs, pt->nobjs, 8, cmp_u64);
+    size_t n = 0;
+    for (size_t i = 0; i < pt->nobjs; i++)
+        if (!n || pt->objs[n - 1] != pt->objs[i])
+            pt->objs[n++] = pt->objs[i];
+    if (n > LS_PYT_MAX_TASKS) {
+        n = LS_PYT_MAX_TASKS;
+        fl |= LS_PYT_TRUNCATED;
+    }
+    uint64_t running[64];
+    size_t nrunning = pyt_current(pt, running, 64);
+    qsort(running, nrunning, 8, cmp_u64);
+    /* the tasks' fields */
+    struct pyt_rd *rt = realloc(rd, (n ? n : 1) * sizeof *rt);
+    uint8_t (*tb)[PYT_TASK_READ] = calloc(n ? n : 1, PYT_TASK_READ);
+    if (!rt || !tb || (c->cap < n && !(c->t = realloc(c->t, n * sizeof *c->t)))) {
+        free(rt ? rt : rd);
+        free(tb);
+        c->cap = 0;
+        return -1;
+    }
+    if (c->cap < n)
+        c->cap = n;
+    for (size_t i = 0; i < n; i++)
+        rt[i] = (struct pyt_rd){ pt->objs[i], tb[i], PYT_TASK_READ, false };
+    pyt_readv(pt, rt, n);
+    for (size_t i = 0; i < n && !pt->gone; i++) {
+        if (!rt[i].ok) {
+            fl |= LS_PYT_READ_ERROR;
+            continue;
+        }
+        struct pyt_type *ty = pyt_type(pt, u64at(tb[i], 8));
+        if (ty->kind != T_TASK)
+            continue;                   /* pure-Python tasks and anything else */
+        if (!pt->task_type)
+            pt->task_type = u64at(tb[i], 8);
+        if (pyt_task(pt, &c->t[c->n], rt[i].addr, tb[i], running, nrunning))
+            c->n++;
+    }
+    free(rt);
+    free(tb);
+    c->flags |= fl | (pt->gone ? LS_PYT_GONE : 0);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    c->dur = ((int64_t)t1.tv_sec * 1000000000 + t1.tv_nsec) - c->ts;
+    return pt->gone ? -1 : 0;
+}
+
+ls_pytasks *ls_pytasks_new(ls_py *py, const char **why)
+{
+    static const char *dummy;
+    if (!why)
+        why = &dummy;
+    *why = NULL;
+    if (!py) {
+        *why = "not CPython";
+        return NULL;
+    }
+    struct pyt_layout l;
+    if (pyt_layout(py->cfg.version & 0xff, &l)) {
+        *why = "no asyncio layout for this CPython";
+        return NULL;
+    }
+    ls_pytasks *pt = calloc(1, sizeof *pt);
+    if (!pt) {
+        *why = "out of memory";
+        return NULL;
+    }
+    pt->py = py;
+    pt->pid = py->pid;
+    pt->l = l;
+    /* 3.13: the interpreter publishes where sys.modules is */
+    if (l.minor == 13) {
+        uint64_t w = 0;
+        if (!ls_py_read(py->pid, &w, 8, py->cfg.runtime + 11 * 8) && w && w < (1u << 16))
+            pt->l.interp_modules = (uint32_t)w;
+    }
+    return pt;
+}
+
+void ls_pytasks_type_slots(ls_pytasks *pt, uint64_t *tp_init, uint64_t *tp_finalize)
+{
+    *tp_init = *tp_finalize = 0;
+    if (!pt || !pt->task_type)
+        return;
+    *tp_init = pyt_ptr(pt, pt->task_type + TP_INIT);
+    *tp_finalize = pyt_ptr(pt, pt->task_type + TP_FINALIZE);
+}
+
+void ls_pytasks_task_off(ls_pytasks *pt, struct ls_pyt_task_off *o)
+{
+    const struct pyt_layout *l = &pt->l;
+    *o = (struct ls_pyt_task_off){ l->t_state, l->t_log_tb, l->t_log_tb_bit, l->t_must_cancel,
+                                    l->t_must_cancel_bit, l->t_ncancels, l->t_log_destroy,
+                                    l->t_log_destroy_bit };
+}
+
+const char *ls_pyt_state_name(int state)
+{
+    static const char *const names[] = { "?", "ready", "running", "waiting", "finished",
+                                         "failed", "cancelled" };
+    return state >= 1 && state <= 6 ? names[state] : "?";
+}
+
+void ls_pyt_census_free(struct ls_pyt_census *c)
+{
+    free(c->t);
+    memset(c, 0, sizeof *c);
+}
+
+void ls_pytasks_free(ls_pytasks *pt)
+{
+    if (!pt)
+        return;
+    free(pt->objs);
+    free(pt);
+}
