@@ -609,6 +609,40 @@ static int pyt_reason_of(ls_pytasks *pt, struct ls_pytask *t, const uint64_t *se
     return 0;
 }
 
+/* The locks a suspended frame holds: `async with lock` keeps the bound
+ * lock.__aexit__ on the frame's value stack for the whole block (every
+ * version), so a slot holding a method whose self is a Lock, Semaphore or
+ * Condition is one held.  slots: n words at addr (3.10: the value stack;
+ * 3.11+: localsplus, locals then stack). */
+static void pyt_held(ls_pytasks *pt, struct ls_pytask *t, uint64_t addr, int32_t n)
+{
+    uint64_t slot[LS_PYT_SLOTS];
+    uint8_t obj[LS_PYT_SLOTS][32];
+    struct pyt_rd rd[LS_PYT_SLOTS];
+    if (n <= 0)
+        return;
+    if (n > LS_PYT_SLOTS)
+        n = LS_PYT_SLOTS;
+    if (pyt_read(pt, slot, 8 * (size_t)n, addr))
+        return;
+    for (int32_t i = 0; i < n; i++)
+        rd[i] = (struct pyt_rd){ slot[i], obj[i], 32, false };
+    pyt_readv(pt, rd, (size_t)n);
+    for (int32_t i = 0; i < n && t->nheld < 4; i++) {
+        if (!rd[i].ok || u64at(obj[i], 8) != pt->py->cfg.method_type)
+            continue;
+        uint64_t self = u64at(obj[i], 24);
+        const char *ty = pyt_type(pt, pyt_ptr(pt, self + 8))->name;
+        if (strcmp(ty, "Lock") && !strstr(ty, "Semaphore") && strcmp(ty, "Condition"))
+            continue;
+        bool dup = false;
+        for (uint32_t k = 0; k < t->nheld; k++)
+            dup |= t->held[k] == self;
+        if (!dup)
+            t->held[t->nheld++] = self;
+    }
+}
+
 /* The await chain from the task's coroutine: frames (outermost first) and
  * the awaitable at its end; then why it waits. */
 static void pyt_chain(ls_pytasks *pt, struct ls_pytask *t)
@@ -651,8 +685,10 @@ static void pyt_chain(ls_pytasks *pt, struct ls_pytask *t)
             int32_t depth = (int32_t)u32at(fb, l->f_stackdepth);
             *f = (struct ls_py_frame){ u64at(fb, l->f_code), lasti < 0 ? -1 : lasti * 2, 0 };
             selfs[t->nframes] = pyt_ptr(pt, fr + l->f_localsplus);
-            if (st == -1 && depth > 0 && depth < 4096)
+            if (st == -1 && depth > 0 && depth < 4096) {
                 yf = pyt_ptr(pt, u64at(fb, l->f_valuestack) + 8 * (uint64_t)(depth - 1));
+                pyt_held(pt, t, u64at(fb, l->f_valuestack), depth - 1);
+            }
         } else {
             int8_t st;
             uint64_t fr = obj + l->cr_frame;
@@ -665,8 +701,10 @@ static void pyt_chain(ls_pytasks *pt, struct ls_pytask *t)
             *f = (struct ls_py_frame){ code, ip >= base && ip - base < (1u << 24)
                                                  ? (int32_t)(ip - base) : -1, 0 };
             selfs[t->nframes] = pyt_ptr(pt, fr + l->f_localsplus);
-            if (st >= l->susp_lo && st <= l->susp_hi && stacktop > 0 && stacktop < 4096)
+            if (st >= l->susp_lo && st <= l->susp_hi && stacktop > 0 && stacktop < 4096) {
                 yf = pyt_ptr(pt, fr + l->f_localsplus + 8 * (uint64_t)(stacktop - 1));
+                pyt_held(pt, t, fr + l->f_localsplus, stacktop - 1);
+            }
         }
         seen[t->nframes++] = obj;
         obj = yf;
@@ -686,6 +724,11 @@ static void pyt_chain(ls_pytasks *pt, struct ls_pytask *t)
         return;
     }
     t->reason = pyt_reason_of(pt, t, selfs);
+    /* `async with lock` puts lock.__aexit__ on the stack before it awaits
+     * the acquire: the lock it waits for is not one it holds */
+    for (uint32_t k = 0; k < t->nheld; k++)
+        if (t->held[k] == t->object)
+            t->held[k--] = t->held[--t->nheld];
     if (!t->reason) {
         /* run_in_executor's future: wrap_future chains it with
          * _call_check_cancel as its first callback */

@@ -27,6 +27,7 @@
 #define LS_PYT_MAX_TASKS 65536     /* tasks of one census */
 #define LS_PYT_MAX_DEPTH 64        /* frames of one await chain */
 #define LS_PYT_NAME 256            /* bytes of a task's name kept (UTF-8) */
+#define LS_PYT_SLOTS 64            /* value-stack slots of a frame looked at for held locks */
 
 /* A task's state as the census saw it. */
 enum ls_pyt_state {
@@ -56,6 +57,8 @@ struct ls_pytask {
     bool unretrieved;           /* failed, and its exception was not retrieved yet */
     bool chain_cut;             /* the await chain went on past LS_PYT_MAX_DEPTH,
                                  * or looped, or could not be read */
+    uint32_t nheld;             /* locks it holds in an `async with` of its chain */
+    uint64_t held[4];           /* the Lock, Semaphore or Condition objects */
     char name[LS_PYT_NAME];     /* valid UTF-8 ("Task-N" for a lazy counter) */
     uint32_t nframes;           /* await chain, outermost (the task's coroutine) first */
     struct ls_py_frame frames[LS_PYT_MAX_DEPTH];
