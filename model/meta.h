@@ -122,6 +122,11 @@
 #define LS_META_LOOP_LOST_RECORDS_CLAIMED "loop_lost_records_claimed"
 /* generic mode, a JIT runtime: how JIT frames are named (may be absent) */
 #define LS_META_JIT_SYMBOLS "jit_symbols"
+/* generic mode, a CPython target: where the asyncio task lifecycle comes
+ * from ("census every N ms", or "none": --no-tasks, not CPython) */
+#define LS_META_TASK_SOURCE "task_source"
+/* and how many censuses were read, their mean cost, how many were cut */
+#define LS_META_CENSUSES "censuses"
 
 /* ---- a flight recorder's trace (--flight-recorder) */
 /* what fired */

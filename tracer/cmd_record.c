@@ -43,6 +43,10 @@ static void usage(FILE *f)
           "      --ringbuf-kb N   ring buffer size in KiB, a power of two >= 256 (default 65536)\n"
           "  -t, --block-threshold MS  report loop stalls of at least MS ms (default 10)\n"
           "      --no-blocking    do not detect blocking (no sched_switch program)\n"
+          "      --no-tasks       generic mode, CPython: no asyncio task lifecycle (the\n"
+          "                       census of its tasks), blocking episodes only\n"
+          "      --census-ms MS   generic mode, CPython: read the task set every MS ms\n"
+          "                       (default 10): the lifecycle's resolution\n"
           "      --syscalls       also time every syscall of the loop threads (costs\n"
           "                       every process on the machine ~0.1-0.2 us per syscall)\n"
           "      --mode MODE      auto (default: libevl if the target has its probes,\n"
@@ -159,6 +163,8 @@ static int parse(recorder *r, int argc, char **argv)
         { "ringbuf-kb", required_argument, NULL, 'R' },
         { "block-threshold", required_argument, NULL, 't' },
         { "no-blocking", no_argument, NULL, 'N' },
+        { "no-tasks", no_argument, NULL, 1008 },
+        { "census-ms", required_argument, NULL, 1009 },
         { "syscalls", no_argument, NULL, 'S' },
         { "mode", required_argument, NULL, 'M' },
         { "wait-calls", required_argument, NULL, 'W' },
@@ -223,6 +229,16 @@ static int parse(recorder *r, int argc, char **argv)
         case 'N':
             r->no_blocking = true;
             break;
+        case 1008:
+            r->no_tasks = true;
+            break;
+        case 1009: {
+            long v = strtol(optarg, &end, 10);
+            if (*end || v < 1 || v > 10000)
+                return 1 + ls_error("invalid --census-ms '%s' (milliseconds, 1..10000)", optarg);
+            r->census_ms = (int)v;
+            break;
+        }
         case 'S':
             r->syscalls = true;
             break;
@@ -394,6 +410,7 @@ static void print_summary(recorder *r, const char *why)
 int cmd_record(int argc, char **argv)
 {
     recorder rr = { .out = "trace.db", .ringbuf_kb = 65536, .block_threshold_ms = 10,
+                    .census_ms = 10,
                     .priority = LS_PRIO_IDLE, .pidfd = -1, .go_pipe = -1,
                     .on_status = print_status };
     recorder *r = &rr;

@@ -39,6 +39,9 @@ typedef struct ls_decoder {
     /* What the target runs on (r->runtime); running: it runs its program
      * (not a command we started that has not exec'd yet). */
     void (*runtime)(struct recorder *r, bool running);
+    /* From the main loop, at least every tick_ms (0: never). */
+    void (*tick)(struct recorder *r, int64_t now);
+    int (*tick_ms)(const struct recorder *r);
     /* Before detaching: what the target still holds is asked for. */
     void (*detaching)(struct recorder *r);
     /* A loop appears (its first message; r->nloops: those before it). */

@@ -47,6 +47,7 @@ static void flush_window(recorder *r, uint32_t key, void *v)
  * summed in BPF, then each loop's iteration histogram. */
 static void flush(recorder *r)
 {
+    ls_asyncio_end(r);
     if (!r->no_blocking && r->skel)
         ls_flush_open_map(r, r->skel->maps.oncpu_open);
     _Static_assert(sizeof(struct ls_gloop) % 8 == 0, "gloops value: no tail padding");
@@ -87,6 +88,9 @@ static uint64_t block_task(recorder *r, const struct ls_msg_hdr *h, const struct
     *name_out = name;
     if (!name)
         return 0;
+    uint64_t id = ls_asyncio_task_id(r, py->task);   /* the census's row */
+    if (id)
+        return id;
     size_t n = strlen(name);
     uint64_t x = 1469598103934665603ull;
     for (int i = 0; i < 8; i++)
@@ -96,6 +100,11 @@ static uint64_t block_task(recorder *r, const struct ls_msg_hdr *h, const struct
     x &= INT64_MAX;
     ls_sink_task_named(r, x ? x : 1, h->loop, n ? name : "?", n ? n : 1);
     return x ? x : 1;
+}
+
+static int tick_ms(const recorder *r)
+{
+    return r->py && !r->no_tasks ? r->census_ms : 0;
 }
 
 static void configure(recorder *r)
@@ -131,6 +140,7 @@ static void meta_start(recorder *r)
 
 static void meta_end(recorder *r)
 {
+    ls_asyncio_meta(r);
     ls_sink_meta(r, LS_META_UNTRACKED_WAIT_CALLS, "%llu",
                  (unsigned long long)ls_stat(r, LS_STAT_UNTRACKED_WAITS));
     uint64_t unnamed = 0, jit = r->syms ? ls_syms_jit_frames(r->syms, &unnamed) : 0;
@@ -185,6 +195,8 @@ const ls_decoder ls_decoder_generic = {
     .attach = ls_attach_generic,
     .started = started,
     .runtime = ls_detect_generic_runtime,
+    .tick = ls_asyncio_tick,
+    .tick_ms = tick_ms,
     .loop_new = loop_new,
     .msg = msg,
     .block_task = block_task,

@@ -293,6 +293,9 @@ int ls_recorder_run(recorder *r, const char **why)
          * without a backlog. */
         bool holding = r->hold && r->hold->holding && r->hold->holding(r);
         int wait_ms = hold_due || behind ? 0 : holding ? LS_DRAIN_MS : *polling ? poll_ms : LS_DRAIN_MS;
+        int tick_ms = r->dec->tick_ms ? r->dec->tick_ms(r) : 0;
+        if (tick_ms > 0 && wait_ms > tick_ms)
+            wait_ms = tick_ms;
         if (poll(pfd, 2, wait_ms) < 0 && errno != EINTR) {
             snprintf(fail, sizeof(fail), "poll: %s", strerror(errno));
             break;
@@ -337,6 +340,8 @@ int ls_recorder_run(recorder *r, const char **why)
                      ls_store_error(r->store));
             break;
         }
+        if (r->dec->tick)
+            r->dec->tick(r, now);
         if (ls_max_size_reached(r)) {
             *why = "max size reached";
             break;
@@ -429,6 +434,7 @@ void ls_recorder_free(recorder *r)
     else
         ls_store_abort(r->store);     /* nothing was recorded: leave nothing behind */
     ls_syms_free(r->syms);
+    ls_asyncio_free(r);
     ls_py_free(r->py);
     ls_tasks_free(r->rows);
     ls_sinks_free(r);

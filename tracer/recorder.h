@@ -113,6 +113,10 @@ typedef struct recorder {
     ls_store *store;
     ls_syms *syms;
     ls_py *py;                /* generic mode, a CPython target: its stacks */
+    struct ls_asyncio *asyncio; /* and its task census (decode_asyncio.c) */
+    int census_ms;            /* --census-ms */
+    bool no_tasks;            /* --no-tasks: no census (blocking episodes only) */
+    bool asyncio_refused;     /* the census cannot read this CPython: said once */
     int pidfd;
     pid_t child;              /* started by us (-- CMD) */
     int go_pipe;              /* write end: releases the child to exec */
@@ -282,6 +286,14 @@ void ls_map_each(recorder *r, struct bpf_map *map,
 void ls_flush_open_episodes(recorder *r);
 void ls_flush_open_map(recorder *r, struct bpf_map *map);
 void ls_store_syscalls(recorder *r);
+
+/* decode_asyncio.c: the asyncio task lifecycle of a CPython target, from
+ * a census of its tasks every census_ms (decode_generic.c calls these) */
+void ls_asyncio_tick(recorder *r, int64_t now);
+void ls_asyncio_end(recorder *r);
+uint64_t ls_asyncio_task_id(recorder *r, uint64_t addr);
+void ls_asyncio_meta(recorder *r);
+void ls_asyncio_free(recorder *r);
 
 /* live.c: `top`'s sink (r->live: its hooks), 0 or non-zero after one
  * error line. */
