@@ -11,4 +11,8 @@
 /* `loopscope record ...`; argv[0] is "record".  Returns the exit status. */
 int cmd_record(int argc, char **argv);
 
+/* `loopscope ps [--tree|--json] PID` (cmd_ps.c): the asyncio tasks of a
+ * running CPython process.  Returns the exit status. */
+int cmd_ps(int argc, char **argv);
+
 #endif

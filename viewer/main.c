@@ -19,6 +19,7 @@ static const struct command {
     { "record", cmd_record,
       "attach to (or start) an event-loop process, libevl or any epoll loop, and record a trace" },
     { "top", cmd_top, "live view of a running program: loop lag, tasks, blocking as it occurs" },
+    { "ps", cmd_ps, "snapshot of a running CPython's asyncio tasks: state, waits, await tree, cycles" },
     { "info", cmd_info, "what a trace holds: target, duration, tasks, events, drops" },
     { "tasks", cmd_tasks, "one row per task: state, busy/scheduled/idle time, steps, wakes" },
     { "timeline", cmd_timeline, "swimlanes per task (running, ready, suspended, blocking); --svg" },
