@@ -72,7 +72,7 @@ struct ps_snap {
     pid_t pid;
     char runtime[64];               /* "CPython 3.11.7" */
     const char *version_key;        /* the JSON key of the version: "python" */
-    char version[32];               /* "3.11.7" */
+    char version[64];               /* "3.11.7" */
     size_t n;
     struct ps_task *t;
     int64_t dur_ns;

@@ -32,7 +32,6 @@ import os
 import re
 import selectors
 import shutil
-import signal
 import subprocess
 import sys
 import time
