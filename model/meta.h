@@ -127,6 +127,9 @@
 #define LS_META_TASK_SOURCE "task_source"
 /* and how many censuses were read, their mean cost, how many were cut */
 #define LS_META_CENSUSES "censuses"
+/* the longest time between two censuses (ns): the resolution the
+ * lifecycle had at its worst (the recorder's CPU share decides it) */
+#define LS_META_CENSUS_MAX_GAP_NS "census_max_gap_ns"
 
 /* ---- a flight recorder's trace (--flight-recorder) */
 /* what fired */

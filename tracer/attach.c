@@ -97,6 +97,8 @@ void ls_choose_programs(recorder *r, bool waits)
         for (int j = 0; j < 2; j++)
             bpf_program__set_autoload(wait[i][j], (int)i < n);
     bpf_program__set_autoload(s->progs.on_thread_exit, waits);
+    bpf_program__set_autoload(s->progs.on_pytask_init, waits);   /* decode_asyncio.c */
+    bpf_program__set_autoload(s->progs.on_pytask_final, waits);
     bpf_program__set_autoload(s->progs.on_wait_enter, waits && r->wait_raw);
     bpf_program__set_autoload(s->progs.on_wait_exit, waits && r->wait_raw);
     struct bpf_program *usdt[] = {

@@ -822,12 +822,6 @@ static void ps_print_node(FILE *f, const struct ps_view *v, size_t i, const bool
     fputc('\n', f);
     bool kids = v->child_at[i] != v->child_at[i + 1];
     const char *bar = kids ? "|" : " ";
-    if (t->chain_cut) {
-        /* the chain went on (deeper than a census reads, or it looped):
-         * its innermost frames are not known */
-        ps_margin(f, last, d, false);
-        fprintf(f, "%s  ... (await chain cut)\n", bar);
-    }
     /* innermost first; a run of the same frame (recursion) once */
     for (size_t k = t->nframes; k-- > 0;) {
         const struct ps_frame *fr = &t->frames[k];
@@ -842,6 +836,12 @@ static void ps_print_node(FILE *f, const struct ps_view *v, size_t i, const bool
             fprintf(f, "%s  [the same frame %zu more time%s]\n", bar, same, same == 1 ? "" : "s");
             k -= same;
         }
+    }
+    if (t->chain_cut) {
+        /* the chain was deeper than a census keeps (its innermost frames
+         * are above), or it looped */
+        ps_margin(f, last, d, false);
+        fprintf(f, "%s  ... (await chain cut)\n", bar);
     }
 }
 

@@ -62,7 +62,9 @@ static void usage(FILE *f)
           "                       as SCHED_IDLE, on the CPU time the service leaves,\n"
           "                       raised back when starved; batch as SCHED_BATCH, which\n"
           "                       never preempts the service when woken (the default of\n"
-          "                       top); normal as any thread (tracer/README.md)\n"
+          "                       top, and of a CPython asyncio target's census, which\n"
+          "                       must keep its time); normal as any thread\n"
+          "                       (tracer/README.md)\n"
           "      --backlog SIZE   while the machine's CPUs are busy, keep what a loop hands\n"
           "                       over in memory, up to SIZE, and store it when they have\n"
           "                       time to spare, it is 10 s old or recording ends\n"
@@ -306,6 +308,7 @@ static int parse(recorder *r, int argc, char **argv)
                     r->priority = i;
             if (r->priority < 0)
                 return 1 + ls_error("invalid --priority '%s' (normal, batch or idle)", optarg);
+            r->priority_given = true;
             break;
         case 1007:
             r->backlog_limit = 0;

@@ -39,7 +39,15 @@ struct pyt_track {
     int64_t arg0, arg1;
     int32_t cancels;
     bool unretrieved;
+    bool finalized;                 /* its destruction was seen (tp_finalize) */
+    int64_t born;                   /* made (tp_init) or first seen: an address and
+                                     * a coroutine address are reused once freed */
+    int64_t gone_ts;                /* gone from the set at this census (in a->gone) */
 };
+
+#define PYT_INITS 4096              /* creations remembered until a census or the end */
+#define PYT_GONE_MAX 65536          /* freed tasks waiting for their tp_finalize message */
+#define PYT_GONE_TICKS 50           /* how long they wait (censuses) */
 
 struct ls_asyncio {
     ls_pytasks *pt;
@@ -49,12 +57,25 @@ struct ls_asyncio {
     uint64_t next_id;
     int64_t interval, due;
     uint64_t censuses, census_ns, truncated, read_errors;
+    int64_t last_ts, max_gap;       /* census starts: the widest gap */
     bool first_done, warned;
+    /* the uprobes at the Task type's tp_init and tp_finalize */
+    bool probes, probes_tried;
+    struct { uint64_t addr; int64_t ts; } inits[PYT_INITS];
+    struct pyt_track *gone;         /* gone from the set, no tp_finalize yet */
+    size_t ngone, capgone;
+    uint64_t short_lived, finals;
 };
 
 static int by_addr(const void *a, const void *b)
 {
     uint64_t x = ((const struct ls_pytask *)a)->addr, y = ((const struct ls_pytask *)b)->addr;
+    return x < y ? -1 : x > y;
+}
+
+static int track_by_addr(const void *a, const void *b)
+{
+    uint64_t x = ((const struct pyt_track *)a)->addr, y = ((const struct pyt_track *)b)->addr;
     return x < y ? -1 : x > y;
 }
 
@@ -95,9 +116,12 @@ static int final_of(int state)
            : state == LS_PYT_FAILED ? EVL_FINAL_FAILED : EVL_FINAL_CANCELLED;
 }
 
-/* A task gone from the set since the last census. */
+/* A task gone from the set, whose destruction was not seen: a verdict
+ * from its last state (see the header). */
 static void vanished(recorder *r, uint64_t loop, int64_t ts, const struct pyt_track *p)
 {
+    if (p->finalized)
+        return;
     if (p->state == LS_PYT_FAILED && p->unretrieved)
         event(r, loop, ts, p->id, EVL_PROBE_ID_task_leak, EVL_LEAK_UNRETRIEVED, 0, 0);
     else if (p->state == LS_PYT_WAITING)
@@ -108,12 +132,38 @@ static void vanished(recorder *r, uint64_t loop, int64_t ts, const struct pyt_tr
                                                            : EVL_LEAK_UNRETRIEVED);
 }
 
+static size_t init_slot(uint64_t addr)
+{
+    return (addr >> 4) * 0x9E3779B97F4A7C15ull >> 52 & (PYT_INITS - 1);
+}
+
+/* When a task was made at addr (its tp_init) that no census has seen
+ * yet, or 0. */
+static int64_t init_peek(const struct ls_asyncio *a, uint64_t addr)
+{
+    size_t i = init_slot(addr);
+    return a->inits[i].addr == addr ? a->inits[i].ts : 0;
+}
+
+/* When the task at addr was made (its tp_init), if the probe saw it
+ * before this census; else ts. */
+static int64_t init_ts(struct ls_asyncio *a, uint64_t addr, int64_t ts)
+{
+    size_t i = init_slot(addr);
+    if (a->inits[i].addr != addr || a->inits[i].ts > ts)
+        return ts;
+    a->inits[i].addr = 0;
+    return a->inits[i].ts;
+}
+
 /* One census into events. */
 static void diff(recorder *r, struct ls_asyncio *a)
 {
     struct ls_pyt_census *c = &a->c;
     uint64_t loop = task_loop(r);
-    int64_t ts = c->ts;
+    /* what a census saw was so at the latest when it ended: its events
+     * are stamped then (it began c->dur earlier) */
+    int64_t ts = c->ts + c->dur;
     qsort(c->t, c->n, sizeof *c->t, by_addr);
     struct pyt_track *cur = realloc(a->cur, (c->n ? c->n : 1) * sizeof *cur);
     if (!cur)
@@ -125,28 +175,62 @@ static void diff(recorder *r, struct ls_asyncio *a)
         const struct ls_pytask *t = &c->t[i];
         const struct pyt_track *p = find(a->prev, a->nprev, t->addr);
         cur[i] = (struct pyt_track){ .addr = t->addr, .coro = t->coro };
-        if (p && p->coro == t->coro) {
+        /* the same task: same address and coroutine, and no task made at
+         * its address since it was first seen (a task being finalized is
+         * still in the set while its finalizer logs) */
+        int64_t made = init_peek(a, t->addr);
+        if (p && p->coro == t->coro && !(made > p->born && made <= ts)) {
             cur[i] = *p;
             continue;
         }
         cur[i].id = ++a->next_id;
         cur[i].state = 0;             /* new */
     }
-    /* the freed, in address order */
+    /* the freed, in address order: with the probes, their tp_finalize
+     * message says how they ended (it may come after this census).  A
+     * census that left some out (unreadable, or past its bound) tells
+     * nothing of the missing: they are kept as they were. */
+    bool partial = c->flags & (LS_PYT_READ_ERROR | LS_PYT_TRUNCATED);
+    size_t nkept = 0;
     for (size_t i = 0; i < a->nprev; i++) {
         const struct pyt_track *p = &a->prev[i], *q = find(cur, c->n, p->addr);
-        if (!q || q->id != p->id)
+        if (q && q->id == p->id)
+            continue;
+        if (partial && !p->finalized && !q) {
+            a->prev[nkept++] = *p;    /* below, after the census's own */
+            continue;
+        }
+        if (!a->probes || p->finalized || a->ngone >= PYT_GONE_MAX) {
             vanished(r, loop, ts, p);
+            continue;
+        }
+        if (a->ngone == a->capgone) {
+            size_t cap = a->capgone ? 2 * a->capgone : 64;
+            struct pyt_track *g = realloc(a->gone, cap * sizeof *g);
+            if (!g) {
+                vanished(r, loop, ts, p);
+                continue;
+            }
+            a->gone = g;
+            a->capgone = cap;
+        }
+        a->gone[a->ngone] = *p;
+        a->gone[a->ngone++].gone_ts = ts;
     }
     for (size_t i = 0; i < c->n; i++) {
         const struct ls_pytask *t = &c->t[i];
         struct pyt_track *k = &cur[i];
+        if (k->finalized)
+            continue;                 /* its end is told */
         bool fresh = !k->state, pre = fresh && !a->first_done;
         if (fresh) {
+            int64_t made = init_ts(a, t->addr, ts);
+            pre &= made == ts;
+            k->born = made;
             ls_sink_task(r, &(ls_task_rec){ .task = k->id, .loop = loop, .name = t->name,
-                                             .len = strlen(t->name), .created = ts,
-                                             .preexisting = !a->first_done });
-            event(r, loop, ts, k->id, EVL_PROBE_ID_task_create, !a->first_done, 0, 0);
+                                             .len = strlen(t->name), .created = made,
+                                             .preexisting = pre });
+            event(r, loop, made, k->id, EVL_PROBE_ID_task_create, pre, 0, 0);
             r->tasks_created++;
         }
         int64_t a0 = 0, a1 = 0;
@@ -201,6 +285,15 @@ static void diff(recorder *r, struct ls_asyncio *a)
         k->cancels = t->cancels;
         k->unretrieved = t->unretrieved;
     }
+    if (nkept) {
+        struct pyt_track *all = realloc(a->cur, (a->ncur + nkept) * sizeof *all);
+        if (all) {
+            memcpy(all + a->ncur, a->prev, nkept * sizeof *all);
+            a->cur = all;
+            a->ncur += nkept;
+            qsort(a->cur, a->ncur, sizeof *a->cur, track_by_addr);
+        }
+    }
     struct pyt_track *tmp = a->prev;
     a->prev = a->cur;
     a->nprev = a->ncur;
@@ -208,9 +301,31 @@ static void diff(recorder *r, struct ls_asyncio *a)
     a->first_done = true;
 }
 
+/* Freed tasks whose tp_finalize message did not come: the verdict from
+ * their last state, after PYT_GONE_TICKS censuses. */
+static void age_gone(recorder *r, struct ls_asyncio *a, int64_t now, bool all)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < a->ngone; i++) {
+        struct pyt_track *g = &a->gone[i];
+        if (!g->finalized && !all && now - g->gone_ts < PYT_GONE_TICKS * a->interval) {
+            a->gone[n++] = *g;
+            continue;
+        }
+        vanished(r, task_loop(r), g->gone_ts, g);
+    }
+    a->ngone = n;
+}
+
+static void attach_probes(recorder *r, struct ls_asyncio *a);
+
 static void census(recorder *r, struct ls_asyncio *a)
 {
+    age_gone(r, a, a->c.ts, false);
     int rc = ls_pytasks_census(a->pt, &a->c);
+    if (a->last_ts && a->c.ts - a->last_ts > a->max_gap)
+        a->max_gap = a->c.ts - a->last_ts;
+    a->last_ts = a->c.ts;
     a->censuses++;
     a->census_ns += (uint64_t)a->c.dur;
     a->truncated += !!(a->c.flags & LS_PYT_TRUNCATED);
@@ -218,6 +333,8 @@ static void census(recorder *r, struct ls_asyncio *a)
     if (rc < 0 || (a->c.flags & LS_PYT_NO_ASYNCIO))
         return;
     diff(r, a);
+    if (!a->probes_tried)
+        attach_probes(r, a);
     /* a census costs the recorder's CPU, not the target's: at most about
      * a tenth of it */
     if (a->c.dur * 9 > a->interval)
@@ -254,15 +371,157 @@ void ls_asyncio_tick(recorder *r, int64_t now)
 void ls_asyncio_end(recorder *r)
 {
     struct ls_asyncio *a = r->asyncio;
-    if (!a || r->target_gone)
+    if (!a)
         return;
-    census(r, a);
+    if (!r->target_gone)
+        census(r, a);
+    age_gone(r, a, 0, true);
 }
 
+/* ---- the probes: where a task is made and destroyed ---- */
+
+/* The file and file offset of address addr of the target (/proc/PID/maps). */
+static int where(pid_t pid, uint64_t addr, char *path, size_t cap, uint64_t *off)
+{
+    char fn[64], line[4352];
+    snprintf(fn, sizeof fn, "/proc/%d/maps", (int)pid);
+    FILE *f = fopen(fn, "re");
+    int rc = -1;
+    while (f && rc && fgets(line, sizeof line, f)) {
+        unsigned long long lo, hi, pg;
+        char perm[8];
+        int pos = 0;
+        if (sscanf(line, "%llx-%llx %7s %llx %*s %*s %n", &lo, &hi, perm, &pg, &pos) < 4 ||
+            addr < lo || addr >= hi || perm[2] != 'x' || !pos || line[pos] != '/')
+            continue;
+        line[strcspn(line, "\n")] = 0;
+        snprintf(path, cap, "/proc/%d/root%s", (int)pid, line + pos);
+        *off = addr - lo + pg;
+        rc = 0;
+    }
+    if (f)
+        fclose(f);
+    return rc;
+}
+
+/* Once a census saw the Task type: uprobes at its tp_init and
+ * tp_finalize.  Without them (an error is said once) the census alone. */
+static void attach_probes(recorder *r, struct ls_asyncio *a)
+{
+    uint64_t init, fin, ioff, foff;
+    char ipath[4200], fpath[4200];
+    ls_pytasks_type_slots(a->pt, &init, &fin);
+    if (!init || !fin)
+        return;
+    a->probes_tried = true;
+    struct record_bpf *s = r->skel;
+    if (!s || r->nlinks + 2 > LS_MAX_LINKS || !bpf_program__fd(s->progs.on_pytask_final) ||
+        where(r->pid, init, ipath, sizeof ipath, &ioff) ||
+        where(r->pid, fin, fpath, sizeof fpath, &foff))
+        goto fail;
+    struct ls_pyt_task_off o;
+    ls_pytasks_task_off(a->pt, &o);
+    s->bss->pyt_cfg = (struct ls_pyt_bpf_cfg){ 0, o.state, o.log_tb, o.log_tb_bit,
+                                               o.log_destroy_pending, o.log_destroy_bit,
+                                               o.exception, o.coro };
+    struct bpf_link *li = bpf_program__attach_uprobe(s->progs.on_pytask_init, false, r->pid,
+                                                     ipath, ioff);
+    struct bpf_link *lf = li ? bpf_program__attach_uprobe(s->progs.on_pytask_final, false,
+                                                          r->pid, fpath, foff) : NULL;
+    if (!lf) {
+        bpf_link__destroy(li);
+        goto fail;
+    }
+    r->links[r->nlinks++] = li;
+    r->links[r->nlinks++] = lf;
+    __atomic_store_n(&s->bss->pyt_cfg.on, 1, __ATOMIC_RELEASE);
+    a->probes = true;
+    if (!r->quiet)
+        fprintf(stderr, "asyncio tasks: a census every %d ms; task creation and destruction "
+                        "probed\n", r->census_ms);
+    return;
+fail:
+    if (!r->quiet)
+        fprintf(stderr, "asyncio tasks: no probe at the Task type's tp_init/tp_finalize; "
+                        "the census alone (tasks shorter than %d ms unseen)\n", r->census_ms);
+}
+
+/* A task made (remembered until a census sees it) or destroyed: how it
+ * ended, for a task the census knew (in the last census, or gone from
+ * it), or a row of its own for one that lived between two censuses. */
+void ls_asyncio_msg(recorder *r, uint64_t ts64, const struct ls_pytask_ev *e)
+{
+    struct ls_asyncio *a = r->asyncio;
+    int64_t ts = (int64_t)ts64;
+    if (!a || ts < r->attach_ns || ts64 > INT64_MAX)
+        return;
+    if (e->what == LS_PYT_EV_INIT) {
+        size_t i = init_slot(e->task);
+        a->inits[i].addr = e->task;
+        a->inits[i].ts = ts;
+        return;
+    }
+    if (e->what != LS_PYT_EV_FINAL || e->state > 2)
+        return;
+    a->finals++;
+    uint64_t loop = task_loop(r);
+    /* the task it was: made before this, not destroyed yet */
+    struct pyt_track *k = (struct pyt_track *)find(a->prev, a->nprev, e->task);
+    if (k && (k->coro != e->coro || k->finalized || k->born > ts))
+        k = NULL;
+    for (size_t i = 0; !k && i < a->ngone; i++)
+        if (a->gone[i].addr == e->task && a->gone[i].coro == e->coro &&
+            !a->gone[i].finalized && a->gone[i].born <= ts)
+            k = &a->gone[i];
+    int fin = e->state == 1 ? EVL_FINAL_CANCELLED
+              : e->state == 2 ? (e->bits & LS_PYT_BIT_EXCEPTION ? EVL_FINAL_FAILED
+                                                                : EVL_FINAL_FINISHED) : 0;
+    uint64_t id;
+    bool done;
+    if (k) {
+        id = k->id;
+        done = k->state >= LS_PYT_FINISHED;
+        k->finalized = true;
+    } else {
+        /* never in a census: made and destroyed between two */
+        struct ls_pystack ps = { .task = e->task, .task_name_len = e->name_len,
+                                 .flags = e->name_flags };
+        memcpy(ps.task_name, e->name, sizeof ps.task_name);
+        const char *name = e->name_len ? ls_py_task_name(r->py, &ps) : NULL;
+        int64_t made = init_ts(a, e->task, ts);
+        id = ++a->next_id;
+        a->short_lived++;
+        ls_sink_task(r, &(ls_task_rec){ .task = id, .loop = loop, .name = name ? name : "?",
+                                         .len = strlen(name ? name : "?"), .created = made,
+                                         .preexisting = made == ts });
+        event(r, loop, made, id, EVL_PROBE_ID_task_create, made == ts, 0, 0);
+        r->tasks_created++;
+        done = false;
+    }
+    if (!done && fin) {
+        event(r, loop, ts, id, EVL_PROBE_ID_task_finish, fin, 0, 0);
+        ls_sink_task_finish(r, id, loop, ts, fin, 0);
+        r->tasks_finished++;
+    }
+    int leak = !fin && (e->bits & LS_PYT_BIT_LOG_PENDING) ? EVL_LEAK_ABANDONED
+               : fin == EVL_FINAL_FAILED && (e->bits & LS_PYT_BIT_LOG_TB) ? EVL_LEAK_UNRETRIEVED
+               : 0;
+    if (leak) {
+        event(r, loop, ts, id, EVL_PROBE_ID_task_leak, leak, 0, 0);
+        ls_sink_task_leak(r, id, leak);
+    }
+}
+
+/* The id of the task at addr, for a blocking episode of it: a census now
+ * if the last one did not know it (an episode is rare: one per stall). */
 uint64_t ls_asyncio_task_id(recorder *r, uint64_t addr)
 {
     struct ls_asyncio *a = r->asyncio;
     const struct pyt_track *p = a ? find(a->prev, a->nprev, addr) : NULL;
+    if (!p && a && !r->target_gone && !r->offline) {
+        census(r, a);
+        p = find(a->prev, a->nprev, addr);
+    }
     return p ? p->id : 0;
 }
 
@@ -273,11 +532,13 @@ void ls_asyncio_meta(recorder *r)
         ls_sink_meta(r, LS_META_TASK_SOURCE, "none");
         return;
     }
-    ls_sink_meta(r, LS_META_TASK_SOURCE, "census every %d ms", r->census_ms);
+    ls_sink_meta(r, LS_META_TASK_SOURCE, "census every %d ms%s", r->census_ms,
+                 a->probes ? ", tp_init/tp_finalize probes" : "");
     ls_sink_meta(r, LS_META_CENSUSES, "%llu (mean %.3f ms; truncated %llu, read errors %llu)",
                  (unsigned long long)a->censuses,
                  a->censuses ? a->census_ns / 1e6 / (double)a->censuses : 0.0,
                  (unsigned long long)a->truncated, (unsigned long long)a->read_errors);
+    ls_sink_meta(r, LS_META_CENSUS_MAX_GAP_NS, "%lld", (long long)a->max_gap);
 }
 
 void ls_asyncio_free(recorder *r)
@@ -289,6 +550,7 @@ void ls_asyncio_free(recorder *r)
     ls_pyt_census_free(&a->c);
     free(a->prev);
     free(a->cur);
+    free(a->gone);
     free(a);
     r->asyncio = NULL;
 }

@@ -261,6 +261,11 @@ int ls_recorder_run(recorder *r, const char **why)
     struct pollfd pfd[2] = { { r->pidfd, POLLIN, 0 },
                              { ring_buffer__epoll_fd(r->rb), POLLIN, 0 } };
     *why = "target exited";
+    /* a census keeps time: starved as SCHED_IDLE it would stop seeing
+     * states for as long as the machine's CPUs are busy */
+    if (r->priority == LS_PRIO_IDLE && !r->priority_given && r->py && !r->no_tasks &&
+        r->census_ms > 0)
+        r->priority = LS_PRIO_BATCH;
     if (r->priority == LS_PRIO_IDLE)
         ls_prio_start(&r->prio, gettid(), r->skel->maps.events);   /* prio.c */
     else if (r->priority == LS_PRIO_BATCH)

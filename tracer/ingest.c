@@ -137,6 +137,11 @@ void ls_ingest_msg(recorder *r, const void *data, size_t size)
         ls_on_block(r, h);
         return;
     }
+    if (h->type == LS_MSG_PYTASK) {   /* not a loop's: decode_asyncio.c */
+        if (h->len >= sizeof(struct ls_pytask_ev))
+            ls_asyncio_msg(r, h->ts, (const struct ls_pytask_ev *)(const void *)(h + 1));
+        return;
+    }
     struct ls_loop_info *li = ls_loop_seen(r, h->loop, h->pid, h->tid, (int64_t)h->ts);
     if (!li) {
         r->rejected_msgs++;           /* more loop ids than any real program */

@@ -417,6 +417,10 @@ static int pyt_find(ls_pytasks *pt)
     }
     uint64_t cur = pyt_dict_get(pt, md, "_current_tasks");
     pt->current = cur && pyt_kind(pt, cur) == T_DICT ? cur : 0;
+    /* the C Task type (asyncio.tasks._CTask), before any task exists */
+    uint64_t ty = pyt_dict_get(pt, md, "_CTask");
+    if (ty && pyt_type(pt, ty)->kind == T_TASK && !pt->task_type)
+        pt->task_type = ty;
     return 0;
 }
 
@@ -520,8 +524,16 @@ static void pyt_name(ls_pytasks *pt, uint64_t name, char *out, size_t cap)
     int kind = pyt_kind(pt, name);
     if (kind == T_STR) {
         char *s = ls_py_str(pt->py, name);
-        if (s)
-            snprintf(out, cap, "%s", s);
+        if (s) {
+            size_t n = strlen(s);
+            if (n > cap - 1) {            /* cut at a character's start */
+                n = cap - 1;
+                while (n && ((unsigned char)s[n] & 0xc0) == 0x80)
+                    n--;
+            }
+            memcpy(out, s, n);
+            out[n] = 0;
+        }
         free(s);
     } else if (kind == T_INT) {
         /* 3.12+: an unnamed task's name is its counter until asked for */
@@ -574,9 +586,7 @@ static int pyt_reason_of(ls_pytasks *pt, struct ls_pytask *t, const uint64_t *se
         { "tasks.py", "_wait", EVL_SUSPEND_WAIT },
         { "tasks.py", "wait", EVL_SUSPEND_WAIT },
         { "tasks.py", "_wait_for_one", EVL_SUSPEND_WAIT },
-        { "streams.py", "_wait_for_data", EVL_SUSPEND_IO },
-        { "streams.py", "_drain_helper", EVL_SUSPEND_IO },
-        { "streams.py", "drain", EVL_SUSPEND_IO },
+        { "streams.py", NULL, EVL_SUSPEND_IO },        /* reads, drain, wait_closed */
         { "taskgroups.py", "__aexit__", EVL_SUSPEND_TASKGROUP },
         { "taskgroups.py", "_aexit", EVL_SUSPEND_TASKGROUP },
     };
@@ -591,7 +601,7 @@ static int pyt_reason_of(ls_pytasks *pt, struct ls_pytask *t, const uint64_t *se
         const char *dot = strrchr(func, '.');
         const char *fn = dot ? dot + 1 : func;
         for (size_t i = 0; i < sizeof rule / sizeof rule[0]; i++) {
-            if (strcmp(slash + 1, rule[i].file) || strcmp(fn, rule[i].func))
+            if (strcmp(slash + 1, rule[i].file) || (rule[i].func && strcmp(fn, rule[i].func)))
                 continue;
             int reason = rule[i].reason;
             const char *self = pyt_type(pt, pyt_ptr(pt, selfs[k] + 8))->name;
@@ -609,17 +619,27 @@ static int pyt_reason_of(ls_pytasks *pt, struct ls_pytask *t, const uint64_t *se
     return 0;
 }
 
+/* Locks held along a chain: which, and in which frame (its depth from
+ * the task's coroutine). */
+struct pyt_holds {
+    uint32_t n;
+    uint64_t lock[16];
+    uint32_t depth[16];
+};
+
 /* The locks a suspended frame holds: `async with lock` keeps the bound
  * lock.__aexit__ on the frame's value stack for the whole block (every
  * version), so a slot holding a method whose self is a Lock, Semaphore or
  * Condition is one held.  slots: n words at addr (3.10: the value stack;
- * 3.11+: localsplus, locals then stack). */
-static void pyt_held(ls_pytasks *pt, struct ls_pytask *t, uint64_t addr, int32_t n)
+ * 3.11+: localsplus, locals then stack).  A lock taken with a bare
+ * `await lock.acquire()` leaves nothing there: not seen. */
+static void pyt_held(ls_pytasks *pt, struct pyt_holds *h, uint32_t depth, uint64_t addr,
+                     int32_t n)
 {
     uint64_t slot[LS_PYT_SLOTS];
     uint8_t obj[LS_PYT_SLOTS][32];
     struct pyt_rd rd[LS_PYT_SLOTS];
-    if (n <= 0)
+    if (n <= 0 || h->n == 16)
         return;
     if (n > LS_PYT_SLOTS)
         n = LS_PYT_SLOTS;
@@ -628,32 +648,73 @@ static void pyt_held(ls_pytasks *pt, struct ls_pytask *t, uint64_t addr, int32_t
     for (int32_t i = 0; i < n; i++)
         rd[i] = (struct pyt_rd){ slot[i], obj[i], 32, false };
     pyt_readv(pt, rd, (size_t)n);
-    for (int32_t i = 0; i < n && t->nheld < 4; i++) {
+    for (int32_t i = 0; i < n && h->n < 16; i++) {
         if (!rd[i].ok || u64at(obj[i], 8) != pt->py->cfg.method_type)
             continue;
         uint64_t self = u64at(obj[i], 24);
         const char *ty = pyt_type(pt, pyt_ptr(pt, self + 8))->name;
         if (strcmp(ty, "Lock") && !strstr(ty, "Semaphore") && strcmp(ty, "Condition"))
             continue;
-        bool dup = false;
-        for (uint32_t k = 0; k < t->nheld; k++)
-            dup |= t->held[k] == self;
-        if (!dup)
-            t->held[t->nheld++] = self;
+        h->lock[h->n] = self;
+        h->depth[h->n++] = depth;
     }
 }
 
-/* The await chain from the task's coroutine: frames (outermost first) and
- * the awaitable at its end; then why it waits. */
-static void pyt_chain(ls_pytasks *pt, struct ls_pytask *t)
+/* One coroutine (or generator) of a chain: its frame into *f and self,
+ * what it awaits (0: nothing, it is not suspended in an await), the locks
+ * its frame holds; -1 when it is done or unreadable. */
+static int pyt_coro(ls_pytasks *pt, uint64_t obj, struct ls_py_frame *f, uint64_t *self,
+                    uint64_t *yf, struct pyt_holds *h, uint32_t depth)
 {
     const struct pyt_layout *l = &pt->l;
     const struct ls_py_cfg *c = &pt->py->cfg;
-    uint64_t selfs[LS_PYT_MAX_DEPTH], seen[LS_PYT_MAX_DEPTH];
-    uint64_t obj = t->coro, awaitable = 0;
-    int steps = 0;
+    uint8_t fb[120];
+    *yf = 0;
+    if (l->minor == 10) {
+        uint64_t fr = pyt_ptr(pt, obj + l->cr_frame);
+        if (!fr || pyt_read(pt, fb, sizeof fb, fr))
+            return -1;
+        int32_t lasti = (int32_t)u32at(fb, l->f_instr);
+        int8_t st = (int8_t)fb[l->f_state];
+        int32_t n = (int32_t)u32at(fb, l->f_stackdepth);
+        *f = (struct ls_py_frame){ u64at(fb, l->f_code), lasti < 0 ? -1 : lasti * 2, 0 };
+        *self = pyt_ptr(pt, fr + l->f_localsplus);
+        if (st == -1 && n > 0 && n < 4096) {
+            *yf = pyt_ptr(pt, u64at(fb, l->f_valuestack) + 8 * (uint64_t)(n - 1));
+            pyt_held(pt, h, depth, u64at(fb, l->f_valuestack), n - 1);
+        }
+        return 0;
+    }
+    int8_t st;
+    uint64_t fr = obj + l->cr_frame;
+    if (pyt_read(pt, &st, 1, obj + l->cr_state) || st > 0 || pyt_read(pt, fb, 80, fr))
+        return -1;                            /* completed, cleared or unreadable */
+    uint64_t code = u64at(fb, l->f_code), ip = u64at(fb, l->f_instr);
+    uint64_t base = code + c->code_adaptive;
+    int32_t top = (int32_t)u32at(fb, l->f_stacktop);
+    *f = (struct ls_py_frame){ code, ip >= base && ip - base < (1u << 24) ? (int32_t)(ip - base)
+                                                                          : -1, 0 };
+    *self = pyt_ptr(pt, fr + l->f_localsplus);
+    if (st >= l->susp_lo && st <= l->susp_hi && top > 0 && top < 4096) {
+        *yf = pyt_ptr(pt, fr + l->f_localsplus + 8 * (uint64_t)(top - 1));
+        pyt_held(pt, h, depth, fr + l->f_localsplus, top - 1);
+    }
+    return 0;
+}
+
+/* The await chain from the task's coroutine: its innermost
+ * LS_PYT_MAX_DEPTH frames (outermost first; chain_cut when there were
+ * more, or it came back to itself: LS_PYT_WALK coroutines at most), the
+ * awaitable at its end, the locks held; then why it waits. */
+static void pyt_chain(ls_pytasks *pt, struct ls_pytask *t)
+{
+    const struct pyt_layout *l = &pt->l;
+    uint64_t selfs[LS_PYT_MAX_DEPTH];
+    struct pyt_holds h = { 0 };
+    uint64_t obj = t->coro, awaitable = 0, first = 0;
+    uint32_t depth = 0;
     t->nframes = 0;
-    while (obj && steps++ < 2 * LS_PYT_MAX_DEPTH + 2) {
+    for (int steps = 0; obj && steps < 2 * LS_PYT_WALK; steps++) {
         struct pyt_type *ty = pyt_type(pt, pyt_ptr(pt, obj + 8));
         if (ty->kind == T_FUTITER) {
             obj = pyt_ptr(pt, obj + FUTITER_FUTURE);
@@ -664,77 +725,55 @@ static void pyt_chain(ls_pytasks *pt, struct ls_pytask *t)
             snprintf(t->awaits, sizeof t->awaits, "%s", ty->name);
             break;
         }
-        for (uint32_t i = 0; i < t->nframes; i++)
-            if (seen[i] == obj) {
-                t->chain_cut = true;          /* it awaits itself */
-                return;
-            }
-        if (t->nframes == LS_PYT_MAX_DEPTH) {
-            t->chain_cut = true;
+        if ((depth && obj == first) || depth == LS_PYT_WALK) {
+            t->chain_cut = true;              /* it awaits itself, or too deep */
             break;
         }
-        uint64_t yf = 0;
-        struct ls_py_frame *f = &t->frames[t->nframes];
-        uint8_t fb[120];
-        if (l->minor == 10) {
-            uint64_t fr = pyt_ptr(pt, obj + l->cr_frame);
-            if (!fr || pyt_read(pt, fb, sizeof fb, fr))
-                break;                        /* done, or unreadable */
-            int32_t lasti = (int32_t)u32at(fb, l->f_instr);
-            int8_t st = (int8_t)fb[l->f_state];
-            int32_t depth = (int32_t)u32at(fb, l->f_stackdepth);
-            *f = (struct ls_py_frame){ u64at(fb, l->f_code), lasti < 0 ? -1 : lasti * 2, 0 };
-            selfs[t->nframes] = pyt_ptr(pt, fr + l->f_localsplus);
-            if (st == -1 && depth > 0 && depth < 4096) {
-                yf = pyt_ptr(pt, u64at(fb, l->f_valuestack) + 8 * (uint64_t)(depth - 1));
-                pyt_held(pt, t, u64at(fb, l->f_valuestack), depth - 1);
-            }
-        } else {
-            int8_t st;
-            uint64_t fr = obj + l->cr_frame;
-            if (pyt_read(pt, &st, 1, obj + l->cr_state) || st > 0 ||
-                pyt_read(pt, fb, 80, fr))
-                break;                        /* completed, cleared or unreadable */
-            uint64_t code = u64at(fb, l->f_code), ip = u64at(fb, l->f_instr);
-            uint64_t base = code + c->code_adaptive;
-            int32_t stacktop = (int32_t)u32at(fb, l->f_stacktop);
-            *f = (struct ls_py_frame){ code, ip >= base && ip - base < (1u << 24)
-                                                 ? (int32_t)(ip - base) : -1, 0 };
-            selfs[t->nframes] = pyt_ptr(pt, fr + l->f_localsplus);
-            if (st >= l->susp_lo && st <= l->susp_hi && stacktop > 0 && stacktop < 4096) {
-                yf = pyt_ptr(pt, fr + l->f_localsplus + 8 * (uint64_t)(stacktop - 1));
-                pyt_held(pt, t, fr + l->f_localsplus, stacktop - 1);
-            }
+        if (!depth)
+            first = obj;
+        if (t->nframes == LS_PYT_MAX_DEPTH) { /* keep the innermost */
+            memmove(t->frames, t->frames + 1, (LS_PYT_MAX_DEPTH - 1) * sizeof t->frames[0]);
+            memmove(selfs, selfs + 1, (LS_PYT_MAX_DEPTH - 1) * sizeof selfs[0]);
+            t->nframes--;
+            t->chain_cut = true;
         }
-        seen[t->nframes++] = obj;
+        uint64_t yf;
+        if (pyt_coro(pt, obj, &t->frames[t->nframes], &selfs[t->nframes], &yf, &h, depth))
+            break;
+        t->nframes++;
+        depth++;
         obj = yf;
     }
-    if (t->state != LS_PYT_WAITING)
-        return;
-    if (!awaitable)
-        awaitable = t->waiter;
-    int kind = pyt_type(pt, pyt_ptr(pt, awaitable + 8))->kind;
-    t->object = awaitable;
-    if (kind == T_TASK) {
-        t->reason = EVL_SUSPEND_TASK;
-        return;
+    if (t->state == LS_PYT_WAITING) {
+        if (!awaitable)
+            awaitable = t->waiter;
+        int kind = pyt_type(pt, pyt_ptr(pt, awaitable + 8))->kind;
+        t->object = awaitable;
+        t->reason = kind == T_TASK ? EVL_SUSPEND_TASK
+                    : kind == T_GATHER ? EVL_SUSPEND_GATHER : pyt_reason_of(pt, t, selfs);
+        if (!t->reason) {
+            /* run_in_executor's future: wrap_future chains it with
+             * _call_check_cancel as its first callback */
+            uint64_t cb0 = kind == T_FUTURE ? pyt_ptr(pt, awaitable + l->t_callback0) : 0;
+            t->reason = cb0 && pyt_func_is(pt, cb0, "_call_check_cancel") ? EVL_SUSPEND_EXECUTOR
+                                                                           : EVL_SUSPEND_FUTURE;
+        }
+        /* `async with lock` puts lock.__aexit__ on the stack before it
+         * awaits the acquire: the innermost hold of the lock it waits for
+         * is that one (an outer one is held: a task waiting for itself) */
+        int inner = -1;
+        for (uint32_t k = 0; k < h.n; k++)
+            if (h.lock[k] == t->object && (inner < 0 || h.depth[k] >= h.depth[inner]))
+                inner = (int)k;
+        if (inner >= 0)
+            h.lock[inner] = 0;
     }
-    if (kind == T_GATHER) {
-        t->reason = EVL_SUSPEND_GATHER;
-        return;
-    }
-    t->reason = pyt_reason_of(pt, t, selfs);
-    /* `async with lock` puts lock.__aexit__ on the stack before it awaits
-     * the acquire: the lock it waits for is not one it holds */
-    for (uint32_t k = 0; k < t->nheld; k++)
-        if (t->held[k] == t->object)
-            t->held[k--] = t->held[--t->nheld];
-    if (!t->reason) {
-        /* run_in_executor's future: wrap_future chains it with
-         * _call_check_cancel as its first callback */
-        uint64_t cb0 = (kind == T_FUTURE) ? pyt_ptr(pt, awaitable + l->t_callback0) : 0;
-        t->reason = cb0 && pyt_func_is(pt, cb0, "_call_check_cancel") ? EVL_SUSPEND_EXECUTOR
-                                                                       : EVL_SUSPEND_FUTURE;
+    for (uint32_t k = 0; k < h.n && t->nheld < 4; k++) {
+        bool dup = !h.lock[k];
+        for (uint32_t j = 0; j < t->nheld; j++)
+            dup |= t->held[j] == h.lock[k];
+        if (!dup)
+            t->held[t->nheld++] = h.lock[k];
     }
 }
 
@@ -771,8 +810,31 @@ static bool pyt_task(ls_pytasks *pt, struct ls_pytask *t, uint64_t addr, const u
     if (t->cancels < 0)
         t->cancels = 0;
     pyt_name(pt, u64at(b, l->t_name), t->name, sizeof t->name);
-    if (t->state <= LS_PYT_WAITING)
+    if (t->state != LS_PYT_WAITING) {
+        if (t->state <= LS_PYT_WAITING)
+            pyt_chain(pt, t);
+        return true;
+    }
+    /* the task runs on while its chain is read: if it parked elsewhere
+     * meanwhile (another waiter), read the chain again, once */
+    for (int again = 0; again < 2; again++) {
+        t->nheld = 0;
+        t->chain_cut = false;
         pyt_chain(pt, t);
+        uint64_t w = pyt_ptr(pt, addr + l->t_waiter);
+        if (w == t->waiter)
+            break;
+        t->waiter = w;
+        t->reason = 0;
+        t->object = 0;
+        t->awaits[0] = 0;
+        if (!w) {
+            t->state = LS_PYT_READY;
+            t->nframes = 0;
+            pyt_chain(pt, t);
+            break;
+        }
+    }
     return true;
 }
 
@@ -792,7 +854,9 @@ int ls_pytasks_census(ls_pytasks *pt, struct ls_pyt_census *c)
     }
     /* the sets: found again if they are not sets any more, and while
      * asyncio is not imported, at most every 16th census */
-    if ((!pt->all || pyt_kind(pt, pt->all) != T_SET) && (pt->misses++ % 16 == 0))
+    if (pt->all && pyt_kind(pt, pt->all) != T_SET)
+        pt->all = 0;
+    if (!pt->all && pt->misses++ % 16 == 0)
         pyt_find(pt);
     if (!pt->all) {
         c->flags |= pt->gone ? LS_PYT_GONE : LS_PYT_NO_ASYNCIO;
@@ -801,11 +865,12 @@ int ls_pytasks_census(ls_pytasks *pt, struct ls_pyt_census *c)
     pt->misses = 0;
     pt->nobjs = 0;
     uint32_t fl = 0;
-    /* weakrefs of the task set -> their objects */
-    if (pyt_set_keys(pt, pt->all, LS_PYT_MAX_TASKS, &fl) < 0) {
-        pt->all = 0;
+    /* weakrefs of the task set -> their objects (a table being resized
+     * as it is read: once more) */
+    if (pyt_set_keys(pt, pt->all, LS_PYT_MAX_TASKS, &fl) < 0 &&
+        (pt->nobjs = 0, pyt_set_keys(pt, pt->all, LS_PYT_MAX_TASKS, &fl) < 0)) {
         c->flags |= pt->gone ? LS_PYT_GONE : LS_PYT_READ_ERROR;
-        return pt->gone ? -1 : 0;
+        return -1;
     }
     size_t nref = pt->nobjs;
     struct pyt_rd *rd = calloc(nref ? nref : 1, sizeof *rd);
@@ -923,7 +988,7 @@ void ls_pytasks_task_off(ls_pytasks *pt, struct ls_pyt_task_off *o)
     const struct pyt_layout *l = &pt->l;
     *o = (struct ls_pyt_task_off){ l->t_state, l->t_log_tb, l->t_log_tb_bit, l->t_must_cancel,
                                     l->t_must_cancel_bit, l->t_ncancels, l->t_log_destroy,
-                                    l->t_log_destroy_bit };
+                                    l->t_log_destroy_bit, l->t_exception, l->t_coro };
 }
 
 const char *ls_pyt_state_name(int state)

@@ -25,7 +25,8 @@
 #include <stdint.h>
 
 #define LS_PYT_MAX_TASKS 65536     /* tasks of one census */
-#define LS_PYT_MAX_DEPTH 64        /* frames of one await chain */
+#define LS_PYT_MAX_DEPTH 64        /* frames of one await chain kept (the innermost) */
+#define LS_PYT_WALK 1024           /* coroutines of one await chain followed */
 #define LS_PYT_NAME 256            /* bytes of a task's name kept (UTF-8) */
 #define LS_PYT_SLOTS 64            /* value-stack slots of a frame looked at for held locks */
 
@@ -55,8 +56,8 @@ struct ls_pytask {
     int32_t cancels;            /* cancel requests (3.11+: num_cancels_requested;
                                  * 3.10: must_cancel) */
     bool unretrieved;           /* failed, and its exception was not retrieved yet */
-    bool chain_cut;             /* the await chain went on past LS_PYT_MAX_DEPTH,
-                                 * or looped, or could not be read */
+    bool chain_cut;             /* outer frames dropped (past LS_PYT_MAX_DEPTH), or the
+                                 * chain looped or went past LS_PYT_WALK */
     uint32_t nheld;             /* locks it holds in an `async with` of its chain */
     uint64_t held[4];           /* the Lock, Semaphore or Condition objects */
     char name[LS_PYT_NAME];     /* valid UTF-8 ("Task-N" for a lazy counter) */
@@ -87,8 +88,10 @@ typedef struct ls_pytasks ls_pytasks;
 ls_pytasks *ls_pytasks_new(ls_py *py, const char **why);
 
 /* Reads every task into c (reusing its array).  0, or -1 when the process
- * is gone or its interpreter cannot be read (c->flags says which); a task
- * that cannot be read is left out (LS_PYT_READ_ERROR). */
+ * is gone or the task set cannot be read now (c->flags says which: GONE,
+ * READ_ERROR).  With 0, a task that could not be read is left out
+ * (READ_ERROR) and so are those past LS_PYT_MAX_TASKS (TRUNCATED): then
+ * a task missing from c may still live. */
 int ls_pytasks_census(ls_pytasks *pt, struct ls_pyt_census *c);
 
 /* The Task type's tp_init and tp_finalize, once a census has seen a task
@@ -99,7 +102,7 @@ void ls_pytasks_type_slots(ls_pytasks *pt, uint64_t *tp_init, uint64_t *tp_final
  * destroyed (LS_PY_NONE when absent). */
 struct ls_pyt_task_off {
     uint32_t state, log_tb, log_tb_bit, must_cancel, must_cancel_bit, num_cancels,
-        log_destroy_pending, log_destroy_bit;
+        log_destroy_pending, log_destroy_bit, exception, coro;
 };
 void ls_pytasks_task_off(ls_pytasks *pt, struct ls_pyt_task_off *o);
 

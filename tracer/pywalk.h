@@ -216,25 +216,12 @@ static LS_PYW_INLINE int ls_pyw_is_handle_run(LS_PYW_CTX ctx, ls_pyw_cfg *c,
     return 1;
 }
 
-/* Handle._run's self (the Handle) -> _callback -> the Task -> its name. */
-static LS_PYW_INLINE void ls_pyw_task(LS_PYW_CTX ctx, ls_pyw_cfg *c, struct ls_pyw_scratch *sc,
-                                      __u64 frame, struct ls_pystack *out)
+/* The name of the Task at task into out (task, task_name*, flags), if its
+ * type is big enough to hold one and it is a str or an int. */
+static LS_PYW_INLINE void ls_pyw_task_name(LS_PYW_CTX ctx, ls_pyw_cfg *c,
+                                           struct ls_pyw_scratch *sc, __u64 task,
+                                           struct ls_pystack *out)
 {
-    __u64 self = ls_pyw_ptr(ctx, frame + c->frame_localsplus);
-    __u64 cb = self ? ls_pyw_ptr(ctx, self + c->handle_callback) : 0;
-    if (!cb)
-        return;
-    __u64 t = ls_pyw_ptr(ctx, cb + 8);
-    __u64 task;
-    /* task_wakeup is a bound C method (m_self); the first step and the
-     * following ones a TaskStepMethWrapper (sw_task); a pure-Python task's
-     * step a bound method (im_self, at the same offset as m_self). */
-    if (t && (t == c->cfunction_type || t == c->cmethod_type || t == c->method_type))
-        task = ls_pyw_ptr(ctx, cb + c->cfunc_self);
-    else
-        task = ls_pyw_ptr(ctx, cb + c->callback_task);
-    if (!task)
-        return;
     /* the task's type must be big enough to hold task_name */
     __u64 tt = ls_pyw_ptr(ctx, task + 8);
     __s64 bs = tt ? (__s64)ls_pyw_ptr(ctx, tt + c->type_basicsize) : 0;
@@ -312,6 +299,27 @@ static LS_PYW_INLINE void ls_pyw_task(LS_PYW_CTX ctx, ls_pyw_cfg *c, struct ls_p
         out->flags |= LS_PYS_NAME_COUNTER;
         out->task = task;
     }
+}
+
+/* Handle._run's self (the Handle) -> _callback -> the Task -> its name. */
+static LS_PYW_INLINE void ls_pyw_task(LS_PYW_CTX ctx, ls_pyw_cfg *c, struct ls_pyw_scratch *sc,
+                                      __u64 frame, struct ls_pystack *out)
+{
+    __u64 self = ls_pyw_ptr(ctx, frame + c->frame_localsplus);
+    __u64 cb = self ? ls_pyw_ptr(ctx, self + c->handle_callback) : 0;
+    if (!cb)
+        return;
+    __u64 t = ls_pyw_ptr(ctx, cb + 8);
+    __u64 task;
+    /* task_wakeup is a bound C method (m_self); the first step and the
+     * following ones a TaskStepMethWrapper (sw_task); a pure-Python task's
+     * step a bound method (im_self, at the same offset as m_self). */
+    if (t && (t == c->cfunction_type || t == c->cmethod_type || t == c->method_type))
+        task = ls_pyw_ptr(ctx, cb + c->cfunc_self);
+    else
+        task = ls_pyw_ptr(ctx, cb + c->callback_task);
+    if (task)
+        ls_pyw_task_name(ctx, c, sc, task, out);
 }
 
 /* One frame: sc->frame; out->nframes so far. */

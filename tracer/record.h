@@ -22,6 +22,37 @@ enum ls_msg_type {
     LS_MSG_WINDOW = 6,      /* generic mode: payload struct ls_window (loop = tid) */
     LS_MSG_BATCH_REF = 7,   /* payload: struct ls_batch_ref; the records stay in
                              * the target until the recorder reads them */
+    LS_MSG_PYTASK = 8,      /* generic mode, CPython: payload struct ls_pytask_ev
+                             * (loop 0: not a loop's message) */
+};
+
+/* An asyncio Task of a CPython target made (its type's tp_init ran) or
+ * being destroyed (tp_finalize: the last moment it can be read), from the
+ * uprobes decode_asyncio.c attaches once a census has seen the Task type.
+ * FINAL reads what the task was: the census may never have seen it. */
+enum { LS_PYT_EV_INIT = 1, LS_PYT_EV_FINAL = 2 };
+enum {
+    LS_PYT_BIT_LOG_TB = 1,          /* an exception nobody retrieved */
+    LS_PYT_BIT_LOG_PENDING = 2,     /* asyncio will log "destroyed but it is pending" */
+    LS_PYT_BIT_EXCEPTION = 4,       /* it holds an exception */
+};
+struct ls_pytask_ev {
+    __u64 task, coro;
+    __u32 what;             /* LS_PYT_EV_* */
+    __u32 state;            /* FINAL: fut_state (0 pending, 1 cancelled, 2 finished) */
+    __u32 bits;             /* FINAL: LS_PYT_BIT_* */
+    __u32 name_len;         /* FINAL: bytes in name, flags as ls_pystack's */
+    __u32 name_flags;
+    __u32 pad;
+    char name[LS_PY_TASK_NAME];
+};
+_Static_assert(sizeof(struct ls_pytask_ev) == 88, "ls_pytask_ev layout");
+
+/* Where a Task keeps what LS_PYT_EV_FINAL reads (pystack_tasks.c's
+ * layout; bit LS_PY_NONE: a whole int, else a bit of a bitfield word). */
+struct ls_pyt_bpf_cfg {
+    __u32 on;               /* 0: the programs return at once */
+    __u32 state, log_tb, log_tb_bit, log_pending, log_pending_bit, exception, coro;
 };
 
 /* A batch of a loop whose batch probe has a seq (evl-probes.h): where it

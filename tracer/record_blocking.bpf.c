@@ -248,3 +248,92 @@ int on_cpu_sample(struct bpf_perf_event_data *ctx)
         block_send(m);
     return 0;
 }
+
+/* ---- asyncio tasks made and destroyed (generic mode, CPython) ----
+ * Uprobes at the Task type's tp_init and tp_finalize, attached by
+ * decode_asyncio.c once a census has seen the type (pystack_tasks.c):
+ * one hit when a task is made, one when it is destroyed.  FINAL reads
+ * the task's last state and its name: a task that lived between two
+ * censuses is known only from these. */
+struct ls_pyt_bpf_cfg pyt_cfg = {};
+
+struct {
+    __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+    __uint(max_entries, 1);
+    __type(key, __u32);
+    __type(value, struct ls_pystack);
+} pyt_name_scratch SEC(".maps");
+
+static __always_inline __u32 pyt_word(__u64 task, __u32 off)
+{
+    __u32 v = 0;
+    if (off < 4096)
+        bpf_probe_read_user(&v, sizeof(v), (const void *)(task + off));
+    return v;
+}
+
+static __always_inline __u32 pyt_flag(__u64 task, __u32 off, __u32 bit)
+{
+    __u32 v = pyt_word(task, off);
+    return bit == LS_PY_NONE ? v != 0 : (v >> (bit & 31)) & 1;
+}
+
+static __always_inline int pyt_emit(__u64 task, __u32 what)
+{
+    if (!pyt_cfg.on || !task || !from_target())
+        return 0;
+    struct {
+        struct ls_msg_hdr h;
+        struct ls_pytask_ev e;
+    } *m = bpf_ringbuf_reserve(&events, sizeof(*m), 0);
+    if (!m) {
+        stat_add(LS_STAT_DROPPED_MSGS, 1);
+        return 0;
+    }
+    fill_hdr(&m->h, LS_MSG_PYTASK, 0, 0);
+    m->h.len = sizeof(m->e);
+    __builtin_memset(&m->e, 0, sizeof(m->e));
+    m->e.task = task;
+    m->e.what = what;
+    if (what == LS_PYT_EV_FINAL) {
+        __u64 coro = 0, exc = 0;
+        if (pyt_cfg.coro < 4096)
+            bpf_probe_read_user(&coro, sizeof(coro), (const void *)(task + pyt_cfg.coro));
+        if (pyt_cfg.exception < 4096)
+            bpf_probe_read_user(&exc, sizeof(exc), (const void *)(task + pyt_cfg.exception));
+        m->e.coro = coro;
+        m->e.state = pyt_word(task, pyt_cfg.state);
+        m->e.bits = (pyt_flag(task, pyt_cfg.log_tb, pyt_cfg.log_tb_bit) ? LS_PYT_BIT_LOG_TB : 0) |
+                    (pyt_flag(task, pyt_cfg.log_pending, pyt_cfg.log_pending_bit)
+                         ? LS_PYT_BIT_LOG_PENDING : 0) |
+                    (exc ? LS_PYT_BIT_EXCEPTION : 0);
+        __u32 zero = 0;
+        struct ls_pystack *out = bpf_map_lookup_elem(&pyt_name_scratch, &zero);
+        struct ls_pyw_scratch *sc = ls_py_scratch_get();
+        if (out && sc && py_cfg.runtime) {
+            out->task = 0;
+            out->task_name_len = 0;
+            out->flags = 0;
+            ls_pyw_task_name((void *)0, &py_cfg, sc, task, out);
+            if (out->task == task && out->task_name_len <= LS_PY_TASK_NAME) {
+                __builtin_memcpy(m->e.name, out->task_name, LS_PY_TASK_NAME);
+                m->e.name_len = out->task_name_len;
+                m->e.name_flags = out->flags;
+            }
+        }
+    }
+    bpf_ringbuf_submit(m, 0);
+    return 0;
+}
+
+SEC("uprobe")
+int BPF_KPROBE(on_pytask_init, void *self)
+{
+    return pyt_emit((__u64)self, LS_PYT_EV_INIT);
+}
+
+SEC("uprobe")
+int BPF_KPROBE(on_pytask_final, void *self)
+{
+    return pyt_emit((__u64)self, LS_PYT_EV_FINAL);
+}

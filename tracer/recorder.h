@@ -115,6 +115,7 @@ typedef struct recorder {
     ls_py *py;                /* generic mode, a CPython target: its stacks */
     struct ls_asyncio *asyncio; /* and its task census (decode_asyncio.c) */
     int census_ms;            /* --census-ms */
+    bool priority_given;      /* --priority was given */
     bool no_tasks;            /* --no-tasks: no census (blocking episodes only) */
     bool asyncio_refused;     /* the census cannot read this CPython: said once */
     int pidfd;
@@ -290,6 +291,7 @@ void ls_store_syscalls(recorder *r);
 /* decode_asyncio.c: the asyncio task lifecycle of a CPython target, from
  * a census of its tasks every census_ms (decode_generic.c calls these) */
 void ls_asyncio_tick(recorder *r, int64_t now);
+void ls_asyncio_msg(recorder *r, uint64_t ts, const struct ls_pytask_ev *e);
 void ls_asyncio_end(recorder *r);
 uint64_t ls_asyncio_task_id(recorder *r, uint64_t addr);
 void ls_asyncio_meta(recorder *r);

@@ -148,7 +148,7 @@ EXPECT = {
     "main": ("waiting", "future", "main", "AT-MAIN"),
     "ac-1": ("waiting", "task", "await_box", "AT-CYCLE"),
     "ac-2": ("waiting", "task", "await_box", "AT-CYCLE"),
-    "deep": ("waiting", None, "deep", "AT-DEEP"),     # its innermost frames are cut
+    "deep": ("waiting", "event", "deep", "AT-DEEP-END"),   # its outer frames are cut
     "failer": ("failed", None, None, None),
     EVIL: ("waiting", "event", None, None),           # awaits ev.wait() itself: no app frame
 }
@@ -186,7 +186,7 @@ def check_table(out, pid, version, lines, js):
                   f"expected {reason}")
         if func:
             eq(row["at"], f"{func} {TARGET}:{lines[mark]}", f"{n}: AT")
-        elif n != "deep":
+        else:
             eq(row["at"], "-", f"{n}: AT")
     # what they wait on, by name or address
     eq(table["awaiter"]["waits"], "task awaited", "awaiter: WAITS ON")
@@ -276,9 +276,9 @@ def check_tree(out, version, lines, js):
         # the async stack, innermost first, the target's frames at their lines
         want = [f"{f['function']}  {f['file']}:{f['line']}" for f in reversed(byname[n]["stack"])]
         if n == "deep":
-            eq(stack[0], "... (await chain cut)", "--tree deep: cut mark first")
-            eq(stack[1:], [want[0], f"[the same frame {len(want) - 1} more times]"],
-               "--tree deep: the recursion once")
+            eq(stack[-1], "... (await chain cut)", "--tree deep: cut mark last")
+            eq(stack[:-1], [want[0], want[1], want[2], f"[the same frame {len(want) - 3} more times]"],
+               "--tree deep: Event.wait, the innermost deep(), the recursion once")
             continue
         eq(stack, want, f"--tree {n}: stack")
         if func:
@@ -337,8 +337,13 @@ def check_json(js, pid, version, lines):
     eq(t["failer"]["stack"], [], "json failer: no stack (done)")
     eq(t["deep"]["chain_cut"], True, "json deep: chain cut")
     eq(len(t["deep"]["stack"]), 64, "json deep: frames kept")
+    ds = t["deep"]["stack"]
     check(all(f == {"function": "deep", "file": TARGET, "line": lines["AT-DEEP"]}
-              for f in t["deep"]["stack"]), "json deep: every frame deep() at AT-DEEP")
+              for f in ds[:-2]), "json deep: the outer frames deep() at AT-DEEP")
+    eq(ds[-2], {"function": "deep", "file": TARGET, "line": lines["AT-DEEP-END"]},
+       "json deep: the innermost deep() at AT-DEEP-END")
+    check(ds[-1]["function"].endswith("wait") and ds[-1]["file"].endswith("/asyncio/locks.py"),
+          f"json deep: Event.wait innermost: {ds[-1]}")
     eq([f["function"] for f in t["main"]["stack"]], ["run", "main"], "json main: run, main")
     eq(t["main"]["stack"][0]["line"], lines["AT-RUN"], "json main: run's line")
     eq(t["ev-wait"]["object"], t[EVIL]["object"], "json: the two event waiters' event")

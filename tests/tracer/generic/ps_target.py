@@ -94,7 +94,7 @@ async def deep(n, ev):
     if n:
         await deep(n - 1, ev)  # AT-DEEP
     else:
-        await ev.wait()
+        await ev.wait()  # AT-DEEP-END
 
 
 async def failer():

@@ -1,0 +1,192 @@
+#!/usr/bin/env python3
+"""test_asyncio.py -- the asyncio task lifecycle of an unmodified CPython
+process (tracer/decode_asyncio.c, tracer/pystack_tasks.c), recorded and
+compared with the ground truth the target logs itself (needs root).
+
+    test_asyncio.py CASE --loopscope BIN --python PY [--uvloop]
+
+The target is tests/tracer/generic/asyncio_truth.py: named tasks in every
+pattern asyncio has (queue, lock deadlock, a leaked task, gather, a
+cancelled sleeper, a failed job nobody asks about, event / condition /
+semaphore, awaiting a task, the executor, streams, a plain future), each
+logging its creation, what it is about to wait on and its end with
+time.monotonic_ns(), the trace's clock.  It makes no task before the
+recorder says its probes are attached (SIGUSR2), so creation times are
+the probe's.
+
+Cases:
+  lifecycle   every task that lived 50 ms or more, or is still pending at
+              the end, has a row with its name and final state; created
+              and ended within TOL of the truth; each wait the truth logs
+              shows in the trace as a suspend with asyncio's reason; the
+              leaked task and the unretrieved error have their verdicts;
+              the lock deadlock's suspends name each other's holder.
+  no_tasks    --no-tasks: no census, no task rows but the episodes' (the
+              blocking-only mode, as before the census).
+"""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from lstest import Fail, check, eq, query, meta, integrity, wait_for, tmpdir, parse_args, run_case
+
+A = None
+CASES = {}
+HERE = os.path.dirname(os.path.abspath(__file__))
+TARGET = os.path.join(HERE, "generic", "asyncio_truth.py")
+MS = 1_000_000
+# Creation: the tp_init probe's time, against the factory's time.monotonic_ns()
+# a few microseconds later.  End: the census sees a done task at its next
+# census (every 10 ms, later when the recorder waits for the CPU: then
+# within the widest gap between censuses, which the trace's meta says),
+# or the tp_finalize probe when it is freed; the truth's done callback
+# runs on the next loop iteration after the end.
+TOL = 20 * MS
+
+SUSPEND = {"sleep": 1, "stream_read": 2, "stream_drain": 2, "future": 3, "task": 4,
+           "executor": 6, "gather": 7, "lock": 8, "event": 9, "condition": 10,
+           "semaphore": 11, "queue_get": 12, "queue_put": 13}
+FINAL = {"finished": 4, "failed": 5, "cancelled": 6}
+LEAK_ABANDONED, LEAK_UNRETRIEVED = 2, 3
+K_CREATE, K_SUSPEND, K_FINISH, K_LEAK = 3, 5, 7, 9
+
+
+def case(fn):
+    CASES[fn.__name__] = fn
+    return fn
+
+
+def note(msg):
+    print(f"  note: {msg}")
+
+
+def record(*rec_args):
+    """Run the target under the recorder: the trace, the truth (a list of
+    dicts) and the recorder's stderr."""
+    d = tmpdir()
+    truth_path, db = os.path.join(d, "truth.json"), os.path.join(d, "trace.db")
+    cmd = [A.python, TARGET, "--truth", truth_path, "--hold", "2", "--wait-go"]
+    if A.uvloop:
+        cmd.append("--uvloop")
+    t = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        eq(t.stdout.readline().strip(), "waiting", "target's first line")
+        r = subprocess.Popen([A.loopscope, "record", "-p", str(t.pid), "-o", db, *rec_args],
+                             stderr=subprocess.PIPE, text=True)
+        first = r.stderr.readline()
+        check(first.startswith(f"recording pid {t.pid} "), f"record's first line: {first!r}")
+        if "--no-tasks" not in rec_args:
+            line = r.stderr.readline()
+            check(line.startswith("asyncio tasks: a census every") and "probed" in line,
+                  f"record's second line: {line!r}")
+        t.send_signal(signal.SIGUSR2)
+        eq(t.stdout.readline().strip(), "ready", "target's ready line")
+        _, terr = t.communicate(timeout=60)
+        eq(t.returncode, 0, f"target exit status ({terr.strip()[-400:]})")
+        _, err = r.communicate(timeout=60)
+        eq(r.returncode, 0, f"record exit status ({err.strip()[-400:]})")
+    finally:
+        for p in (t,):
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    integrity(db)
+    with open(truth_path) as f:
+        truth = [json.loads(l) for l in f if l.strip()]
+    return db, truth, terr
+
+
+def truth_tasks(truth):
+    """name -> {created, ended, state, waits}, for the named tasks (not
+    asyncio's own "Task-N" / "None", which live a millisecond)."""
+    out = {}
+    for e in truth:
+        n = e.get("task")
+        if not n or n.startswith("Task-") or n == "None":
+            continue
+        if e["ev"] == "create":
+            out[n] = {"created": e["t"], "ended": None, "state": None, "waits": []}
+        elif e["ev"] == "done" and n in out:
+            out[n]["ended"], out[n]["state"] = e["t"], e["state"]
+        elif e["ev"] == "wait" and n in out:
+            out[n]["waits"].append((e["t"], e["on"]))
+    return out
+
+
+@case
+def lifecycle():
+    db, truth, terr = record()
+    m = meta(db)
+    check(m.get("task_source", "").startswith("census every 10 ms"), f"task_source {m.get('task_source')!r}")
+    check("probes" in m.get("task_source", ""), "the tp_init/tp_finalize probes were attached")
+    # a done task is seen at the next census: within one census gap, and
+    # the recorder's share of the CPU sets the widest gap (meta)
+    gap = int(m["census_max_gap_ns"])
+    tol_end = max(TOL, gap + 5 * MS)
+    rows = {}
+    for tid, name, created, ended, final, leak in query(
+            db, "SELECT id, name, created_ns, ended_ns, final_state, leak FROM tasks"):
+        rows.setdefault(name, []).append(dict(id=tid, created=created, ended=ended, final=final,
+                                              leak=leak))
+    tt = truth_tasks(truth)
+    worst_c = worst_e = 0
+    for name, t in sorted(tt.items()):
+        lived = (t["ended"] or 1 << 62) - t["created"]
+        if name == "main" or lived < 50 * MS:
+            continue
+        check(name in rows, f"task {name!r} has no row (rows: {sorted(rows)})")
+        eq(len(rows[name]), 1, f"rows named {name!r}")
+        r = rows[name][0]
+        dc = abs(r["created"] - t["created"])
+        check(dc <= TOL, f"{name}: created {dc / MS:.1f} ms from the truth")
+        worst_c = max(worst_c, dc)
+        if t["state"]:
+            eq(r["final"], FINAL[t["state"]], f"{name}'s final state")
+            de = abs(r["ended"] - t["ended"])
+            check(de <= tol_end, f"{name}: ended {de / MS:.1f} ms from the truth "
+                                 f"(widest census gap {gap / MS:.1f} ms)")
+            worst_e = max(worst_e, de)
+        else:
+            eq(r["final"], None, f"{name}'s final state (pending at the end)")
+        # every wait of 50 ms or more shows as a suspend with its reason
+        susp = query(db, "SELECT ts_ns, reason, arg0, arg1 FROM events WHERE task_id = ? AND kind = ?"
+                         " ORDER BY ts_ns", r["id"], K_SUSPEND)
+        for i, (wt, on) in enumerate(t["waits"]):
+            nxt = t["waits"][i + 1][0] if i + 1 < len(t["waits"]) else (t["ended"] or 1 << 62)
+            if nxt - wt < max(50 * MS, tol_end):
+                continue              # no census may have fallen in it
+            got = [s for s in susp if wt <= s[0] <= wt + tol_end]
+            check(any(s[1] == SUSPEND[on] for s in got),
+                  f"{name}: its wait on {on} at +{(wt - t['created']) / MS:.1f} ms is not a "
+                  f"suspend {SUSPEND[on]} in the trace (suspends: {[(round((s[0] - t['created']) / MS, 1), s[1]) for s in susp]})")
+    # verdicts
+    eq(rows["leaky"][0]["leak"], LEAK_ABANDONED, "leaky's leak verdict")
+    eq(rows["failer"][0]["leak"], LEAK_UNRETRIEVED, "failer's leak verdict")
+    check("Task was destroyed but it is pending!" in terr, "the target logged leaky's end")
+    # the deadlock: each waits for the lock the other holds
+    a, b = rows["dl-a"][0]["id"], rows["dl-b"][0]["id"]
+    for x, y in ((a, b), (b, a)):
+        last = query(db, "SELECT reason, arg1 FROM events WHERE task_id = ? AND kind = ? "
+                         "ORDER BY ts_ns DESC LIMIT 1", x, K_SUSPEND)
+        eq(last, [(SUSPEND["lock"], y)], f"task {x}'s last suspend (lock, held by {y})")
+    note(f"{len(tt)} named tasks; worst creation error {worst_c / 1e3:.0f} us, "
+         f"worst end error {worst_e / 1e3:.0f} us; censuses {m.get('censuses')}, "
+         f"widest gap {gap / MS:.1f} ms")
+
+
+@case
+def no_tasks():
+    db, truth, _ = record("--no-tasks")
+    m = meta(db)
+    eq(m.get("task_source"), "none", "task_source with --no-tasks")
+    eq(query(db, "SELECT count(*) FROM events WHERE kind = ?", K_CREATE), [(0,)],
+       "task_create events with --no-tasks")
+
+
+if __name__ == "__main__":
+    A = parse_args(CASES, ["loopscope", "python"],
+                   extra=[("--uvloop", dict(action="store_true"))])
+    sys.exit(run_case(CASES, A))
