@@ -335,6 +335,10 @@ static void census(recorder *r, struct ls_asyncio *a)
     diff(r, a);
     if (!a->probes_tried)
         attach_probes(r, a);
+    /* the running task for stacks without Handle._run (uvloop) */
+    uint64_t cur = ls_pytasks_current_dict(a->pt);
+    if (r->skel && r->skel->bss->py_cfg.current_tasks != cur)
+        __atomic_store_n(&r->skel->bss->py_cfg.current_tasks, cur, __ATOMIC_RELEASE);
     /* a census costs the recorder's CPU, not the target's: at most about
      * a tenth of it */
     if (a->c.dur * 9 > a->interval)

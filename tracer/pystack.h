@@ -76,6 +76,13 @@ struct ls_py_cfg {
     __u32 long_kind;            /* LS_PY_LONG_* */
     __u32 long_digit;           /* ob_digit */
     __u32 frame_read;           /* bytes of a frame the walker reads at once (<= LS_PYW_WIN) */
+    __u32 dict_keys311;         /* dict keys layout: 0 for 3.10, 1 for 3.11+ */
+    __u32 pad2;
+    /* asyncio's current-task dict {loop: task} (0: not known yet), set
+     * while the walk runs once a census (pystack_tasks.c) has found it:
+     * the task of a stack without Handle._run (uvloop runs steps from
+     * Cython, not from a Python Handle._run) */
+    __u64 current_tasks;
 };
 
 /* unicode state bits, the same in 3.10-3.13 (default builds) */

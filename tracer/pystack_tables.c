@@ -85,6 +85,7 @@ int ls_py_table(unsigned minor, struct ls_py_cfg *c)
         return -1;
     }
     t.version = 0x0300 | minor;
+    t.dict_keys311 = minor >= 11;
     *c = t;
     return 0;
 }

@@ -974,6 +974,11 @@ ls_pytasks *ls_pytasks_new(ls_py *py, const char **why)
     return pt;
 }
 
+uint64_t ls_pytasks_current_dict(const ls_pytasks *pt)
+{
+    return pt ? pt->current : 0;
+}
+
 void ls_pytasks_type_slots(ls_pytasks *pt, uint64_t *tp_init, uint64_t *tp_finalize)
 {
     *tp_init = *tp_finalize = 0;

@@ -94,6 +94,11 @@ ls_pytasks *ls_pytasks_new(ls_py *py, const char **why);
  * a task missing from c may still live. */
 int ls_pytasks_census(ls_pytasks *pt, struct ls_pyt_census *c);
 
+/* asyncio's current-task dict {loop: task}, once a census found it (0
+ * before): the BPF stack walk reads the running task from it when the
+ * stack has no Handle._run (uvloop). */
+uint64_t ls_pytasks_current_dict(const ls_pytasks *pt);
+
 /* The Task type's tp_init and tp_finalize, once a census has seen a task
  * (0, 0 before): where a task is made and where it is destroyed. */
 void ls_pytasks_type_slots(ls_pytasks *pt, uint64_t *tp_init, uint64_t *tp_finalize);

@@ -322,6 +322,41 @@ static LS_PYW_INLINE void ls_pyw_task(LS_PYW_CTX ctx, ls_pyw_cfg *c, struct ls_p
         ls_pyw_task_name(ctx, c, sc, task, out);
 }
 
+/* No Handle._run on the stack (uvloop): the task asyncio's current-task
+ * dict {loop: task} holds, the first of its first four entries (a
+ * process running one loop has one; with loops in several threads it may
+ * be another thread's task). */
+static LS_PYW_INLINE void ls_pyw_current_task(LS_PYW_CTX ctx, ls_pyw_cfg *c,
+                                              struct ls_pyw_scratch *sc, struct ls_pystack *out)
+{
+    __u64 keys = ls_pyw_ptr(ctx, c->current_tasks + 32);       /* ma_keys */
+    if (!keys || ls_pyw_ptr(ctx, c->current_tasks + 40))      /* a split table: not this one */
+        return;
+    if (LS_PYW_READ(ctx, sc->buf, 24, keys + 8))
+        return;
+    __u64 entries;
+    if (c->dict_keys311) {
+        /* dk_log2_size, dk_log2_index_bytes, dk_kind (0: general) */
+        __u32 ix = sc->buf[1];
+        if (sc->buf[2] != 0 || ix > 20)
+            return;
+        entries = keys + 32 + (1ull << ix);
+    } else {
+        __u64 size = ls_pyw_u64(sc->buf, 0, 24);
+        if (size < 8 || size > 128 || (size & (size - 1)))
+            return;
+        entries = keys + 40 + size;                            /* 1-byte indices */
+    }
+    LS_PYW_UNROLL
+    for (int i = 0; i < 4; i++) {
+        __u64 v = ls_pyw_ptr(ctx, entries + 24 * i + 16);        /* me_value */
+        if (v) {
+            ls_pyw_task_name(ctx, c, sc, v, out);
+            return;
+        }
+    }
+}
+
 /* One frame: sc->frame; out->nframes so far. */
 static long ls_pyw_frame_cb(__u32 i, void *arg)
 {
@@ -414,6 +449,8 @@ static LS_PYW_INLINE void ls_pyw_walk(LS_PYW_CTX ctx, __u32 tid, struct ls_pysta
         out->flags |= LS_PYS_TRUNCATED;
     if (sc->hframe)
         ls_pyw_task(ctx, c, sc, sc->hframe, out);
+    if (!out->task && c->current_tasks)
+        ls_pyw_current_task(ctx, c, sc, out);
 }
 
 #endif /* LOOPSCOPE_PYWALK_H */

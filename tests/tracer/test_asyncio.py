@@ -172,6 +172,16 @@ def lifecycle():
         last = query(db, "SELECT reason, arg1 FROM events WHERE task_id = ? AND kind = ? "
                          "ORDER BY ts_ns DESC LIMIT 1", x, K_SUSPEND)
         eq(last, [(SUSPEND["lock"], y)], f"task {x}'s last suspend (lock, held by {y})")
+    # the blocking episode of blocker names its task (uvloop too: from the
+    # current-task dict, there is no Handle._run frame there)
+    blk = [e for e in truth if e["ev"] == "block"]
+    eq(len(blk), 1, "blocker's block in the truth")
+    eps = query(db, "SELECT b.start_ns, b.dur_ns, t.name FROM blocking b "
+                    "LEFT JOIN tasks t ON t.id = b.task_id")
+    over = [e for e in eps if e[0] < blk[0]["t1"] and e[0] + e[1] > blk[0]["t0"]]
+    check(over, f"an episode over blocker's time.sleep: {eps}")
+    eq({e[2] for e in over}, {"blocker"}, "the task of the episode over blocker's sleep")
+    eq(len(rows["blocker"]), 1, "rows named blocker (the episode names the census's row)")
     note(f"{len(tt)} named tasks; worst creation error {worst_c / 1e3:.0f} us, "
          f"worst end error {worst_e / 1e3:.0f} us; censuses {m.get('censuses')}, "
          f"widest gap {gap / MS:.1f} ms")

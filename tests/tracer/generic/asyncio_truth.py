@@ -30,6 +30,8 @@ loop normally, which cancels them).  Offsets are from "ready":
     stream-drain      writer.drain() after 4 MB to a server (task srv-drain)
                       that reads nothing before +400 ms
     plain-fut         awaits loop.create_future(), completed at +500 ms
+    blocker           waits for an Event set at +600 ms, then blocks the loop
+                      in time.sleep(0.05): a blocking episode in a named task
 
 Truth: one JSON object a line, flushed at once, times ("t") from
 time.monotonic_ns() (CLOCK_MONOTONIC):
@@ -44,6 +46,7 @@ time.monotonic_ns() (CLOCK_MONOTONIC):
     {"ev":"ready","task":"main","t":T}                 every long-lived task parked
     {"ev":"act","task":"main","do":WHAT,"target":NAME,"t":T}   main cancels, drops, releases
     {"ev":"collected","task":"main","t":T}             after gc.collect() of leaky
+    {"ev":"block","task":"blocker","t0":T,"t1":T}      around blocker's time.sleep(0.05)
     {"ev":"end","task":"main","t":T}                   last line
 
 Every task is logged, asyncio's own too: start_server and each accepted
@@ -217,6 +220,14 @@ async def srv_drain(reader, writer, release):
     writer.close()
 
 
+async def blocker(go):
+    wait("event")
+    await go.wait()
+    t0 = now()
+    time.sleep(0.05)                # blocks the loop: a blocking episode in this task
+    log("block", task="blocker", t0=t0, t1=now())
+
+
 async def plain_fut(fut):
     wait("future")
     await fut
@@ -275,6 +286,8 @@ async def main(args):
     spawn(stream_read(*conns[0]), "stream-read")
     spawn(stream_drain(*conns[1]), "stream-drain")
     spawn(plain_fut(fut), "plain-fut")
+    block_go = asyncio.Event()
+    spawn(blocker(block_go), "blocker")
 
     expect = {("q-get", "queue_get"), ("q-put", "queue_put"), ("dl-a", "lock"),
               ("dl-b", "lock"), ("leaky", "future"), ("fan", "gather"),
@@ -282,7 +295,8 @@ async def main(args):
               ("cond-wait", "condition"), ("sem-wait", "semaphore"),
               ("awaiter", "task"), ("awaited", "sleep"), ("exec", "executor"),
               ("stream-read", "stream_read"), ("stream-drain", "stream_drain"),
-              ("srv-read", "event"), ("srv-drain", "event"), ("plain-fut", "future")}
+              ("srv-read", "event"), ("srv-drain", "event"), ("plain-fut", "future"),
+              ("blocker", "event")}
     expect |= {(f"fan-{i}", "sleep") for i in range(4)}
     parked = (expect, loop.create_future())
     wait("future")
@@ -320,8 +334,12 @@ async def main(args):
         act("set_result", "plain-fut")
         fut.set_result(None)
 
+    def release_blocker():
+        act("set", "blocker")
+        block_go.set()
+
     schedule = [(0.2, cancel_sleeper), (0.3, drop_leaky), (0.4, release_streams),
-                (0.5, release_waiters)]
+                (0.5, release_waiters), (0.6, release_blocker)]
     for at, action in schedule:
         if not args.forever and at >= args.hold:
             break
