@@ -39,8 +39,11 @@ static const char usage[] =
     "                   bounds of power-of-two buckets), loops matched in order\n"
     "  leaks            leaked tasks per leak kind and task name\n"
     "Only episodes at least as long as both recordings' blocking thresholds\n"
-    "are compared.  Traces of different programs, or a libevl trace against a\n"
-    "generic-mode one, still diff: what cannot be compared is said.\n"
+    "are compared.  Tasks and leaks are compared when both traces have a task\n"
+    "lifecycle: libevl's, or a generic-mode trace's census of its asyncio tasks\n"
+    "(its times as the censuses saw them: a note says so).  Traces of different\n"
+    "programs, or a libevl trace against a generic-mode one without a census,\n"
+    "still diff: what cannot be compared is said.\n"
     "\n"
     "  --svg FILE   the blocking call graph of both, coloured by change: new red,\n"
     "               gone grey and dashed, worse orange, better green\n"
@@ -135,6 +138,9 @@ static bool side_open(struct diff_side *s, const char *path)
         return false;
     s->target = target_of(s->t, &s->program);
     s->generic = ls_is_generic(s->t);
+    s->lifecycle = ls_has_lifecycle(s->t);
+    s->source = ls_lifecycle_text(s->t);
+    s->task_source = ls_meta(s->t, LS_META_TASK_SOURCE);
     char *det = ls_meta(s->t, LS_META_BLOCKING_DETECTION);
     s->detection_off = det && !strcmp(det, "off");
     free(det);
@@ -158,6 +164,8 @@ static void side_close(struct diff_side *s)
     ls_trace_close(s->t);
     free(s->target);
     free(s->program);
+    free(s->source);
+    free(s->task_source);
 }
 
 
@@ -169,6 +177,10 @@ static void json_side(ls_json *j, const struct diff_side *s)
     ls_json_key(j, "path"); ls_json_str(j, s->path);
     ls_json_key(j, "target"); ls_json_str(j, s->target);
     ls_json_key(j, "mode"); ls_json_str(j, s->generic ? "generic" : "libevl");
+    if (s->task_source) {     /* only then: older outputs stay as they were */
+        ls_json_key(j, "lifecycle"); ls_json_bool(j, s->lifecycle);
+        ls_json_key(j, "task_source"); ls_json_str(j, s->task_source);
+    }
     ls_json_key(j, "duration_ns"); ls_json_int(j, s->duration_ns);
     ls_json_key(j, "tasks"); ls_json_int(j, s->tasks);
     ls_json_key(j, "blocking_episodes"); ls_json_int(j, s->episodes);
@@ -188,15 +200,31 @@ static int make_notes(struct diff_side s[2], int64_t min_ns, char *notes[8])
         asprintf(&notes[n], "the traces are of different programs (%s, %s): the comparison may "
                             "mean little", s[0].program, s[1].program) >= 0)
         n++;
-    if (s[0].generic != s[1].generic &&
-        asprintf(&notes[n], "%s is a generic-mode trace and %s a libevl one: tasks, steps and leaks "
-                            "cannot be compared (a generic trace has no task lifecycle)",
-                 which[s[0].generic ? 0 : 1], which[s[0].generic ? 1 : 0]) >= 0)
+    /* Tasks, steps and leaks are compared when both have a lifecycle. */
+    if (s[0].lifecycle != s[1].lifecycle) {
+        int g = s[0].lifecycle ? 1 : 0;   /* the one without */
+        if (!s[1 - g].generic &&
+            asprintf(&notes[n], "%s is a generic-mode trace and %s a libevl one: tasks, steps and "
+                                "leaks cannot be compared (a generic trace has no task lifecycle)",
+                     which[g], which[1 - g]) >= 0)
+            n++;
+        else if (s[1 - g].generic &&
+                 asprintf(&notes[n], "%s has no task lifecycle (no census of its asyncio tasks) "
+                                     "and %s has one: tasks, steps and leaks cannot be compared",
+                          which[g], which[1 - g]) >= 0)
+            n++;
+    } else if (!s[0].lifecycle &&
+               asprintf(&notes[n], "generic-mode traces have no task lifecycle: tasks, steps and "
+                                   "leaks are not compared") >= 0) {
         n++;
-    else if (s[0].generic && s[1].generic &&
-             asprintf(&notes[n], "generic-mode traces have no task lifecycle: tasks, steps and "
-                                 "leaks are not compared") >= 0)
-        n++;
+    } else {
+        for (int k = 0; k < 2; k++)
+            if (s[k].source &&
+                asprintf(&notes[n], "%s has an %s: its busy, scheduled and step times are as "
+                                    "the censuses saw them (a step between two censuses is not "
+                                    "seen), compare them with care", which[k], s[k].source) >= 0)
+                n++;
+    }
     for (int k = 0; k < 2; k++)
         if (s[k].detection_off &&
             asprintf(&notes[n], "blocking detection was off in %s: its blocking sites are unknown",
@@ -252,7 +280,7 @@ int cmd_diff(int argc, char **argv)
     if (!side_open(&s[0], paths[0]) || !side_open(&s[1], paths[1]))
         goto out;
     int64_t min_ns = s[0].threshold_ns > s[1].threshold_ns ? s[0].threshold_ns : s[1].threshold_ns;
-    bool lifecycle = !s[0].generic && !s[1].generic;
+    bool lifecycle = s[0].lifecycle && s[1].lifecycle;
     if (!diff_read_sites(s, min_ns, &sites, &nsites) ||
         (lifecycle && (!diff_read_groups(s, &groups, &ngroups) ||
                        !diff_read_leaks(s, &leaks, &nleaks))) ||
@@ -278,7 +306,9 @@ int cmd_diff(int argc, char **argv)
         for (int k = 0; k < 2; k++)
             printf("%-7s %s: %s (%s), %s, %lld task%s, %lld blocking episode%s\n",
                    k ? "after:" : "before:", ls_term(s[k].path), ls_term(s[k].target),
-                   s[k].generic ? "generic" : "libevl", ls_fmt_dur(d, sizeof(d), s[k].duration_ns),
+                   s[k].source ? "generic, asyncio tasks by census" : s[k].generic ? "generic"
+                                                                         : "libevl",
+                   ls_fmt_dur(d, sizeof(d), s[k].duration_ns),
                    (long long)s[k].tasks, s[k].tasks == 1 ? "" : "s", (long long)s[k].episodes,
                    s[k].episodes == 1 ? "" : "s");
         for (int i = 0; i < nnotes; i++)

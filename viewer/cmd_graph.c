@@ -61,8 +61,14 @@ static const char usage[] =
     "                     one node, e.g. \"worker-* x120\" (default 5; 0 = never)\n"
     "\n"
     "A wait-for cycle is a set of tasks each suspended awaiting the next one\n"
-    "(task_suspend, reason task) at the same moment of the trace: a deadlock\n"
-    "unless something cancels one of them.\n"
+    "(task_suspend, reason task) or a lock it holds (reason lock) at the same\n"
+    "moment of the trace: a deadlock unless something cancels one of them.\n"
+    "\n"
+    "A generic loop mode trace has tasks and a lifecycle to draw when its\n"
+    "asyncio tasks were read by a census every few ms: states at the censuses'\n"
+    "times, no spawn edges, and the ready state says its waker is unknown (a\n"
+    "census does not see who woke a task); without one, tasks and lifecycle\n"
+    "draw a note.\n"
     "\n"
 
     "examples:\n"
@@ -182,7 +188,8 @@ const char *graph_name_of(char *names[LS_MAX_CODE], int64_t id, char *buf, size_
 
 /* ===================================================== generic loop mode */
 
-/* Tasks and lifecycle of a generic trace: there is no lifecycle to draw. */
+/* Tasks and lifecycle of a generic trace without a census of its tasks
+ * (ls_has_lifecycle): there is no lifecycle to draw. */
 static int graph_generic_note(Agraph_t *g, const char *target)
 {
     gv_buf b = { 0 };
@@ -238,7 +245,7 @@ int cmd_graph(int argc, char **argv)
         rc = ls_error("graph: out of memory");
     } else {
         rc = o.kind == KIND_BLOCKING ? graph_blocking(t, g, &o, target)
-           : ls_is_generic(t) ? graph_generic_note(g, target)
+           : !ls_has_lifecycle(t) ? graph_generic_note(g, target)
            : o.kind == KIND_TASKS ? graph_tasks(t, g, &o, target)
            : graph_lifecycle(t, g, &o, target);
         if (rc == 0)

@@ -21,8 +21,11 @@ static const char usage[] =
     "them; malformed records rejected; unreadable batches), settings, blocking\n"
     "episodes.\n"
     "\n"
-    "A trace of the generic loop mode (a process not built on libevl: no task\n"
-    "lifecycle) also shows its runtime and, per loop thread, the iterations\n"
+    "A trace of the generic loop mode (a process not built on libevl) also shows\n"
+    "whether it has a task lifecycle (its asyncio tasks read by a census every\n"
+    "few ms: the mode line says so, the tasks and events lines are the\n"
+    "lifecycle's, and `censuses` how many were read), its runtime and, per loop\n"
+    "thread, the iterations\n"
     "(a wait call's return to the next one's), iterations per second, the share\n"
     "of time busy (not in the wait call) and the histogram of the busy time per\n"
     "iteration (the loop's lag) with p50/p90/p99 -- upper bounds of the\n"
@@ -291,6 +294,20 @@ int cmd_info(int argc, char **argv)
             blkns = ls_query_int(t, "SELECT CAST(total(dur_ns) AS INTEGER) FROM blocking"),
             maxblk = ls_query_int(t, "SELECT coalesce(max(dur_ns), 0) FROM blocking");
     bool generic = ls_is_generic(t);
+    /* A generic trace may have a task lifecycle too: a census of its asyncio
+     * tasks (ls_lifecycle_source); then its tasks and events lines are the
+     * lifecycle's, as for libevl. */
+    bool lifecycle = ls_has_lifecycle(t);
+    char *source = ls_lifecycle_text(t), *task_src = ls_meta(t, LS_META_TASK_SOURCE),
+         *censuses = ls_meta(t, LS_META_CENSUSES);
+    int64_t census_gap = ls_meta_ts(t, LS_META_CENSUS_MAX_GAP_NS, -1);
+    /* Tasks a census never saw (named in a blocking episode only): no
+     * lifecycle, so neither pending nor anything else. */
+    int64_t nunseen = generic && lifecycle
+        ? ls_query_int(t, "SELECT count(*) FROM tasks t WHERE t.final_state IS NULL AND"
+                          " t.leak IS NULL AND NOT EXISTS (SELECT 1 FROM task_stats s"
+                          " WHERE s.task_id = t.id)") : 0;
+    npend -= nunseen;
     char *runtime = ls_meta(t, LS_META_RUNTIME), *waits = ls_meta(t, LS_META_WAIT_CALLS),
          *jit = ls_meta(t, LS_META_JIT_SYMBOLS), *trig = ls_meta(t, LS_META_TRIGGER);
     int64_t window = ls_meta_int(t, LS_META_WINDOW_NS, -1);
@@ -299,6 +316,7 @@ int cmd_info(int argc, char **argv)
     if (!ls_loopstats_read(t, &ls, &nls)) {
         free(tool); free(cmd); free(start); free(why); free(host); free(kernel); free(mode);
         free(blk); free(sys); free(runtime); free(waits); free(jit); free(trig);
+        free(source); free(task_src); free(censuses);
         ls_trace_close(t);
         return 1;
     }
@@ -332,7 +350,7 @@ int cmd_info(int argc, char **argv)
         ls_json_key(&j, "syscalls"); ls_json_str(&j, sys);
         ls_json_key(&j, "loops"); ls_json_int(&j, nloops);
         ls_json_key(&j, "tasks");
-        if (generic) {
+        if (!lifecycle) {
             ls_json_null(&j);             /* no lifecycle: asyncio_tasks below */
         } else {
             ls_json_begin_object(&j);
@@ -343,6 +361,9 @@ int cmd_info(int argc, char **argv)
             ls_json_key(&j, "pending"); ls_json_int(&j, npend);
             ls_json_key(&j, "preexisting"); ls_json_int(&j, npre);
             ls_json_key(&j, "leaked"); ls_json_int(&j, nleak);
+            if (generic) {            /* only then: libevl outputs stay as they were */
+                ls_json_key(&j, "unseen"); ls_json_int(&j, nunseen);
+            }
             ls_json_end_object(&j);
         }
         ls_json_key(&j, "events"); ls_json_int(&j, nev);
@@ -371,7 +392,16 @@ int cmd_info(int argc, char **argv)
         ls_json_key(&j, "blocking_episodes"); ls_json_int(&j, nblk);
         ls_json_key(&j, "blocked_ns"); ls_json_int(&j, blkns);
         if (generic) {
-            ls_json_key(&j, "lifecycle"); ls_json_bool(&j, false);
+            ls_json_key(&j, "lifecycle"); ls_json_bool(&j, lifecycle);
+            if (task_src) {
+                ls_json_key(&j, "task_source"); ls_json_str(&j, task_src);
+            }
+            if (censuses) {
+                ls_json_key(&j, "censuses"); ls_json_str(&j, censuses);
+            }
+            if (census_gap >= 0) {
+                ls_json_key(&j, "census_max_gap_ns"); ls_json_int(&j, census_gap);
+            }
             ls_json_key(&j, "runtime"); ls_json_str(&j, runtime);
             ls_json_key(&j, "wait_calls"); ls_json_str(&j, waits);
             ls_json_key(&j, "window_ns");
@@ -402,8 +432,15 @@ int cmd_info(int argc, char **argv)
                    "after that are unknown\n", t->cut_at_ns / 1e9);
         if (generic) {
             const char *wt = wait_calls_text(waits);
-            printf("mode:      generic loop mode (no task lifecycle: the process is not built on "
-                   "libevl)\n");
+            if (source)
+                printf("mode:      generic loop mode, %s\n", ls_term(source));
+            else if (task_src)            /* "none": no census (--no-tasks, not CPython) */
+                printf("mode:      generic loop mode (no task lifecycle: the process is not built "
+                       "on libevl, and its asyncio tasks were not read: task source %s)\n",
+                       ls_term(task_src));
+            else
+                printf("mode:      generic loop mode (no task lifecycle: the process is not built "
+                       "on libevl)\n");
             printf("runtime:   %s; the loop's wait: %s", runtime ? ls_term(runtime) : "?",
                    wt ? wt : ls_term(waits));
             if (window > 0)
@@ -411,13 +448,31 @@ int cmd_info(int argc, char **argv)
             printf("\n");
             if (jit)
                 printf("jit:       %s\n", ls_term(jit));
+            if (censuses) {
+                printf("censuses:  %s", ls_term(censuses));
+                if (census_gap > 0)     /* the lifecycle's resolution at its worst */
+                    printf("; the longest gap between two: %s",
+                           ls_fmt_dur(d1, sizeof(d1), census_gap));
+                printf("\n");
+            }
         }
         printf("settings:  %s, blocking detection %s (threshold %s), syscalls %s\n",
                mode ? ls_term(mode) : "?", blk ? ls_term(blk) : "?", ls_fmt_dur(d2, sizeof(d2), thr),
                sys ? ls_term(sys) : "off");
         /* "none dropped" only from the recorder's own counters, present and 0 */
         bool none = dr.messages == 0 && !ls_drops_lossy(&dr);
-        if (generic) {
+        if (generic && lifecycle) {
+            printf("loops:     %lld loop thread%s\n", (long long)nloops, nloops == 1 ? "" : "s");
+            printf("tasks:     %lld asyncio task%s (%lld finished, %lld failed, %lld cancelled, "
+                   "%lld pending; %lld pre-existing, %lld leaked", (long long)ntasks,
+                   ntasks == 1 ? "" : "s", (long long)nfin, (long long)nfail, (long long)ncanc,
+                   (long long)npend, (long long)npre, (long long)nleak);
+            if (nunseen)
+                printf("; %lld named in blocking episodes only, never seen by a census",
+                       (long long)nunseen);
+            printf(")\n");
+            printf("events:    %lld%s\n", (long long)nev, none ? " (none dropped)" : "");
+        } else if (generic) {
             printf("loops:     %lld loop thread%s\n", (long long)nloops, nloops == 1 ? "" : "s");
             printf("tasks:     no task lifecycle; %lld asyncio task%s named in blocking "
                    "episodes\n", (long long)nasync, nasync == 1 ? "" : "s");
@@ -443,6 +498,7 @@ int cmd_info(int argc, char **argv)
     }
     ls_loopstats_free(ls, nls);
     free(runtime); free(waits); free(jit); free(trig);
+    free(source); free(task_src); free(censuses);
     free(tool); free(cmd); free(start); free(why); free(host); free(kernel); free(mode);
     free(blk); free(sys);
     ls_trace_close(t);

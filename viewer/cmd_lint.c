@@ -42,9 +42,11 @@ static const char usage[] =
     "                     or finish) lasted at least THRESHOLD, or at least\n"
     "                     max(1ms, THRESHOLD/10) and half of its lifetime; one per\n"
     "                     task, at its longest step\n"
-    "  leaked-task        a leak verdict of libevl (task_leak events):\n"
-    "                     pending_at_close (still pending when its loop closed)\n"
-    "                     or abandoned (awaits a future nothing can complete)\n"
+    "  leaked-task        a leak verdict (task_leak events) of libevl, or of a\n"
+    "                     census of asyncio tasks: pending_at_close (still\n"
+    "                     pending when its loop closed) or abandoned (awaits a\n"
+    "                     future nothing can complete; asyncio: freed while\n"
+    "                     pending)\n"
     "  lost-wakeup        an unfinished task whose last lifecycle event shows a\n"
     "                     wakeup that never took effect, while its loop went on\n"
     "                     for at least THRESHOLD (until it stopped or the\n"
@@ -65,7 +67,8 @@ static const char usage[] =
     "                     with the count and the worst\n"
     "  deadlock           a wait-for cycle: tasks each suspended waiting for the\n"
     "                     next, by awaiting it or waiting for a lock it holds\n"
-    "                     (evl_lock), so none can go on unless something outside\n"
+    "                     (evl_lock, asyncio.Lock: the suspend's arg1 names the\n"
+    "                     holder), so none can go on unless something outside\n"
     "                     the cycle cancels one; one per cycle, naming each task,\n"
     "                     its function and the lock, from when it formed, and\n"
     "                     whether it lasted to the end of the recording\n"
@@ -76,8 +79,12 @@ static const char usage[] =
     "                     target claims dropped events: other rules may miss or\n"
     "                     misreport\n"
     "\n"
-    "A generic loop mode trace (a process not built on libevl) has no task\n"
-    "lifecycle: only blocking-step, loop-lag and lossy-trace apply to it.\n"
+    "A generic loop mode trace (a process not built on libevl) has a task\n"
+    "lifecycle when its asyncio tasks were read by a census every few ms (meta\n"
+    "task_source 'census ...'): then every rule runs on what the censuses saw,\n"
+    "at their times (a step shorter than a census is not seen; no waker is\n"
+    "known, so self-wake and late-timer do not fire); without one, only\n"
+    "blocking-step, loop-lag and lossy-trace apply to it.\n"
     "\n"
     "  --late DUR   late-timer threshold (default: THRESHOLD, or 5ms if unset); at\n"
     "               least 1ms, or THRESHOLD if lower: the trace keeps no timer\n"
@@ -250,7 +257,10 @@ static void blocking_row(lint *L, sqlite3_stmt *st)
     bool oncpu = sqlite3_column_int(st, 5) == LS_BLOCK_ONCPU;
     char *site = lint_site_text(ls_col_text(st, 7), sqlite3_column_int(st, 8), ls_col_text(st, 9));
     char who[300], delay[64] = "";
-    if (L->generic && !ls_col_null(st, 1))
+    if (L->generic && !ls_col_null(st, 1) && L->lifecycle)   /* ids name census rows */
+        snprintf(who, sizeof(who), "asyncio task '%s' (id %lld) on thread %lld",
+                 lint_task_or(name), (long long)task, (long long)sqlite3_column_int64(st, 11));
+    else if (L->generic && !ls_col_null(st, 1))
         snprintf(who, sizeof(who), "asyncio task '%s' on thread %lld", lint_task_or(name),
                  (long long)sqlite3_column_int64(st, 11));
     else if (L->generic)
@@ -431,6 +441,7 @@ int cmd_lint(int argc, char **argv)
     if (L.thr <= 0)
         L.thr = 10000000;
     L.generic = ls_is_generic(t);
+    L.lifecycle = ls_has_lifecycle(t);
     L.late = o.late >= 0 ? ls_ts(o.late)
              : ls_meta_int(t, LS_META_BLOCK_THRESHOLD_NS, 0) > 0 ? L.thr : 5000000;
     bool ok = ls_create_app_frames(t);
@@ -440,18 +451,19 @@ int cmd_lint(int argc, char **argv)
         ls_json_init(L.j, stdout);
         ls_json_begin_array(L.j);
     }
-    /* Generic traces have no lifecycle: blocking-step and loop-lag only. */
+    /* A trace without a lifecycle (generic, no census): blocking-step and
+     * loop-lag only. */
     sqlite3_stmt *st = ok ? lint_prep(&L, blocking_sql) : NULL;
     ok = st && lint_run_rows(&L, st, blocking_row) && loop_lag_all(&L) &&
-         (L.generic || (lint_task_rules(&L) && lint_deadlock(&L)));
+         (!L.lifecycle || (lint_task_rules(&L) && lint_deadlock(&L)));
     if (ok)
         lossy(&L);
     if (L.j) {
         ls_json_end_array(L.j);
     } else if (ok) {
         if (!L.total) {
-            printf("no warnings%s\n", L.generic ? " (generic loop mode: the task lifecycle rules "
-                                                 "do not apply)" : "");
+            printf("no warnings%s\n", !L.lifecycle ? " (generic loop mode: the task lifecycle "
+                                                    "rules do not apply)" : "");
         } else {
             printf("%ld warning%s (", L.total, L.total == 1 ? "" : "s");
             const char *sep = "";

@@ -27,9 +27,15 @@ static const char usage[] =
     "  --limit N       at most N rows\n"
     "  --json          JSON array instead of a table\n"
     "\n"
-    "A trace of the generic loop mode (a process not built on libevl) has no task\n"
-    "lifecycle: the command says so in one line and lists the asyncio tasks named\n"
-    "in blocking episodes instead (id = the Task object's address, loop thread,\n"
+    "A trace of the generic loop mode (a process not built on libevl) whose\n"
+    "asyncio tasks the recorder read by a census every few ms (`info` says so)\n"
+    "has this table too, from the states the censuses saw (its times are census\n"
+    "times: a state entered and left between two censuses is not seen; no\n"
+    "parent), with BLOCKED (blocked time) and MAXBLOCK (longest episode) after\n"
+    "BLOCK; a task no census saw, named in a blocking episode only, is 'unknown'.\n"
+    "Without a census it has no task lifecycle: the command says so in one line\n"
+    "and lists the asyncio tasks named in blocking episodes instead (id: the\n"
+    "recorder's hash of the Task object's address and name, loop thread,\n"
     "episodes, blocked time, longest), exit status 0; --sort takes id, name or\n"
     "blocking there, --state is refused.\n"
     "\n"
@@ -163,30 +169,50 @@ int cmd_tasks(int argc, char **argv)
     ls_trace *t = ls_trace_open(path);
     if (!t)
         return 1;
-    if (ls_is_generic(t)) {
+    if (!ls_has_lifecycle(t)) {
         rc = generic_tasks(t, &o, json);
         ls_trace_close(t);
         return rc;
     }
+    /* A generic trace keeps its blocking columns (blocked time, longest
+     * episode) next to the lifecycle's. */
+    bool generic = ls_is_generic(t);
+    char *source = ls_lifecycle_text(t);
     int64_t start = ls_meta_int(t, LS_META_START_NS, 0), end = ls_meta_int(t, LS_META_END_NS, 0);
     char *sql = NULL;
+    /* A task without task_stats has no lifecycle event the replay could
+     * follow (a census never saw it: named in a blocking episode only; or
+     * beyond the recorder's live-task table): its state is unknown. */
     if (asprintf(&sql,
         "SELECT * FROM (SELECT t.id, t.name, t.parent_id,"
         "  CASE t.final_state WHEN " LS_SQL_STATE_FINISHED " THEN 'finished'"
         "   WHEN " LS_SQL_STATE_FAILED " THEN 'failed' WHEN " LS_SQL_STATE_CANCELLED " THEN 'cancelled'"
-        "  ELSE CASE WHEN t.leak IS NOT NULL"
-        "       THEN 'leaked' ELSE 'pending' END END AS state,"
+        "  ELSE CASE WHEN t.leak IS NOT NULL THEN 'leaked'"
+        "       WHEN s.task_id IS NULL THEN 'unknown' ELSE 'pending' END END AS state,"
         "  t.created_ns - ?1 AS created, coalesce(t.ended_ns, ?2) - t.created_ns AS lifetime,"
         "  s.busy_ns, s.scheduled_ns, s.idle_ns, s.resumes, s.wakes, s.longest_step_ns,"
-        "  s.blocking, t.error, t.preexisting, t.created_ns, s.blocked_ns"
-        " FROM tasks t JOIN task_stats s ON s.task_id = t.id"
+        "  %s AS blocking, t.error, t.preexisting, t.created_ns, %s AS blocked_ns, %s AS max_blocking"
+        " FROM tasks t LEFT JOIN task_stats s ON s.task_id = t.id%s"
         " WHERE (?3 IS NULL OR t.name GLOB ?3))"
         " WHERE (?4 IS NULL OR state = ?4)"
-        " ORDER BY %s LIMIT ?5", o.sort) < 0)
+        " ORDER BY %s LIMIT ?5",
+        generic ? "coalesce(b.n, 0)" : "s.blocking",
+        generic ? "coalesce(b.total, 0)" : "s.blocked_ns",
+        generic ? "coalesce(b.longest, 0)" : "0",
+        /* from the episodes themselves: a task no census saw has blocked */
+        generic ? " LEFT JOIN (SELECT task_id, count(*) AS n,"
+                  "   CAST(total(max(dur_ns, 0)) AS INTEGER) AS total, max(dur_ns) AS longest"
+                  "   FROM blocking WHERE task_id IS NOT NULL GROUP BY task_id) b"
+                  " ON b.task_id = t.id" : "",
+        o.sort) < 0) {
+        free(source);
+        ls_trace_close(t);
         return 1;
+    }
     sqlite3_stmt *st = ls_prepare(t, sql);
     free(sql);
     if (!st) {
+        free(source);
         ls_trace_close(t);
         return 1;
     }
@@ -206,27 +232,48 @@ int cmd_tasks(int argc, char **argv)
         { "LONGEST", "longest_step_ns", true }, { "BLOCK", "blocking", true },
         { "ERROR", "error", false },
     };
-    ls_table *tab = ls_table_new(cols, sizeof(cols) / sizeof(cols[0]));
+    static const ls_col gcols[] = {
+        { "ID", "id", true }, { "NAME", "name", false }, { "PARENT", "parent", true },
+        { "STATE", "state", false }, { "CREATED", "created_ns", true },
+        { "LIFETIME", "lifetime_ns", true }, { "BUSY", "busy_ns", true },
+        { "SCHED", "scheduled_ns", true }, { "IDLE", "idle_ns", true },
+        { "RESUMES", "resumes", true }, { "WAKES", "wakes", true },
+        { "LONGEST", "longest_step_ns", true }, { "BLOCK", "blocking", true },
+        { "BLOCKED", "blocked_ns", true }, { "MAXBLOCK", "longest_blocking_ns", true },
+        { "ERROR", "error", false },
+    };
+    ls_table *tab = generic ? ls_table_new(gcols, sizeof(gcols) / sizeof(gcols[0]))
+                            : ls_table_new(cols, sizeof(cols) / sizeof(cols[0]));
     int step;
+    size_t unknown = 0;
     while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+        const char *state = (const char *)sqlite3_column_text(st, 3);
+        bool seen = !ls_col_null(st, 6);            /* has task_stats */
+        unknown += state && !strcmp(state, "unknown");
         ls_table_int(tab, sqlite3_column_int64(st, 0));
         ls_table_str(tab, (const char *)sqlite3_column_text(st, 1));
         if (sqlite3_column_type(st, 2) == SQLITE_NULL)
             ls_table_null(tab);
         else
             ls_table_int(tab, sqlite3_column_int64(st, 2));
-        ls_table_str(tab, (const char *)sqlite3_column_text(st, 3));
+        ls_table_str(tab, state);
         if (sqlite3_column_int(st, 14))     /* pre-existing: created before the trace */
             ls_table_str(tab, json ? NULL : "<start");
         else
             ls_table_dur(tab, sqlite3_column_int64(st, 4));
         ls_table_dur(tab, sqlite3_column_int64(st, 5));
-        for (int c = 6; c <= 8; c++)
-            ls_table_dur(tab, sqlite3_column_int64(st, c));
-        ls_table_int(tab, sqlite3_column_int64(st, 9));
-        ls_table_int(tab, sqlite3_column_int64(st, 10));
-        ls_table_dur(tab, sqlite3_column_int64(st, 11));
-        ls_table_int(tab, sqlite3_column_int64(st, 12));
+        for (int c = 6; c <= 12; c++) {
+            if (!seen && (c != 12 || !generic))
+                ls_table_null(tab);
+            else if (c == 9 || c == 10 || c == 12)
+                ls_table_int(tab, sqlite3_column_int64(st, c));
+            else
+                ls_table_dur(tab, sqlite3_column_int64(st, c));
+        }
+        if (generic) {
+            ls_table_dur(tab, ls_col_ts(st, 16));
+            ls_table_dur(tab, ls_col_ts(st, 17));
+        }
         int64_t err = sqlite3_column_int64(st, 13);
         char b[32];
         if (sqlite3_column_type(st, 13) == SQLITE_NULL || err == 0)
@@ -236,10 +283,20 @@ int cmd_tasks(int argc, char **argv)
     }
     bool ok = ls_step_ok(t, st, step);
     sqlite3_finalize(st);
+    if (ok && !json && source)
+        printf("%s: states and times as the censuses saw them (a state entered and left "
+               "between two censuses is not seen)\n", ls_term(source));
     if (ok)
         ls_table_print(tab, stdout, json);
     else
         ls_table_free(tab);
+    if (ok && !json && unknown)
+        printf("unknown: %zu task%s without lifecycle events to follow (%s)\n", unknown,
+               unknown == 1 ? "" : "s", source ? "never seen by a census: named in a blocking "
+                                                 "episode only"
+                                               : "beyond the recorder's task table: meta "
+                                                 "untracked_tasks");
+    free(source);
     ls_trace_close(t);
     return ok ? 0 : 1;
 }

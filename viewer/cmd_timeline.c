@@ -40,13 +40,17 @@ static const char usage[] =
     "  --no-color     no colours (also when NO_COLOR is set or not on a terminal)\n"
     "  --ascii        ASCII glyphs even on a UTF-8 terminal\n"
     "\n"
-    "A trace of the generic loop mode (a process not built on libevl: no task\n"
-    "lifecycle) gets one row per loop thread (\"thread TID\"; --loop TID picks one,\n"
-    "--limit caps the rows, --tasks does not apply) from its iteration windows\n"
-    "(loop_windows): per column blocked (a blocking episode) > busy for at least\n"
-    "half of the time (not in the wait call) > partly busy (10% or more) >\n"
-    "waiting; blank: no window.  A window's busy and wait times are spread evenly\n"
-    "over it, so columns finer than the windows are approximate.\n"
+    "A trace of the generic loop mode (a process not built on libevl) gets one\n"
+    "row per loop thread (\"thread TID\"; --loop TID picks one) from its\n"
+    "iteration windows (loop_windows): per column blocked (a blocking episode) >\n"
+    "busy for at least half of the time (not in the wait call) > partly busy\n"
+    "(10% or more) > waiting; blank: no window.  A window's busy and wait times\n"
+    "are spread evenly over it, so columns finer than the windows are\n"
+    "approximate.  With a task lifecycle (its asyncio tasks read by a census\n"
+    "every few ms) its task rows are drawn as above, from the states the\n"
+    "censuses saw, under their thread's row, and the window runs to the end of\n"
+    "the recording; without one the thread rows are all (--limit caps them,\n"
+    "--tasks does not apply).\n"
     "\n"
     "example: loopscope timeline trace.db --from 1.5s --to 1.7s --tasks 'handle_conn*'\n";
 
@@ -128,6 +132,7 @@ static void tl_release(tl *x)
     }
     for (size_t i = 0; i < 512; i++)
         free(x->sys_names[i]);
+    free(x->source);
     sqlite3_finalize(x->q_before);
     sqlite3_finalize(x->q_after);
     sqlite3_finalize(x->q_range);
@@ -182,12 +187,24 @@ int cmd_timeline(int argc, char **argv)
     }
 
     /* The window: default from the first event to the last (generic mode:
-     * window or blocking episode). */
+     * window or blocking episode; with a lifecycle, both). */
     x.generic = ls_is_generic(x.t);
-    int64_t first, last;
-    if (x.generic ? !tl_generic_bounds(&x, &first, &last) : !tl_event_bounds(&x, &first, &last)) {
-        const char *none = x.generic ? "no loop windows or blocking episodes in this trace"
-                                     : "no events in this trace";
+    x.lifecycle = ls_has_lifecycle(x.t);
+    x.source = ls_lifecycle_text(x.t);
+    int64_t first, last, gfirst, glast;
+    bool have = x.lifecycle && tl_event_bounds(&x, &first, &last);
+    if (x.generic && tl_generic_bounds(&x, &gfirst, &glast)) {
+        first = have && first < gfirst ? first : gfirst;
+        last = have && last > glast ? last : glast;
+        have = true;
+    }
+    /* A census's tasks stay in the state it last saw until the end: the
+     * window runs to the end of the recording. */
+    if (have && x.source && x.end > last)
+        last = x.end - 1;
+    if (!have) {
+        const char *none = !x.lifecycle ? "no loop windows or blocking episodes in this trace"
+                                        : "no events in this trace";
         printf("%s: %s\n", ls_term(path), none);
         rc = o.svg && !tl_write_note_svg(o.svg, path, none) ? 1 : 0;
         goto out;
@@ -205,12 +222,12 @@ int cmd_timeline(int argc, char **argv)
             ls_error("timeline: --to %s is not after --from %s", o.to_s, o.from_s);
         else if (o.to >= 0)
             ls_error("timeline: --to %s is before the first %s (+%s); give --from too", o.to_s,
-                     x.generic ? "window" : "event", ls_fmt_dur(d1, sizeof(d1), first - x.start));
+                     !x.lifecycle ? "window" : "event", ls_fmt_dur(d1, sizeof(d1), first - x.start));
         else
             ls_error("timeline: empty window");
         goto out;
     }
-    if (x.generic) {
+    if (!x.lifecycle) {
         if (!tl_load_names(&x, "SELECT nr, name FROM syscalls", x.sys_names, 512))
             goto out;
         rc = tl_timeline_generic(&x, &o, path);
@@ -282,21 +299,31 @@ int cmd_timeline(int argc, char **argv)
         goto out;
     }
 
-    /* A row per loop of the shown tasks that blocked in the window. */
-    sqlite3_stmt *lb = ls_prepare(x.t, "SELECT DISTINCT loop_id FROM blocking"
-                                       " WHERE start_ns < ?2 AND start_ns + dur_ns > ?1 ORDER BY 1");
+    /* A row per loop of the shown tasks that blocked in the window; in a
+     * generic trace, a row per loop thread (its iteration windows and
+     * blocking, as a generic trace without a lifecycle shows them). */
+    sqlite3_stmt *lb = x.generic
+        ? ls_prepare(x.t, ls_has_table(x.t, "loop_windows")
+              ? "SELECT id FROM (SELECT id FROM loops UNION ALL SELECT DISTINCT loop_id"
+                " FROM loop_windows) WHERE ?3 IS NULL OR id = ?3 GROUP BY id ORDER BY id"
+              : "SELECT id FROM loops WHERE ?3 IS NULL OR id = ?3 ORDER BY id")
+        : ls_prepare(x.t, "SELECT DISTINCT loop_id FROM blocking"
+                          " WHERE start_ns < ?2 AND start_ns + dur_ns > ?1 ORDER BY 1");
     if (!lb)
         goto out;
     sqlite3_bind_int64(lb, 1, x.from);
     sqlite3_bind_int64(lb, 2, x.to);
+    if (x.generic && o.loop >= 0)
+        sqlite3_bind_int64(lb, 3, o.loop);
     int nloops_seen = 0;
     while ((step = sqlite3_step(lb)) == SQLITE_ROW && nloops_seen < 63) {
         int64_t loop = sqlite3_column_int64(lb, 0);
-        bool shown = false;
+        bool shown = x.generic;
         for (size_t i = 0; i < ntasks; i++)
             shown |= x.lanes[i].loop == loop;
         if (shown) {
-            x.lanes[x.nlanes++] = (lane){ .is_loop = true, .id = loop, .loop = loop };
+            x.lanes[x.nlanes++] = (lane){ .is_loop = true, .thread = x.generic, .id = loop,
+                                          .loop = loop };
             nloops_seen++;
         }
     }
@@ -318,6 +345,8 @@ int cmd_timeline(int argc, char **argv)
         prev_loop = ln->loop;
         if (!ln->is_loop && !tl_exact_task(&x, ln))
             tl_bin_task(&x, ln, ncols);
+        if (ln->thread && !tl_thread_fill(&x, ln, ncols))
+            goto out;
     }
     if (!tl_load_blocking(&x))
         goto out;

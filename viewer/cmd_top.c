@@ -36,7 +36,8 @@ static const char usage[] =
     "scheduled and idle time, resumes, wakes, longest step; finished tasks stay\n"
     "5 s), and blocking episodes as they happen (task, syscall, duration, the\n"
     "application's file:line).  A target without libevl (the generic loop mode)\n"
-    "has the loop header and the blocking feed, and no task table.\n"
+    "has the loop header and the blocking feed, and a task table only when the\n"
+    "recorder reads its asyncio tasks (a census: tracer/README.md).\n"
     "\n"
     "Keys: q quit; sort by b busy, s sched, i idle, l longest, r resumes,\n"
     "w wakes, n name; / then a substring of the task name filters (Enter keeps\n"
@@ -120,6 +121,14 @@ static const char *kind_name(int kind)
     return kind == LS_BLOCK_ONCPU ? "on-cpu" : kind == LS_BLOCK_OFFCPU ? "off-cpu" : "?";
 }
 
+/* A task table: a libevl target's, or a generic target's when the
+ * recorder feeds the replay a lifecycle (a census of its asyncio tasks
+ * made tasks); the generic loop mode without one has none. */
+static bool has_tasks(const top *t)
+{
+    return !t->st.generic || t->st.tasks_created > 0;
+}
+
 /* --------------------------------------------------------- the header */
 
 static void header_lines(top *t, char l[3][512])
@@ -140,7 +149,13 @@ static void header_lines(top *t, char l[3][512])
              ls.iter_per_s, idle, dur(a, sizeof(a), ls.p50), dur(b, sizeof(b), ls.p99),
              dur(c, sizeof(c), ls.max), TOP_LAG_SECS,
              s->generic ? ", from 20 ms windows: a sleeping loop reports when it wakes" : "");
-    if (s->generic)
+    if (s->generic && has_tasks(t))
+        snprintf(l[2], 512, "loop threads %zu  asyncio tasks %zu live  %llu created  %llu "
+                            "finished (seen by a census)  blocking %llu  dropped %llu", s->nloops,
+                 t->nlive, (unsigned long long)s->tasks_created,
+                 (unsigned long long)s->tasks_finished, (unsigned long long)s->blocks,
+                 (unsigned long long)s->dropped);
+    else if (s->generic)
         snprintf(l[2], 512, "loop threads %zu  blocking %llu  dropped %llu", s->nloops,
                  (unsigned long long)s->blocks, (unsigned long long)s->dropped);
     else
@@ -198,11 +213,11 @@ static void draw(top *t)
     for (int i = 0; i < 3; i++)
         line(i, h[i]);
     int y = 4, footer = LINES - 1;
-    int feed_rows = t->st.generic ? footer - y - 2 : (footer - y) / 3;
+    int feed_rows = !has_tasks(t) ? footer - y - 2 : (footer - y) / 3;
     if (feed_rows < 3)
         feed_rows = 3;
     int table_end = footer - feed_rows - 1;
-    if (t->st.generic) {
+    if (!has_tasks(t)) {
         line(y++, "no task table: the target has no libevl probes (generic loop mode: no task "
                   "lifecycle)");
     } else {
@@ -264,7 +279,7 @@ static void draw(top *t)
                   (size_t)COLS);
         line(y, buf);
     }
-    if (t->st.generic)
+    if (!has_tasks(t))
         snprintf(buf, sizeof(buf), "q quit");
     else if (t->editing)
         snprintf(buf, sizeof(buf), "filter: %s_   (Enter: keep, Esc: clear)",
@@ -309,7 +324,7 @@ static void curses_end(top *t)
 /* A key: returns true to quit. */
 static bool key(top *t, int ch)
 {
-    if (t->st.generic)                /* no table to sort or filter */
+    if (!has_tasks(t))                /* no table to sort or filter */
         return ch == 'q' || ch == 'Q';
     if (t->editing) {
         size_t n = strlen(t->filter);
@@ -351,7 +366,7 @@ static void text_block(top *t, bool final)
     header_lines(t, h);
     printf("top: %s\n", h[0] + strlen("loopscope top  "));
     printf("%s\n%s\n", h[1], h[2]);
-    if (t->st.generic) {
+    if (!has_tasks(t)) {
         printf("tasks: none (generic loop mode: no task lifecycle)\n");
     } else {
         size_t n = t->nrows < 20 ? t->nrows : 20;

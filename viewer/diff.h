@@ -36,6 +36,9 @@ struct diff_side {
     char *target;             /* program and arguments, the program's directory cut */
     char *program;            /* the program's file name: what must match */
     bool generic;             /* meta mode = 'generic' */
+    bool lifecycle;           /* a task lifecycle: libevl's, or a generic trace's census */
+    char *source;             /* a census lifecycle's origin (ls_lifecycle_text), or NULL */
+    char *task_source;        /* meta task_source (generic traces), or NULL */
     bool detection_off;       /* meta blocking_detection = 'off' */
     bool lossy;
     int64_t duration_ns;

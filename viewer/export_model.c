@@ -305,7 +305,9 @@ static void on_span(void *ctx, const ls_span *s)
         if (s->node != LS_NODE_READY)
             a[n++] = (ls_xarg){ "since", LS_XA_NAME, .s = "created" };
         else
-            a[n++] = (ls_xarg){ "woken_by", LS_XA_NAME, .s = NAME_OF(waker_names, s->detail) };
+            /* waker kind 0: not known (a census of asyncio tasks cannot tell) */
+            a[n++] = (ls_xarg){ "woken_by", LS_XA_NAME,
+                                .s = s->detail ? NAME_OF(waker_names, s->detail) : "unknown" };
         if (s->node == LS_NODE_READY && s->object > 0)
             a[n++] = (ls_xarg){ "waker_task", LS_XA_INT, .i = s->object };
         break;

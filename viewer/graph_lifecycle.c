@@ -33,6 +33,10 @@
 struct lnames {
     char *states[LS_MAX_CODE];
     char *reasons[LS_MAX_CODE];
+    /* A census lifecycle (trace.h): a wake's waker is never known (waker
+     * kind 0), so the ready state says so; libevl's wakes always name one. */
+    bool wakers_unknown;
+    char *source;             /* ls_lifecycle_text, or NULL */
 };
 
 static bool valid_node(int64_t code)
@@ -56,6 +60,8 @@ static void state_label(char *buf, size_t n, int code, struct lnames *nm)
     else if (code >= LS_NODE_SUSPENDED && code < LS_NODE_SUSPENDED + 100)
         snprintf(buf, n, "suspended(%s)",
                  graph_name_of(nm->reasons, code - LS_NODE_SUSPENDED, tmp, sizeof(tmp)));
+    else if (code == LS_NODE_READY && nm->wakers_unknown)
+        snprintf(buf, n, "ready\\n(woken, waker unknown)");
     else if (code == LS_NODE_READY)
         snprintf(buf, n, "ready");
     else if (code == LS_NODE_FINAL + LS_NODE_UNKNOWN_DETAIL)
@@ -127,6 +133,17 @@ static Agnode_t *state_node(Agraph_t *g, int code, struct lnames *nm, int64_t en
         agsubnode(sg, n, 1);
     }
     return n;
+}
+
+/* Under the title of a census lifecycle: where it comes from, what that
+ * means for the times and the wakes. */
+static void census_note(gv_buf *b, const struct lnames *nm)
+{
+    if (!nm->source)
+        return;
+    gv_add(b, "\\n");
+    gv_text(b, nm->source);
+    gv_add(b, ": states and times as the censuses saw them; who woke a task is not known");
 }
 
 /* ================================================= the diagram of all tasks */
@@ -309,6 +326,7 @@ static int lifecycle_all(ls_trace *t, Agraph_t *g, const struct graph_opts *o, s
                "each transition: how often, and the median and p99 time spent in the state "
                "before it\\n(\xe2\x89\xa4: at most, from a histogram bucket, within 1/8 of a "
                "power of two)", (long long)ntasks, ntasks == 1 ? "" : "s", (long long)total);
+    census_note(&b, nm);
     gv_set(g, "label", "%s", gv_str(&b));
     if (ned == 0) {
         gv_note(g, "note", t->in_progress || !derived
@@ -554,8 +572,10 @@ static int lifecycle_task(ls_trace *t, Agraph_t *g, const struct graph_opts *o, 
             }
             gv_add(&b, " %lld. %s", (long long)steps[k].num,
                    ls_fmt_dur(d1, sizeof(d1), steps[k].dur));
-            if (steps[k].cancel_by >= 0)
+            if (steps[k].cancel_by > 0)
                 gv_add(&b, " (cancel requested by #%lld)", (long long)steps[k].cancel_by);
+            else if (steps[k].cancel_by == 0)   /* by no task, or one not known (a census) */
+                gv_add(&b, " (cancel requested)");
             gv_add(&b, "\\l");
         }
         gv_set(e, "label", "%s", gv_str(&b));
@@ -578,6 +598,7 @@ static int lifecycle_task(ls_trace *t, Agraph_t *g, const struct graph_opts *o, 
         gv_add(&b, ", from +%s, over %s", ls_fmt_dur(d1, sizeof(d1), p.e[0].ts - start),
                ls_fmt_dur(d2, sizeof(d2), p.e[p.n - 1].ts - p.e[0].ts));
     gv_add(&b, "\\nedges: step number, time spent in the state before the transition");
+    census_note(&b, nm);
     gv_set(g, "label", "%s", gv_str(&b));
     if (!p.n)
         gv_note(g, "note", "no lifecycle events for this task");
@@ -598,11 +619,14 @@ out:
 
 int graph_lifecycle(ls_trace *t, Agraph_t *g, const struct graph_opts *o, const char *target)
 {
-    struct lnames nm = { { 0 }, { 0 } };
+    struct lnames nm = { { 0 }, { 0 }, false, NULL };
+    nm.source = ls_lifecycle_text(t);
+    nm.wakers_unknown = nm.source != NULL;
     graph_load_names(t, "states", nm.states);
     graph_load_names(t, "suspend_reasons", nm.reasons);
     int rc = o->task >= 0 ? lifecycle_task(t, g, o, &nm, target) : lifecycle_all(t, g, o, &nm, target);
     graph_free_names(nm.states);
     graph_free_names(nm.reasons);
+    free(nm.source);
     return rc;
 }

@@ -84,6 +84,7 @@ int graph_tasks(ls_trace *t, Agraph_t *g, const struct graph_opts *o, const char
     gv_buf b = { 0 };
     int rc = 1, step;
     bool ok;
+    char *source = ls_lifecycle_text(t);    /* a census lifecycle (trace.h), or NULL */
 
     /* Tasks, sorted by id (task_by_id relies on it). */
     sqlite3_stmt *st = ls_prepare(t, "SELECT id, parent_id, name, final_state, leak FROM tasks ORDER BY id");
@@ -240,10 +241,15 @@ int graph_tasks(ls_trace *t, Agraph_t *g, const struct graph_opts *o, const char
     if (ncycle_tasks)
         gv_add(&b, ", <font color=\"#d00000\"><b>%d in wait-for cycles%s</b></font>", ncycle_tasks,
                deadlocked ? " (deadlocked at the end)" : "");
-    gv_add(&b, "</font></td></tr><tr><td colspan=\"%d\">solid: spawned; dashed: awaited; %s%s"
-               "bold red: wait-for cycle</td></tr>", TS_N,
+    gv_add(&b, "</font></td></tr><tr><td colspan=\"%d\">%sdashed: awaited; %s%s"
+               "bold red: wait-for cycle</td></tr>", TS_N, source ? "" : "solid: spawned; ",
            nlock ? "dotted: waits for a lock the other holds; " : "",
            nrel ? "green: woken by (event, queue ...); " : "");
+    if (source) {                           /* a census: no parents, no wakers */
+        gv_add(&b, "<tr><td colspan=\"%d\">", TS_N);
+        gv_html(&b, source);
+        gv_add(&b, ": who spawned or woke a task is not known</td></tr>");
+    }
     if (n > 0) {                            /* an empty <tr> is a syntax error */
         gv_add(&b, "<tr>");
         for (int s = 0; s < TS_N; s++)
@@ -364,6 +370,7 @@ out:
     free(aw);
     free(rel);
     free(b.s);
+    free(source);
     graph_free_names(leak_names);
     graph_free_names(reason_names);
     return rc;

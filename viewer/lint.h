@@ -24,7 +24,9 @@ typedef struct lint {
     ls_trace *t;
     ls_json *j;                /* NULL: text */
     int64_t start, end, thr, late;
-    bool generic;              /* generic loop mode: no task lifecycle */
+    bool generic;              /* generic loop mode: loop threads, asyncio tasks */
+    bool lifecycle;            /* a task lifecycle (libevl, or a generic trace's census):
+                                  the task rules and the deadlock rule run */
     long counts[R_COUNT];
     long total;
 } lint;

@@ -49,17 +49,20 @@ static void never_row(lint *L, sqlite3_stmt *st)
     int pct = life > 0 ? (int)fmin(100.0 * (double)step / (double)life, 100) : 100;
     if (pct > 100)
         pct = 100;
+    /* No function (an asyncio task from a census): no " in ..." */
+    const char *in = clean || !L->generic ? " in " : "";
+    const char *where = clean ? clean : L->generic ? "" : "?";
     if (resumes <= 1)
         lint_warn_begin(L, R_NEVER_YIELDS, id, name,
                    "task '%s' (id %lld) never yielded: its only step ran %s (%d%% of its "
-                   "lifetime) in %s (%s)%s", lint_task_or(name), (long long)id, lint_dur(step), pct,
-                   clean ? clean : "?", lint_at(L, ts), extra);
+                   "lifetime)%s%s (%s)%s", lint_task_or(name), (long long)id, lint_dur(step), pct,
+                   in, where, lint_at(L, ts), extra);
     else
         lint_warn_begin(L, R_NEVER_YIELDS, id, name,
                    "task '%s' (id %lld) ran %s without yielding (the longest of its %lld steps, "
-                   "%d%% of its lifetime) in %s (%s)%s", lint_task_or(name), (long long)id,
+                   "%d%% of its lifetime)%s%s (%s)%s", lint_task_or(name), (long long)id,
                    lint_dur(step),
-                   (long long)resumes, pct, clean ? clean : "?", lint_at(L, ts), extra);
+                   (long long)resumes, pct, in, where, lint_at(L, ts), extra);
     lint_ev_int(L, "step_start_ns", ts - L->start);
     lint_ev_int(L, "step_ns", step);
     lint_ev_int(L, "steps", resumes);
@@ -221,6 +224,11 @@ static void unretrieved_row(lint *L, sqlite3_stmt *st)
     const char *name = ls_col_text(st, 1);
     char e[32];
     ls_fmt_err(e, sizeof(e), err);
+    /* error 0 on a failure: not recorded (a census sees that an asyncio
+     * task failed, not its exception) */
+    bool unknown = err == 0 && sqlite3_column_int(st, 2) == EVL_FINAL_FAILED;
+    if (unknown)
+        snprintf(e, sizeof(e), "an unknown error");
     bool verdict = !ls_col_null(st, 5);
     int state = sqlite3_column_int(st, 2);
     const char *how = state == EVL_FINAL_FAILED ? "failed"
@@ -236,7 +244,7 @@ static void unretrieved_row(lint *L, sqlite3_stmt *st)
                    lint_task_or(name), (long long)id, e, lint_at(L, ls_col_ts(st, 4)));
     lint_ev_str(L, "case", verdict ? "unretrieved verdict" : "failed, no awaiter");
     lint_ev_int(L, "error", err);
-    lint_ev_str(L, "error_name", e);
+    lint_ev_str(L, "error_name", unknown ? NULL : e);
     if (!ls_col_null(st, 4))
         lint_ev_int(L, "ended_ns", ls_col_ts(st, 4) - L->start);
     if (verdict)

@@ -91,6 +91,9 @@ typedef struct tl {
     char *susp_names[32], *wake_names[32], *sys_names[512]; /* lookup tables, by id */
     sqlite3_stmt *q_before, *q_after, *q_range, *q_count;
     bool generic;                /* generic loop mode: loop thread rows */
+    bool lifecycle;              /* a task lifecycle (libevl's, or a generic trace's
+                                    census): task lanes; generic: with thread rows */
+    char *source;                /* a census lifecycle's origin (ls_lifecycle_text) */
     char **owned;                /* strings spans point to (generic titles) */
     size_t nowned;
 } tl;
@@ -141,5 +144,15 @@ bool tl_write_note_svg(const char *file, const char *path, const char *msg);
 
 bool tl_generic_bounds(tl *x, int64_t *first, int64_t *last);
 int tl_timeline_generic(tl *x, const struct opts *o, const char *path);
+/* A loop thread's row (lane.thread) among task lanes, in a generic trace
+ * with a lifecycle: its per-column sums from loop_windows (tl_thread_fill,
+ * ncols columns), what each column shows (D_*: blocked, busy half of the
+ * time or more, partly busy, waiting), its legend line after `head`, the
+ * note on columns finer than the windows (empty when none), its SVG row. */
+bool tl_thread_fill(tl *x, lane *ln, int ncols);
+void tl_thread_cells(const tl *x, const lane *ln, int ncols, unsigned char *cells);
+void tl_thread_legend(const char *head, bool color, bool utf8);
+void tl_thread_note(const tl *x, double q, char *buf, size_t n);
+void tl_svg_thread_row(FILE *f, tl *x, const lane *ln, double y);
 
 #endif

@@ -2,7 +2,10 @@
  * timeline_generic.c -- `loopscope timeline` on a generic loop mode trace
  * (a process not built on libevl): a row per loop thread from its
  * iteration windows (loop_windows) and blocking episodes, on the terminal
- * or as SVG.  Depends on timeline.h.
+ * or as SVG.  A generic trace with a task lifecycle (a census of its
+ * asyncio tasks) draws its task lanes as libevl's, with these thread rows
+ * instead of the blocking-only loop rows (tl_thread_*).  Depends on
+ * timeline.h.
  */
 #include "timeline.h"
 
@@ -12,7 +15,7 @@
 
 /* What a generic column shows (D_*): blocked > busy for half of the time in
  * its iterations > busy for a tenth of it > waiting; blank without window. */
-static void generic_cells(const tl *x, const lane *ln, int ncols, unsigned char *cells)
+void tl_thread_cells(const tl *x, const lane *ln, int ncols, unsigned char *cells)
 {
     tl_lane_cells(x, ln, ncols, cells, NULL);      /* its blocking episodes */
     for (int c = 0; c < ncols; c++) {
@@ -38,6 +41,11 @@ static void gcol_add(gcol *c, const gcol *d, double k)
  * window costs O(1) however many columns it spans. */
 static bool generic_fill(tl *x, lane *ln, int ncols)
 {
+    if (!ls_has_table(x->t, "loop_windows")) {     /* an older trace: blocking only */
+        if (!(ln->gc = calloc((size_t)ncols, sizeof(*ln->gc))))
+            return !ls_error("out of memory");
+        return true;
+    }
     ln->gc = calloc((size_t)ncols, sizeof(*ln->gc));
     gcol *diff = calloc((size_t)ncols + 1, sizeof(*diff));
     if (!ln->gc || !diff) {
@@ -110,13 +118,18 @@ bool tl_generic_bounds(tl *x, int64_t *first, int64_t *last)
     return ok;
 }
 
+bool tl_thread_fill(tl *x, lane *ln, int ncols)
+{
+    return generic_fill(x, ln, ncols);
+}
+
 static const char *const generic_names[D_COUNT] = {
     "no window", "waiting (in the wait call)", "?", "partly busy (10-50%)",
     "busy (half of the time or more)", "blocked (a blocking episode)",
 };
 
 /* A note under a generic picture or table: columns finer than windows. */
-static void generic_note(const tl *x, double q, char *buf, size_t n)
+void tl_thread_note(const tl *x, double q, char *buf, size_t n)
 {
     int64_t w = ls_meta_int(x->t, LS_META_WINDOW_NS, 0);
     char d[32];
@@ -125,6 +138,19 @@ static void generic_note(const tl *x, double q, char *buf, size_t n)
                  "columns are finer than that, so approximate", ls_fmt_dur(d, sizeof(d), w));
     else
         buf[0] = 0;
+}
+
+void tl_thread_legend(const char *head, bool color, bool utf8)
+{
+    printf("%s", head);
+    static const int order[] = { D_BLOCK, D_RUN, D_RAN, D_SUSP };
+    for (size_t k = 0; k < sizeof(order) / sizeof(order[0]); k++) {
+        int s = order[k];
+        printf("%s%s", k ? "  " : " ", color ? tl_ansi_color[s] : "");
+        fputs(utf8 ? tl_utf8_glyph[s] : (char[]){ tl_ascii_glyph[s], 0 }, stdout);
+        printf("%s %s", color ? "\033[0m" : "", generic_names[s]);
+    }
+    printf("\n");
 }
 
 static void generic_terminal(tl *x, const struct opts *o, const char *path, size_t nmatch)
@@ -142,21 +168,13 @@ static void generic_terminal(tl *x, const struct opts *o, const char *path, size
            ls_fmt_dur(d3, sizeof(d3), x->to - x->from), ls_fmt_dur(d4, sizeof(d4), (int64_t)q));
     unsigned char *cells = malloc((size_t)ncols);
     for (size_t i = 0; cells && i < x->nlanes; i++) {
-        generic_cells(x, &x->lanes[i], ncols, cells);
+        tl_thread_cells(x, &x->lanes[i], ncols, cells);
         tl_print_cells(&x->lanes[i], cells, ncols, color, utf8);
     }
     free(cells);
     tl_print_axis(x, ncols, q, utf8);
-    printf("legend:");
-    static const int order[] = { D_BLOCK, D_RUN, D_RAN, D_SUSP };
-    for (size_t k = 0; k < sizeof(order) / sizeof(order[0]); k++) {
-        int s = order[k];
-        printf("%s%s", k ? "  " : " ", color ? tl_ansi_color[s] : "");
-        fputs(utf8 ? tl_utf8_glyph[s] : (char[]){ tl_ascii_glyph[s], 0 }, stdout);
-        printf("%s %s", color ? "\033[0m" : "", generic_names[s]);
-    }
-    printf("\n");
-    generic_note(x, q, note, sizeof(note));
+    tl_thread_legend("legend:", color, utf8);
+    tl_thread_note(x, q, note, sizeof(note));
     if (note[0])
         printf("%s\n", note);
     if (nmatch > x->nlanes)
@@ -176,7 +194,7 @@ static bool generic_svg(tl *x, const char *file, const char *path, size_t nmatch
             tl_fmt_at(d2, sizeof(d2), x->to - x->start), ls_fmt_dur(d3, sizeof(d3), x->to - x->from));
     if (nmatch > x->nlanes)
         fprintf(f, ", %zu more not shown", nmatch - x->nlanes);
-    generic_note(x, q, note, sizeof(note));
+    tl_thread_note(x, q, note, sizeof(note));
     if (note[0]) {
         fputs(" \xe2\x80\x94 ", f);
         ls_xml_write(f, note);
@@ -187,14 +205,27 @@ static bool generic_svg(tl *x, const char *file, const char *path, size_t nmatch
     };
     tl_svg_legend(f, leg, sizeof(leg) / sizeof(leg[0]), "blocked");
     tl_svg_axis(f, x);
-    static const int cls[D_COUNT] = { 0, 1, 2, 5, 3, 4 };   /* D_* -> CSS class s<N> */
-    unsigned char *cells = malloc(SVG_LANE_W);
-    for (size_t i = 0; cells && i < x->nlanes; i++) {
+    for (size_t i = 0; i < x->nlanes; i++) {
         lane *ln = &x->lanes[i];
         double y = tl_svg_row_begin(f, ln, i);
+        tl_svg_thread_row(f, x, ln, y);
+        for (size_t k = 0; k < ln->blk.n; k++)
+            tl_svg_rect(f, x, ln, &ln->blk.v[k], y + 1, 16);
+        fprintf(f, "</g>\n");
+    }
+    return tl_svg_close(f, file);
+}
+
+void tl_svg_thread_row(FILE *f, tl *x, const lane *ln, double y)
+{
+    static const int cls[D_COUNT] = { 0, 1, 2, 5, 3, 4 };   /* D_* -> CSS class s<N> */
+    double q = (double)(x->to - x->from) / SVG_LANE_W;
+    char d1[32], d2[32];
+    unsigned char *cells = malloc(SVG_LANE_W);
+    if (cells) {
         char label[64];
         tl_lane_label(ln, label, sizeof(label) - 1);
-        generic_cells(x, ln, SVG_LANE_W, cells);
+        tl_thread_cells(x, ln, SVG_LANE_W, cells);
         for (int c = 0; c < SVG_LANE_W;) {
             int d = cells[c], e = c;
             gcol sum = { 0 };
@@ -216,12 +247,8 @@ static bool generic_svg(tl *x, const char *file, const char *path, size_t nmatch
             }
             c = e;
         }
-        for (size_t k = 0; k < ln->blk.n; k++)
-            tl_svg_rect(f, x, ln, &ln->blk.v[k], y + 1, 16);
-        fprintf(f, "</g>\n");
     }
     free(cells);
-    return tl_svg_close(f, file);
 }
 
 /* The generic loop mode's timeline: a row per loop thread. */

@@ -151,6 +151,9 @@ static void on_span(void *ctx, const ls_span *s)
     const char *why = s->node == LS_NODE_PREEXISTING ? "existed before the recording"
                       : s->node == LS_NODE_CREATED ? "created"
                       : st == ST_SUSP ? name_of(x->susp_names, 32, s->detail)
+                      /* waker kind 0: a census cannot tell who woke it */
+                      : s->state == EVL_FINAL_READY && s->node == LS_NODE_READY && !s->detail
+                      ? "woken, waker unknown"
                       : s->state == EVL_FINAL_READY ? name_of(x->wake_names, 32, s->detail)
                       : NULL;
     if (!d->best) {                      /* exact: the span, clipped to the window */
@@ -362,16 +365,20 @@ bool tl_load_blocking(tl *x)
         const char *sys = sqlite3_column_type(st, 5) == SQLITE_NULL ? NULL
                           : name_of(x->sys_names, 512, sqlite3_column_int64(st, 5));
         const char *why = kind == LS_BLOCK_ONCPU ? "on-cpu: a long step" : sys ? sys : "off-cpu";
-        if (x->generic) {                /* the asyncio task by name, not its address */
-            const char *tn = (const char *)sqlite3_column_text(st, 6);
-            why = keep(x, kind == LS_BLOCK_ONCPU ? "on-cpu" : sys ? sys : "off-cpu", tn);
-            task = -1;
-        }
         span sp = { s < x->from ? x->from : s, e > x->to ? x->to : e, ST_BLOCK, why, task, 0 };
+        span on_task = sp;
+        if (x->generic) {                /* the asyncio task by name, not its id */
+            const char *tn = (const char *)sqlite3_column_text(st, 6);
+            sp.reason = keep(x, kind == LS_BLOCK_ONCPU ? "on-cpu" : sys ? sys : "off-cpu", tn);
+            sp.arg = -1;
+            on_task.reason = kind == LS_BLOCK_ONCPU ? "on-cpu" : sys ? sys : "off-cpu";
+        }
         for (size_t i = 0; i < x->nlanes; i++) {
             lane *ln = &x->lanes[i];
-            if ((ln->is_loop && ln->id == loop) || (!ln->is_loop && has_task && ln->id == task))
+            if (ln->is_loop && ln->id == loop)
                 spans_push(&ln->blk, sp);
+            else if (!ln->is_loop && has_task && ln->id == task)   /* a census's task row */
+                spans_push(&ln->blk, on_task);
         }
     }
     bool ok = ls_step_ok(x->t, st, rc);

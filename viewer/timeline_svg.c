@@ -178,7 +178,23 @@ bool tl_write_svg(tl *x, const char *file, const char *path, size_t ntasks, size
             tl_fmt_at(d1, sizeof(d1), x->from - x->start), tl_fmt_at(d2, sizeof(d2), x->to - x->start), ls_fmt_dur(d3, sizeof(d3), x->to - x->from));
     if (nmatch > ntasks)
         fprintf(f, ", %zu more not shown", nmatch - ntasks);
+    if (x->source) {                     /* a census: what its times mean */
+        fputs(" \xe2\x80\x94 ", f);
+        ls_xml_write(f, x->source);
+    }
     fprintf(f, "</text>\n");
+    bool threads = false;
+    for (size_t i = 0; i < x->nlanes; i++)
+        threads |= x->lanes[i].thread;
+    if (threads) {                       /* the thread rows' colours, under the axis */
+        char note[200], d[32];
+        tl_thread_note(x, (double)(x->to - x->from) / SVG_LANE_W, note, sizeof(note));
+        fprintf(f, "<text x=\"10\" y=\"%d\" fill=\"#666\">thread rows: green, the loop busy half "
+                   "of the time or more; light green, partly busy; grey, waiting in its wait call%s%s"
+                   "</text>\n", SVG_TOP + (int)x->nlanes * SVG_ROW_H + 42,
+                note[0] ? "; approximate, from windows of " : "",
+                note[0] ? ls_fmt_dur(d, sizeof(d), ls_meta_int(x->t, LS_META_WINDOW_NS, 0)) : "");
+    }
     static const svg_leg leg[] = {
         { 3, "running" }, { 5, "ran briefly" }, { 2, "ready" }, { 1, "suspended" },
     };
@@ -190,7 +206,9 @@ bool tl_write_svg(tl *x, const char *file, const char *path, size_t ntasks, size
     for (size_t i = 0; i < x->nlanes; i++) {
         lane *ln = &x->lanes[i];
         double y = tl_svg_row_begin(f, ln, i);
-        if (ln->binned || ln->st.n > SVG_LANE_W / 4)
+        if (ln->thread)
+            tl_svg_thread_row(f, x, ln, y);
+        else if (ln->binned || ln->st.n > SVG_LANE_W / 4)
             svg_dense(f, x, ln, y);
         else
             for (size_t k = 0; k < ln->st.n; k++) {

@@ -249,8 +249,13 @@ void tl_print_terminal(tl *x, const struct opts *o, const char *path, size_t nta
            ls_fmt_dur(d3, sizeof(d3), x->to - x->from), ls_fmt_dur(d4, sizeof(d4), (int64_t)q));
 
     unsigned char *cells = malloc((size_t)ncols);
-    for (size_t i = 0; i < x->nlanes; i++) {
-        tl_lane_cells(x, &x->lanes[i], ncols, cells, NULL);
+    bool threads = false;
+    for (size_t i = 0; cells && i < x->nlanes; i++) {
+        if (x->lanes[i].thread)              /* a generic trace's loop thread */
+            tl_thread_cells(x, &x->lanes[i], ncols, cells);
+        else
+            tl_lane_cells(x, &x->lanes[i], ncols, cells, NULL);
+        threads |= x->lanes[i].thread;
         tl_print_cells(&x->lanes[i], cells, ncols, color, utf8);
     }
     free(cells);
@@ -266,6 +271,15 @@ void tl_print_terminal(tl *x, const struct opts *o, const char *path, size_t nta
                s == D_READY ? " (waiting for the loop)" : "");
     }
     printf("\n");
+    if (threads) {
+        char note[200];
+        tl_thread_legend("threads:", color, utf8);
+        tl_thread_note(x, q, note, sizeof(note));
+        if (note[0])
+            printf("%s\n", note);
+    }
+    if (x->source)
+        printf("tasks: %s, states and times as the censuses saw them\n", ls_term(x->source));
     if (nmatch > ntasks)
         printf("%zu more task%s in the window not shown (the %zu busiest are): "
                "use --limit, --tasks or --loop\n", nmatch - ntasks, nmatch - ntasks == 1 ? "" : "s",

@@ -286,6 +286,33 @@ bool ls_is_generic(ls_trace *t)
     return g;
 }
 
+ls_lifecycle ls_lifecycle_source(ls_trace *t)
+{
+    if (!ls_is_generic(t))
+        return LS_LIFECYCLE_PROBES;
+    char *src = ls_meta(t, LS_META_TASK_SOURCE);
+    bool census = src && !strncmp(src, "census", 6);
+    free(src);
+    return census ? LS_LIFECYCLE_CENSUS : LS_LIFECYCLE_NONE;
+}
+
+bool ls_has_lifecycle(ls_trace *t)
+{
+    return ls_lifecycle_source(t) != LS_LIFECYCLE_NONE;
+}
+
+char *ls_lifecycle_text(ls_trace *t)
+{
+    if (ls_lifecycle_source(t) != LS_LIFECYCLE_CENSUS)
+        return NULL;
+    char *src = ls_meta(t, LS_META_TASK_SOURCE), *s = NULL;
+    /* "census every 10 ms" -> "... from a census every 10 ms" */
+    if (src && asprintf(&s, "asyncio task lifecycle from a %s", src) < 0)
+        s = NULL;
+    free(src);
+    return s;
+}
+
 bool ls_has_table(ls_trace *t, const char *name)
 {
     sqlite3_stmt *st = NULL;

@@ -82,9 +82,34 @@ void ls_read_drops(ls_trace *t, ls_drops *d);
 /* Anything lost or refused (a lossy trace). */
 bool ls_drops_lossy(const ls_drops *d);
 
-/* meta mode = 'generic' (tracer/SCHEMA.md): a process not built on libevl,
- * recorded without task lifecycle; its loops are threads. */
+/* meta mode = 'generic' (tracer/SCHEMA.md): a process not built on libevl;
+ * its loops are threads, with iteration windows and a histogram, and its
+ * stacks hold runtime frames (Python, JIT) rather than libevl's.  Whether
+ * it has a task lifecycle is ls_has_lifecycle's question, not this one. */
 bool ls_is_generic(ls_trace *t);
+
+/* Where a trace's task lifecycle (task rows with task_create .. task_leak
+ * events, task_stats, transitions) comes from:
+ *   LS_LIFECYCLE_PROBES  libevl's probes (meta mode batched or unbatched):
+ *                        every step, with who woke a task;
+ *   LS_LIFECYCLE_CENSUS  a generic trace whose meta task_source starts with
+ *                        "census" (an unmodified CPython's asyncio tasks,
+ *                        read every N ms: tracer/decode_asyncio.c): states
+ *                        as the censuses saw them, stamped with the census
+ *                        times, a wake's waker unknown (waker kind 0);
+ *   LS_LIFECYCLE_NONE    any other generic trace (task_source "none" or
+ *                        absent): no lifecycle, tasks rows only for the
+ *                        asyncio tasks named in blocking episodes. */
+typedef enum { LS_LIFECYCLE_NONE, LS_LIFECYCLE_PROBES, LS_LIFECYCLE_CENSUS } ls_lifecycle;
+ls_lifecycle ls_lifecycle_source(ls_trace *t);
+/* The trace has a task lifecycle (probes or census): every view of tasks
+ * (tasks, timeline lanes, graph --kind tasks|lifecycle, lint's task rules,
+ * export's task tracks, diff's task and leak tables) reads it. */
+bool ls_has_lifecycle(ls_trace *t);
+/* For a census lifecycle, a phrase saying where it comes from, e.g.
+ * "asyncio task lifecycle from a census every 10 ms" (the meta value,
+ * escaped by the caller as any trace string); malloc'd, NULL otherwise. */
+char *ls_lifecycle_text(ls_trace *t);
 /* A table (or view) of that name exists: older traces lack the newer ones. */
 bool ls_has_table(ls_trace *t, const char *name);
 

@@ -26,6 +26,10 @@ the *values* hostile:
              without a row, iteration_hist buckets with hi_ns <= lo_ns,
              negative and INT64_MAX counts and more buckets than any real
              histogram, asyncio tasks with hostile names, Python frames
+  census     a generic trace with a census lifecycle (meta task_source
+             'census ...'): names' tasks and events, wakes with waker kind 0
+             (unknown), a deadlock through lock holders, hostile
+             task_source and censuses, derived on first read
   (extremes and random also hold hostile windows and histograms)
 
 Every viewer command runs on each with a per-command timeout.  Each run
@@ -367,6 +371,25 @@ def build_generic(db, rng=None):
                            for i in range(30)])
 
 
+def build_census(db):
+    """A generic trace with a census lifecycle (meta task_source 'census
+    ...', tracer/decode_asyncio.c): build_names' hostile tasks and events,
+    wakes with waker kind 0, a deadlock through lock holders (arg1), a
+    hostile task_source and censuses, windows; derived on first read."""
+    H = HOSTILE
+    build_names(db)
+    db.con.execute("UPDATE meta SET value = 'generic' WHERE key = 'mode'")
+    db.meta({"task_source": text(b"census every 10 ms " + H[8] + H[11] + H[9], 1),
+             "censuses": text(H[12] + H[2], 1), "window_ns": "20000000"})
+    n = len(H)
+    db.insert("events", [(600_000_000 + i, 1, i + 1, 6, 0, 0, None) for i in range(n)])
+    db.insert("events", [(700_000_000, 1, n - 3, 5, 8, 0x1000, n - 4),
+                         (700_000_001, 1, n - 4, 5, 8, 0x2000, n - 3),
+                         (800_000_000, 1, n - 5, 9, 2, None, None)])
+    db.insert("loop_windows", [(1, 1000 + k * 20_000_000, 1000 + (k + 1) * 20_000_000, 30,
+                                15_000_000, 5_000_000, 900_000) for k in range(40)])
+
+
 def add_hostile_windows(db, rng, loops):
     """Windows and histograms of any shape on a libevl trace."""
     db.con.executemany("INSERT OR IGNORE INTO loop_windows VALUES(?,?,?,?,?,?,?)",
@@ -393,6 +416,7 @@ TRACES = {
     "bogus": None,
     "empty": build_empty,
     "generic": build_generic,
+    "census": build_census,
 }
 
 
@@ -553,7 +577,7 @@ def main():
                 build(db)
             if name in ("extremes", "random"):
                 add_hostile_windows(db, random.Random(a.seed), [1, 2, 99, I64_MAX, -1])
-            db.finish(forged=name not in ("extremes", "random"))
+            db.finish(forged=name not in ("extremes", "random", "census"))
             if a.keep:
                 os.makedirs(a.keep, exist_ok=True)
                 shutil.copy(path, a.keep)

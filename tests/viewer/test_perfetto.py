@@ -261,6 +261,7 @@ def main():
         ("blocking_window", ["--from", "1.5s", "--to", "4.7s"]),
         ("ticker_window", ["--from", "150ms", "--to", "200ms"]),
         ("generic", []), ("generic_window", ["--from", "390ms", "--to", "460ms"]),
+        ("asyncio", []), ("asyncio_window", ["--from", "500ms", "--to", "560ms"]),
     ]
     with tempfile.TemporaryDirectory(prefix="lsperfetto-") as tmp:
         errs = self_test(tmp)

@@ -294,7 +294,7 @@ def main():
     passed = failed = 0
     with tempfile.TemporaryDirectory(prefix="lspftrace-") as tmp:
         pb2 = load_pb2(a.proto, tmp)
-        for name in ("lifecycle", "ticker", "blocking", "rules", "generic"):
+        for name in ("lifecycle", "ticker", "blocking", "rules", "generic", "asyncio"):
             db = os.path.join(a.fixtures, name + ".db")
             if not os.path.exists(db):
                 continue
