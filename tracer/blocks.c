@@ -79,6 +79,33 @@ static int py_frames(recorder *r, int64_t id, int depth, const struct ls_pystack
     return depth;
 }
 
+/* Store (once) an asyncio task's await chain as a stack of Python
+ * frames: f[0] its outermost coroutine, f[n-1] the innermost (depth 0 in
+ * the stack).  Its id, 0 when empty. */
+int64_t ls_await_stack(recorder *r, const struct ls_py_frame *f, uint32_t n)
+{
+    struct ls_blocks *k = state(r);
+    if (!n || !k || !r->py)
+        return 0;
+    uint64_t h = 0x9ae16a3b2f90404full;  /* FNV-1a, apart from the episodes' */
+    for (uint32_t i = 0; i < n; i++)
+        h = (h ^ f[i].code ^ ((uint64_t)(uint32_t)f[i].instr << 32)) * 1099511628211ull;
+    size_t slot = h % LS_STACK_IDS;
+    if (k->stack_ids[slot].id && k->stack_ids[slot].hash == h)
+        return k->stack_ids[slot].id;
+    int64_t id = ++k->next_stack_id;
+    int depth = 0;
+    for (uint32_t i = n; i-- > 0 && depth < LS_MAX_DEPTH;) {
+        ls_sym s = { .module = "python" };
+        ls_py_frame(r->py, &f[i], &s.function, &s.file, &s.line);
+        ls_sink_frame(r, id, depth++, 0, &s);
+    }
+    ls_sink_stack(r, id, depth);
+    k->stack_ids[slot].hash = h;
+    k->stack_ids[slot].id = id;
+    return id;
+}
+
 /* Unwind, symbolize and store (once) the stack of a blocking episode.  A
  * CPython stack is merged in: the Python frames a native
  * _PyEval_EvalFrameDefault runs (up to and including the next ENTRY frame,

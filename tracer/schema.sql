@@ -92,6 +92,14 @@ CREATE TABLE frames(
   module TEXT,
   PRIMARY KEY(stack_id, depth)
 ) WITHOUT ROWID;
+-- Asyncio traces: the await chain of a task each time a census saw it
+-- park (one row per task_suspend event of the census).
+CREATE TABLE await_stacks(
+  task_id INTEGER NOT NULL,
+  ts_ns INTEGER NOT NULL,       -- its task_suspend event's time
+  stack_id INTEGER NOT NULL,    -- stacks.id: innermost coroutine frame at depth 0
+  PRIMARY KEY(task_id, ts_ns)
+) WITHOUT ROWID;
 CREATE TABLE syscalls(nr INTEGER PRIMARY KEY, name TEXT NOT NULL);
 -- With `record --syscalls`: time in each syscall per loop thread.
 CREATE TABLE syscall_stats(
@@ -131,7 +139,8 @@ CREATE VIEW events_named AS
   SELECT e.ts_ns, e.loop_id, e.task_id, t.name AS task, k.name AS kind,
          CASE k.name
            WHEN 'task_suspend' THEN (SELECT name FROM suspend_reasons WHERE id = e.reason)
-           WHEN 'task_wake' THEN (SELECT name FROM waker_kinds WHERE id = e.reason)
+           WHEN 'task_wake' THEN coalesce((SELECT name FROM waker_kinds WHERE id = e.reason),
+                                           'unknown')
            WHEN 'task_finish' THEN (SELECT name FROM states WHERE id = e.reason)
            WHEN 'task_leak' THEN (SELECT name FROM leak_kinds WHERE id = e.reason)
            ELSE e.reason END AS reason,

@@ -89,6 +89,11 @@ void ls_sink_stack(recorder *r, int64_t stack, int depth) { EACH(stack, stack, d
 
 void ls_sink_block(recorder *r, const ls_block_rec *b) { EACH(block, b); }
 
+void ls_sink_await_stack(recorder *r, uint64_t task, int64_t ts, int64_t stack)
+{
+    EACH(await_stack, task, ts, stack);
+}
+
 void ls_sink_syscall_stat(recorder *r, uint64_t loop, uint32_t tid, uint32_t nr, uint64_t count,
                           uint64_t total_ns, uint64_t max_ns)
 {

@@ -73,6 +73,9 @@ typedef struct ls_sink_ops {
     void (*frame)(void *s, int64_t stack, int depth, uint64_t pc, const ls_sym *f);
     void (*stack)(void *s, int64_t stack, int depth);
     void (*block)(void *s, const ls_block_rec *b);
+    /* Asyncio traces: a task's await chain (a stack given before) when a
+     * census saw it park at ts (its task_suspend event's time). */
+    void (*await_stack)(void *s, uint64_t task, int64_t ts, int64_t stack);
     void (*syscall_stat)(void *s, uint64_t loop, uint32_t tid, uint32_t nr, uint64_t count,
                          uint64_t total_ns, uint64_t max_ns);
     /* Everything is in (open spans end at end_ns): 0, or -1 after one
@@ -110,6 +113,7 @@ void ls_sink_hist(struct recorder *r, uint64_t loop, int64_t lo, int64_t hi, uin
 void ls_sink_frame(struct recorder *r, int64_t stack, int depth, uint64_t pc, const ls_sym *f);
 void ls_sink_stack(struct recorder *r, int64_t stack, int depth);
 void ls_sink_block(struct recorder *r, const ls_block_rec *b);
+void ls_sink_await_stack(struct recorder *r, uint64_t task, int64_t ts, int64_t stack);
 void ls_sink_syscall_stat(struct recorder *r, uint64_t loop, uint32_t tid, uint32_t nr,
                           uint64_t count, uint64_t total_ns, uint64_t max_ns);
 /* Every sink's end, in order; the first error. */

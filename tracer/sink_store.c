@@ -69,6 +69,10 @@ static void st_frame(void *s, int64_t stack, int depth, uint64_t pc, const ls_sy
 }
 
 static void st_stack(void *s, int64_t stack, int depth) { ls_store_stack(s, stack, depth); }
+static void st_await_stack(void *s, uint64_t task, int64_t ts, int64_t stack)
+{
+    ls_store_await_stack(s, task, ts, stack);
+}
 
 static void st_block(void *s, const ls_block_rec *b)
 {
@@ -112,6 +116,7 @@ const ls_sink_ops ls_store_sink = {
     .hist = st_hist,
     .frame = st_frame,
     .stack = st_stack,
+    .await_stack = st_await_stack,
     .block = st_block,
     .syscall_stat = st_syscall_stat,
     .end = st_end,

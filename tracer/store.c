@@ -39,7 +39,7 @@ struct ls_store {
     ls_chunkw *events;        /* the event chunks being written */
     sqlite3_stmt *ins_task, *fin_task, *ins_loop, *stop_loop, *ins_meta;
     sqlite3_stmt *ins_stack, *ins_frame, *ins_block, *leak_task, *ins_unknown;
-    sqlite3_stmt *ins_named, *ins_window, *ins_hist;
+    sqlite3_stmt *ins_named, *ins_window, *ins_hist, *ins_await;
     int64_t last_commit;
     char err[256];
 };
@@ -218,7 +218,9 @@ ls_store *ls_store_create(const char *path, bool force, char *err, size_t errlen
         "INSERT INTO blocking(loop_id,task_id,start_ns,dur_ns,kind,syscall,"
         "stack_id) VALUES(?,?,?,?,?,?,?)");
     s->leak_task = store_prepare(s, "UPDATE tasks SET leak = ? WHERE id = ?");
-    if (!s->events || !s->ins_task || !s->fin_task || !s->ins_loop ||
+    s->ins_await = store_prepare(s,
+        "INSERT OR REPLACE INTO await_stacks(task_id,ts_ns,stack_id) VALUES(?,?,?)");
+    if (!s->ins_await ||!s->events || !s->ins_task || !s->fin_task || !s->ins_loop ||
         !s->stop_loop || !s->ins_meta || !s->ins_stack || !s->ins_frame || !s->ins_block ||
         !s->leak_task || !s->ins_unknown || !s->ins_named || !s->ins_window ||
         !s->ins_hist)
@@ -434,6 +436,14 @@ void ls_store_task_finish(ls_store *s, uint64_t task, uint64_t loop, int64_t end
     step(s, st);
 }
 
+void ls_store_await_stack(ls_store *s, uint64_t task, int64_t ts, int64_t stack)
+{
+    if (!s)
+        return;
+    int64_t v[] = { (int64_t)task, ts, stack };
+    step_ints(s, s->ins_await, v, 3);
+}
+
 void ls_store_stack(ls_store *s, int64_t id, int depth)
 {
     if (!s)
@@ -549,7 +559,8 @@ static void finalize_all(ls_store *s)
     sqlite3_stmt *sts[] = { s->ins_task, s->fin_task,
                             s->ins_loop, s->stop_loop, s->ins_meta, s->ins_stack,
                             s->ins_frame, s->ins_block, s->leak_task,
-                            s->ins_unknown, s->ins_named, s->ins_window, s->ins_hist };
+                            s->ins_unknown, s->ins_named, s->ins_window, s->ins_hist,
+                            s->ins_await };
     for (size_t i = 0; i < sizeof(sts) / sizeof(sts[0]); i++)
         sqlite3_finalize(sts[i]);
 }

@@ -63,6 +63,8 @@ void ls_store_task_finish(ls_store *s, uint64_t task, uint64_t loop, int64_t end
 void ls_store_frame(ls_store *s, int64_t stack_id, int depth, uint64_t pc,
                     const struct ls_sym *sym);
 void ls_store_stack(ls_store *s, int64_t id, int depth);
+/* An asyncio task's await chain (stack, stored before) when it parked at ts. */
+void ls_store_await_stack(ls_store *s, uint64_t task, int64_t ts, int64_t stack);
 /* A blocking episode; on-CPU ones get their duration at ls_store_finish. */
 void ls_store_blocking(ls_store *s, uint64_t loop, uint64_t task, int64_t start, int64_t dur,
                        int kind, int64_t syscall, int64_t stack_id);

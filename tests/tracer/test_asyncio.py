@@ -172,6 +172,17 @@ def lifecycle():
         last = query(db, "SELECT reason, arg1 FROM events WHERE task_id = ? AND kind = ? "
                          "ORDER BY ts_ns DESC LIMIT 1", x, K_SUSPEND)
         eq(last, [(SUSPEND["lock"], y)], f"task {x}'s last suspend (lock, held by {y})")
+    # their await chains, from the census that saw them park on the lock
+    with open(TARGET) as f:
+        at = next(i for i, l in enumerate(f, 1) if "# AT-DEADLOCK" in l)
+    for x in (a, b):
+        st = query(db, "SELECT f.function, f.file, f.line FROM await_stacks s "
+                       "JOIN frames f ON f.stack_id = s.stack_id WHERE s.task_id = ? AND "
+                       "s.ts_ns = (SELECT max(ts_ns) FROM await_stacks WHERE task_id = ?) "
+                       "ORDER BY f.depth", x, x)
+        check(st and st[0][0].endswith("acquire") and st[0][1].endswith("/asyncio/locks.py"),
+              f"task {x}'s await chain starts in Lock.acquire: {st}")
+        eq(st[-1], ("deadlock", TARGET, at), f"task {x}'s await chain ends in deadlock()")
     # the blocking episode of blocker names its task (uvloop too: from the
     # current-task dict, there is no Handle._run frame there)
     blk = [e for e in truth if e["ev"] == "block"]

@@ -134,7 +134,7 @@ async def deadlock(first, second):
         wait("sleep")
         await asyncio.sleep(0.02)      # both take their first lock
         wait("lock")
-        async with second:
+        async with second:  # AT-DEADLOCK
             pass
 
 
