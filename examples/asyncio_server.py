@@ -12,11 +12,17 @@ Prints "pid P" and "port N", then serves HTTP/1.1 (keep-alive) on 127.0.0.1:
     /checksum  30 ms of CPU work in the coroutine (same effect, on-CPU)
     /offload   the same sleep in the default executor (a worker thread):
                the loop stays free, nothing to report
+    /transfer  starts two tasks, transfer-a and transfer-b, that take two
+               locks in opposite orders: they deadlock, for good
+    /leak      starts a task that awaits a future nobody will complete and
+               keeps no reference to it: the next garbage collection
+               destroys it pending ("Task was destroyed but it is pending!")
 
 Each connection is served by its own task, named "conn-N".
 """
 import argparse
 import asyncio
+import gc
 import os
 import time
 import zlib
@@ -36,7 +42,35 @@ def checksum():
     return b"%08x\n" % crc
 
 
+ACCOUNTS = (asyncio.Lock(), asyncio.Lock())
+
+
+TASKS = set()                       # the transfers: kept, so never collected
+
+
+async def transfer(first, second):
+    async with first:
+        await asyncio.sleep(0.01)   # both take their first lock
+        async with second:          # BUG: opposite orders, a deadlock
+            pass
+
+
+async def wait_forever():
+    await asyncio.get_running_loop().create_future()   # BUG: nothing completes it
+
+
 async def route(path):
+    if path == b"/transfer":
+        a, b = ACCOUNTS
+        loop = asyncio.get_running_loop()
+        TASKS.add(loop.create_task(transfer(a, b), name="transfer-a"))
+        TASKS.add(loop.create_task(transfer(b, a), name="transfer-b"))
+        return b"transferring\n"
+    if path == b"/leak":
+        loop = asyncio.get_running_loop()
+        loop.create_task(wait_forever(), name="forgotten")
+        loop.call_later(0.05, gc.collect)   # (a busy server collects soon anyway)
+        return b"leaked\n"
     if path == b"/report":
         return build_report()
     if path == b"/checksum":

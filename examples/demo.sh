@@ -91,13 +91,18 @@ trap 'kill "$pysrv" 2>/dev/null || true' EXIT
 for _ in $(seq 100); do grep -q '^port' "$py_out" 2>/dev/null && break; sleep 0.05; done
 pyport=$(awk '/^port/{print $2}' "$py_out")
 pypid=$(awk '/^pid/{print $2}' "$py_out")
-"$ls" record -p "$pypid" -d 3 -o "$out/asyncio.db" &
+"$ls" record -p "$pypid" -d 3 -o "$out/asyncio.db" 2> "$out/asyncio_record.log" &
 rec=$!
 sleep 1
 for _ in 1 2 3; do
   curl -s -o /dev/null "http://127.0.0.1:$pyport/" -o /dev/null "http://127.0.0.1:$pyport/report" \
     -o /dev/null "http://127.0.0.1:$pyport/checksum" -o /dev/null "http://127.0.0.1:$pyport/offload"
 done
+# two tasks that deadlock on two locks, and one left to the garbage collector
+curl -s -o /dev/null "http://127.0.0.1:$pyport/transfer" -o /dev/null "http://127.0.0.1:$pyport/leak"
+sleep 0.5
+say "loopscope ps --tree (the live process, while it records)"
+"$ls" ps --tree "$pypid"
 wait "$rec"
 kill "$pysrv" 2>/dev/null || true
 wait "$pysrv" 2>/dev/null || true
@@ -106,6 +111,9 @@ say "loopscope info (generic loop mode)"
 "$ls" info "$out/asyncio.db" | tail -n +6
 say "loopscope blocking --limit 1 (generic loop mode)"
 "$ls" blocking "$out/asyncio.db" --limit 1 | head -n 14
+say "loopscope lint (generic loop mode: the asyncio tasks' lifecycle)"
+"$ls" lint "$out/asyncio.db" | grep -E 'leaked-task|deadlock|warnings'
+"$ls" graph "$out/asyncio.db" --kind lifecycle -o "$out/asyncio_lifecycle.svg"
 
 say "writing pictures and traces"
 "$ls" graph "$out/trace.db" --kind blocking -o "$out/blocking.svg"
@@ -123,4 +131,5 @@ $out/lifecycle.svg         lifecycle state diagram with counts and latencies: op
 $out/timeline.svg          the timeline; hover a span for details: open in a browser
 $out/trace.pftrace         open https://ui.perfetto.dev and drop the file on it (Perfetto's protobuf format)
 $out/asyncio.db            the generic loop mode's trace of examples/asyncio_server.py
+$out/asyncio_lifecycle.svg its asyncio tasks' lifecycle state diagram
 EOF
