@@ -82,7 +82,7 @@ static int py_frames(recorder *r, int64_t id, int depth, const struct ls_pystack
 /* Store (once) an asyncio task's await chain as a stack of Python
  * frames: f[0] its outermost coroutine, f[n-1] the innermost (depth 0 in
  * the stack).  Its id, 0 when empty. */
-int64_t ls_await_stack(recorder *r, const struct ls_py_frame *f, uint32_t n)
+int64_t ls_chain_stack(recorder *r, const struct ls_py_frame *f, uint32_t n)
 {
     struct ls_blocks *k = state(r);
     if (!n || !k || !r->py)

@@ -268,7 +268,7 @@ static void diff(recorder *r, struct ls_asyncio *a)
                 if (was != LS_PYT_RUNNING && !pre)  /* it ran in between */
                     event(r, loop, ts, k->id, EVL_PROBE_ID_task_run, 0, 0, 0);
                 event(r, loop, ts, k->id, EVL_PROBE_ID_task_suspend, t->reason, a0, a1);
-                int64_t st = ls_await_stack(r, t->frames, t->nframes);
+                int64_t st = ls_chain_stack(r, t->frames, t->nframes);
                 if (st)
                     ls_sink_await_stack(r, k->id, ts, st);
                 break;

@@ -282,7 +282,7 @@ void ls_start_samplers(recorder *r);
 void ls_stop_samplers(recorder *r);
 void ls_blocks_free(recorder *r);
 void ls_on_block(recorder *r, const struct ls_msg_hdr *h);
-int64_t ls_await_stack(recorder *r, const struct ls_py_frame *f, uint32_t n);
+int64_t ls_chain_stack(recorder *r, const struct ls_py_frame *f, uint32_t n);
 void ls_map_each(recorder *r, struct bpf_map *map,
                  void (*fn)(recorder *r, uint32_t key, void *value));
 void ls_flush_open_episodes(recorder *r);
