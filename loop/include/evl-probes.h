@@ -267,4 +267,28 @@ struct evl_loop_pub {
 };
 _Static_assert(sizeof(struct evl_loop_pub) == 48, "evl_loop_pub layout is ABI");
 
+/* Where a debugger finds every loop of a process and each loop's pending
+ * tasks, reading its memory from outside (`loopscope ps`), as CPython
+ * publishes _Py_DebugOffsets: the global `evl_debug` (a dynamic symbol of
+ * the program or of libevl.so) holds the list of live loops and the
+ * offsets of the fields to read.  The loops list changes under the
+ * mutex of debug.c, which bumps `generation` before and after (odd: a
+ * change is under way); a task list changes on the loop's thread without
+ * notice: a reader bounds its walks and checks what it reads. */
+#define EVL_DEBUG_MAGIC "evldebug"
+#define EVL_DEBUG_VERSION 1
+struct evl_debug {
+    char magic[8];                  /* EVL_DEBUG_MAGIC */
+    __u32 version;                  /* EVL_DEBUG_VERSION */
+    __u32 size;                     /* sizeof(struct evl_debug) */
+    __u64 loops;                    /* the first live loop (struct evl_loop *), 0: none */
+    __u64 generation;
+    /* struct evl_loop */
+    __u32 loop_next, loop_id, loop_tid, loop_tasks, loop_ntasks, loop_current, loop_pub;
+    /* struct evl__task: pending tasks, linked by `next` */
+    __u32 task_next, task_id, task_parent, task_fn, task_name, task_name_size, task_state,
+        task_ncancels, task_reason, task_object, task_timeout, task_since, task_loop;
+};
+_Static_assert(sizeof(struct evl_debug) == 112, "evl_debug layout is ABI");
+
 #endif /* EVL_PROBES_H */

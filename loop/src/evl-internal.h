@@ -171,6 +171,10 @@ static inline void evl__owned_fut_init(evl__owned_fut *f, evl_loop *loop, uint8_
     f->abandon = abandon;
 }
 
+/* debug.c: the live loops a debugger reads (evl_debug, evl-probes.h) */
+void evl__debug_add(evl_loop *loop);
+void evl__debug_remove(evl_loop *loop);
+
 /* The future a shield (evl_shield) stands for: f itself if f is none. */
 evl_future *evl__shield_inner(evl_future *f);
 
@@ -192,6 +196,10 @@ struct evl__task {
     intptr_t resume;          /* what the suspended await returns */
     intptr_t ret;             /* fn's return value once it returned */
     uint32_t ncancels;        /* cancellation requests so far */
+    uint32_t wait_reason;     /* suspended: its task_suspend reason, object, */
+    uint64_t wait_obj;        /* timeout and when, for a debugger (evl_debug) */
+    uint64_t wait_timeout;
+    uint64_t wait_since;
     uint8_t tstate;           /* enum evl_task_state */
     uint8_t must_cancel;      /* throw ECANCELED at the next step */
     uint8_t returned;         /* fn returned; finalise after switch-out */
@@ -315,6 +323,7 @@ typedef struct evl__cbhandle {
 
 struct evl_loop {
     evl__queue ready;         /* the FIFO of callbacks */
+    struct evl_loop *dbg_prev, *dbg_next; /* the live loops (debug.c) */
     struct evl_loop_pub pub;  /* running task / phase, for tracers */
     uint32_t trace_len;       /* bytes used in trace_buf */
     uint32_t trace_nrec;      /* records in trace_buf */

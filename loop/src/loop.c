@@ -97,6 +97,7 @@ evl_loop *evl_loop_new(const evl_loop_options *opts)
         goto fail;
     loop->fds[loop->wakefd].internal = 1;
     evl__stack_install_overflow_handler();
+    evl__debug_add(loop);
     return loop;
 fail:;
     int e = errno;
@@ -436,6 +437,7 @@ int evl_loop_free(evl_loop *loop)
     if (loop->running)
         return EVL_EBUSY;
     int leaked = (int)loop->ntasks;
+    evl__debug_remove(loop);
     loop->closing = 1;
     evl__trace_check_attach(loop);    /* a tracer attached since the last iteration */
     evl__task_destroy_pending(loop);

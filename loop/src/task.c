@@ -269,6 +269,10 @@ intptr_t evl__task_wait(evl__task *t, evl_future *f, int reason, uint64_t obj, u
     /* The event first: reason, obj and timeout are then dead before the
      * call below instead of held in saved registers across it. */
     evl__tr_task_suspend(t->fut.loop, t->id, reason, obj, timeout);
+    t->wait_reason = (uint32_t)reason;
+    t->wait_obj = obj;
+    t->wait_timeout = timeout;
+    t->wait_since = t->fut.loop->now;
     evl__future_add_waiter(f, &t->wait, evl__task_wakeup_run);
     t->fut_waiter = f;
     t->tstate = EVL_TASK_SUSPENDED;
