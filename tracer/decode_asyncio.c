@@ -58,7 +58,7 @@ struct ls_asyncio {
     int64_t interval, due;
     uint64_t censuses, census_ns, truncated, read_errors;
     int64_t last_ts, max_gap;       /* census starts: the widest gap */
-    bool first_done, warned;
+    bool first_done, warned, final_done;
     /* the uprobes at the Task type's tp_init and tp_finalize */
     bool probes, probes_tried;
     struct { uint64_t addr; int64_t ts; } inits[PYT_INITS];
@@ -374,14 +374,25 @@ void ls_asyncio_tick(recorder *r, int64_t now)
     census(r, a);
 }
 
-/* The last census, at the end: a task still pending stays so. */
+/* The last census, before detaching (what the probes say of the tasks it
+ * finds gone comes in the ring buffer's last drain): a task still pending
+ * stays so. */
+void ls_asyncio_detaching(recorder *r)
+{
+    struct ls_asyncio *a = r->asyncio;
+    if (!a || r->target_gone || a->final_done)
+        return;
+    census(r, a);
+    a->final_done = true;
+}
+
+/* The end, after the last drain: the gone whose tp_finalize never came. */
 void ls_asyncio_end(recorder *r)
 {
     struct ls_asyncio *a = r->asyncio;
     if (!a)
         return;
-    if (!r->target_gone)
-        census(r, a);
+    ls_asyncio_detaching(r);
     age_gone(r, a, 0, true);
 }
 
@@ -525,7 +536,7 @@ uint64_t ls_asyncio_task_id(recorder *r, uint64_t addr)
 {
     struct ls_asyncio *a = r->asyncio;
     const struct pyt_track *p = a ? find(a->prev, a->nprev, addr) : NULL;
-    if (!p && a && !r->target_gone && !r->offline) {
+    if (!p && a && !r->target_gone && !r->offline && !a->final_done) {
         census(r, a);
         p = find(a->prev, a->nprev, addr);
     }

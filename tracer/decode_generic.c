@@ -196,6 +196,7 @@ const ls_decoder ls_decoder_generic = {
     .started = started,
     .runtime = ls_detect_generic_runtime,
     .tick = ls_asyncio_tick,
+    .detaching = ls_asyncio_detaching,
     .tick_ms = tick_ms,
     .loop_new = loop_new,
     .msg = msg,

@@ -293,6 +293,7 @@ void ls_store_syscalls(recorder *r);
  * a census of its tasks every census_ms (decode_generic.c calls these) */
 void ls_asyncio_tick(recorder *r, int64_t now);
 void ls_asyncio_msg(recorder *r, uint64_t ts, const struct ls_pytask_ev *e);
+void ls_asyncio_detaching(recorder *r);
 void ls_asyncio_end(recorder *r);
 uint64_t ls_asyncio_task_id(recorder *r, uint64_t addr);
 void ls_asyncio_meta(recorder *r);
