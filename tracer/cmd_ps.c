@@ -6,9 +6,10 @@
  * struct ps_snap (names, states, why each waits, on what, the locks it
  * holds, its async stack resolved to function, file:line); the printers
  * only read that.  The sources are tried in order (ps_sources[]): the first
- * that recognises the process takes it.  Today one: CPython 3.10-3.13
- * asyncio, through the task census (pytasks.h: ls_py_detect,
- * ls_pytasks_census, ls_py_frame).  A libevl source goes in front of it.
+ * that recognises the process takes it: libevl (ps_evl.c: the loops'
+ * pending tasks through evl_debug), then CPython 3.10-3.13 asyncio,
+ * through the task census (pytasks.h: ls_py_detect, ls_pytasks_census,
+ * ls_py_frame).  The snapshot's types: ps.h.
  *
  * From a snapshot: the table (one row per task, sorted by state then
  * name), the await tree (--tree: a task awaiting another is shown under
@@ -26,6 +27,7 @@
 #include "pytasks.h"
 #include "error.h"
 #include "evl-probes.h"
+#include "ps.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -46,40 +48,7 @@
 
 /* ------------------------------------------------------------ snapshot */
 
-struct ps_frame {
-    char *function, *file;          /* the target's strings (UTF-8) */
-    int line;
-};
-
-struct ps_task {
-    uint64_t id;                    /* the task object's address */
-    char *name;
-    int state;                      /* 1..6: ready running waiting finished failed cancelled */
-    int reason;                     /* waiting: an EVL_SUSPEND_*, else 0 */
-    uint64_t object;                /* what it waits on */
-    char awaits[48];                /* the innermost awaitable's type */
-    uint32_t nheld;
-    uint64_t held[4];               /* locks, semaphores, conditions it holds */
-    int cancels;
-    bool unretrieved, chain_cut;
-    size_t nframes;                 /* async stack, outermost first */
-    struct ps_frame *frames;
-};
-
-enum { PS_TRUNCATED = 1, PS_READ_ERROR = 2 };
-
-struct ps_snap {
-    pid_t pid;
-    char runtime[64];               /* "CPython 3.11.7" */
-    const char *version_key;        /* the JSON key of the version: "python" */
-    char version[64];               /* "3.11.7" */
-    size_t n;
-    struct ps_task *t;
-    int64_t dur_ns;
-    uint32_t flags;                 /* PS_* */
-};
-
-static void ps_snap_free(struct ps_snap *s)
+void ps_snap_free(struct ps_snap *s)
 {
     for (size_t i = 0; i < s->n; i++) {
         for (size_t k = 0; k < s->t[i].nframes; k++) {
@@ -94,22 +63,15 @@ static void ps_snap_free(struct ps_snap *s)
     s->n = 0;
 }
 
-/* What a source says of a process. */
-enum { PS_MINE = 0, PS_NOT_MINE = 1, PS_FAILED = 2 };
-
 struct ps_source {
     const char *name;
-    /* PS_MINE: *s filled.  PS_NOT_MINE: not this runtime, why says what it
-     * is not (another source may take it).  PS_FAILED: this runtime, but no
-     * snapshot: the error line is printed. */
-    int (*snapshot)(pid_t pid, struct ps_snap *s, char *why, size_t whylen);
+    ps_source_fn *snapshot;
 };
 
-static int ps_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* ---- CPython asyncio (pytasks.h) ---- */
 
-static char *ps_strdup(const char *s)
+char *ps_strdup(const char *s)
 {
     char *d = strdup(s ? s : "?");
     if (!d) {
@@ -206,7 +168,9 @@ static int ps_cpython(pid_t pid, struct ps_snap *s, char *why, size_t whylen)
             const char *fn, *file;
             int line;
             ls_py_frame(py, &p->frames[k], &fn, &file, &line);
-            t->frames[k] = (struct ps_frame){ ps_strdup(fn), ps_strdup(file), line };
+            /* the standard library's frames are the runtime's */
+            t->frames[k] = (struct ps_frame){ ps_strdup(fn), ps_strdup(file), line,
+                                              strstr(file, "/lib/python3") != NULL };
             t->nframes++;
         }
     }
@@ -221,12 +185,13 @@ out:
 }
 
 static const struct ps_source ps_sources[] = {
+    { "libevl", ps_libevl },
     { "cpython", ps_cpython },
 };
 
 /* ------------------------------------------------------------- escaping */
 
-static int ps_fail(const char *fmt, ...)
+int ps_fail(const char *fmt, ...)
 {
     char buf[1024];
     va_list ap;
@@ -671,16 +636,11 @@ static const char *ps_holds_str(const struct ps_task *t, char *buf, size_t len)
     return buf;
 }
 
-static bool ps_stdlib(const char *file)
-{
-    return strstr(file, "/lib/python3") != NULL;
-}
-
 /* The innermost frame of t's stack outside the standard library. */
 static const struct ps_frame *ps_app_frame(const struct ps_task *t)
 {
     for (size_t k = t->nframes; k-- > 0;)
-        if (!ps_stdlib(t->frames[k].file))
+        if (!t->frames[k].runtime)
             return &t->frames[k];
     return NULL;
 }
@@ -1081,16 +1041,17 @@ int cmd_ps(int argc, char **argv)
     for (size_t k = 0; k < sizeof ps_sources / sizeof ps_sources[0] && rc == PS_NOT_MINE; k++) {
         char w[128] = "";
         rc = ps_sources[k].snapshot(pid, &snap, w, sizeof w);
-        if (rc == PS_NOT_MINE && !why[0])
+        if (rc == PS_NOT_MINE)        /* the last source's words: the most specific */
             snprintf(why, sizeof why, "%s", w);
-        if (rc == PS_FAILED && w[0])
+        if (rc == PS_FAILED)          /* said already, unless it left words */
             snprintf(why, sizeof why, "%s", w);
     }
     if (rc != PS_MINE) {
         if (!strcmp(why, "no such process"))
             ps_fail("no such process: %d", (int)pid);
         else if (why[0] && rc == PS_NOT_MINE)
-            ps_fail("pid %d: %s; loopscope ps reads CPython 3.10-3.13 asyncio processes",
+            ps_fail("pid %d: %s; loopscope ps reads libevl and CPython 3.10-3.13 asyncio "
+                    "processes",
                     (int)pid, why);
         else if (why[0])
             ps_fail("pid %d: %s", (int)pid, why);

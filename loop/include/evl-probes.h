@@ -288,7 +288,10 @@ struct evl_debug {
     /* struct evl__task: pending tasks, linked by `next` */
     __u32 task_next, task_id, task_parent, task_fn, task_name, task_name_size, task_state,
         task_ncancels, task_reason, task_object, task_timeout, task_since, task_loop;
+    /* a suspended task's saved stack pointer: evl__ctx_switch pushed rbp,
+     * rbx, r12-r15 below its return address (switch_x86_64.S) */
+    __u32 task_sp, pad;
 };
-_Static_assert(sizeof(struct evl_debug) == 112, "evl_debug layout is ABI");
+_Static_assert(sizeof(struct evl_debug) == 120, "evl_debug layout is ABI");
 
 #endif /* EVL_PROBES_H */

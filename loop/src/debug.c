@@ -34,6 +34,7 @@ __attribute__((visibility("default"), used)) struct evl_debug evl_debug = {
     .task_timeout = offsetof(struct evl__task, wait_timeout),
     .task_since = offsetof(struct evl__task, wait_since),
     .task_loop = offsetof(struct evl__task, fut) + offsetof(evl_future, loop),
+    .task_sp = offsetof(struct evl__task, sp),
 };
 
 static pthread_mutex_t debug_mu = PTHREAD_MUTEX_INITIALIZER;

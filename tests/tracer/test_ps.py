@@ -36,7 +36,7 @@ import subprocess
 import sys
 import time
 
-from lstest import Fail, Skip, check, eq, tmpdir, parse_args, run_case  # shared: lstest.py
+from lstest import Fail, Skip, check, eq, tmpdir, wait_for, parse_args, run_case  # shared: lstest.py
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TARGET = os.path.join(HERE, "generic", "ps_target.py")
@@ -392,6 +392,59 @@ def tasks():
 
 # ---------------------------------------------------------------- errors
 
+@case
+def libevl():
+    """A libevl process (examples/deadlock: two transfers deadlocked on two
+    locks), read through evl_debug: its tasks, what each waits on, the
+    locks held, each suspended task's native stack unwound from its own
+    stack, and the cycle."""
+    src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples",
+                       "deadlock.c")
+    with open(src) as f:
+        at = next(i for i, l in enumerate(f, 1) if "evl_lock_acquire(&t->to->lock)" in l)
+    p = subprocess.Popen([os.path.join(A.examples, "deadlock"), "--seconds", "120"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    PROCS.append(p)
+
+    def deadlocked():
+        rc, out, _ = ps("--json", p.pid)
+        if rc:
+            return None
+        js = json.loads(out)
+        t = {x["name"]: x for x in js["tasks"]}
+        both = all(t.get(n, {}).get("reason") == "lock" for n in ("transfer_a_to_b", "transfer_b_to_a"))
+        return js if both else None
+
+    js = wait_for(deadlocked, 60, "both transfers waiting for a lock (a hang guard)")
+    eq(js["libevl"], "1", "json: the evl_debug version")
+    t = {x["name"]: x for x in js["tasks"]}
+    eq(sorted(t), ["main", "transfer_a_to_b", "transfer_b_to_a"], "json: the tasks")
+    a, b = t["transfer_a_to_b"], t["transfer_b_to_a"]
+    eq(a["held"], [b["object"]], "transfer_a_to_b holds what transfer_b_to_a waits for")
+    eq(b["held"], [a["object"]], "transfer_b_to_a holds what transfer_a_to_b waits for")
+    for x in (a, b):
+        funcs = [f["function"] for f in x["stack"]]
+        check("transfer" in funcs and funcs[-1] == "evl__task_wait",
+              f"{x['name']}: its stack, outermost first, down to evl__task_wait: {funcs}")
+        tr = next(f for f in x["stack"] if f["function"] == "transfer")
+        check(tr["file"].endswith("examples/deadlock.c") and tr["line"] == at,
+              f"{x['name']}: transfer() at deadlock.c:{at}: {tr}")
+    rc, out, err = ps(p.pid)
+    eq((rc, err), (0, ""), "ps PID")
+    rows = out.splitlines()
+    check(re.fullmatch(rf"pid {p.pid}  libevl  3 tasks  \(census in [0-9.]+ ms\)", rows[0]),
+          f"header: {rows[0]!r}")
+    check(any(r.split()[1] == "transfer_a_to_b" and r.rstrip().endswith(f"deadlock.c:{at}")
+              for r in rows[2:5]), f"table: transfer_a_to_b AT deadlock.c:{at}: {rows!r}")
+    rc, out, err = ps("--tree", p.pid)
+    eq((rc, err), (0, ""), "ps --tree PID")
+    cyc = [l for l in out.splitlines() if l.startswith("cycle: ")]
+    eq(len(cyc), 1, f"one cycle: {out!r}")
+    check(re.match(r"cycle: (transfer_a_to_b -> transfer_b_to_a -> transfer_a_to_b|"
+                   r"transfer_b_to_a -> transfer_a_to_b -> transfer_b_to_a) \(lock 0x", cyc[0]),
+          f"the cycle: {cyc[0]!r}")
+
+
 def one_error(args, rc_want, pattern, what):
     rc, out, err = ps(*args)
     eq(rc, rc_want, f"{what}: exit status (stderr {err!r})")
@@ -463,7 +516,7 @@ def errors():
 
 def main():
     global A
-    A = parse_args(CASES, ("loopscope",),
+    A = parse_args(CASES, ("loopscope", "examples"),
                    extra=(("--python", {"action": "append"}),))
     if A.case == "tasks":
         check_py = A.python or []
