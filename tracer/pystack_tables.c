@@ -10,9 +10,9 @@
  * (3.10.13, 3.11.7, 3.12.1, 3.13.0) with gdb and checked from inside each
  * interpreter with ctypes (tests/tracer/test_pystack.py); at detect time the
  * table is checked against the target's own data: the type objects' names,
- * the first thread state's back pointer and thread id, and in 3.13 the
- * _Py_DebugOffsets at the start of _PyRuntime.  Anything else is refused
- * with a reason.
+ * the first thread state's back pointer and thread id; in 3.13 the
+ * offsets _Py_DebugOffsets publishes at the start of _PyRuntime replace
+ * the table's (pystack_detect.c).  Anything else is refused with a reason.
  */
 #include "pystack_int.h"
 
