@@ -47,6 +47,9 @@ static void usage(FILE *f)
           "                       census of its tasks), blocking episodes only\n"
           "      --census-ms MS   generic mode, CPython: read the task set every MS ms\n"
           "                       (default 10): the lifecycle's resolution\n"
+          "      --task-probe-rate N  generic mode, CPython: probe where each task is made\n"
+          "                       and destroyed while at most N are made a second\n"
+          "                       (default 2000; over it, or 0: the census alone)\n"
           "      --syscalls       also time every syscall of the loop threads (costs\n"
           "                       every process on the machine ~0.1-0.2 us per syscall)\n"
           "      --mode MODE      auto (default: libevl if the target has its probes,\n"
@@ -167,6 +170,7 @@ static int parse(recorder *r, int argc, char **argv)
         { "no-blocking", no_argument, NULL, 'N' },
         { "no-tasks", no_argument, NULL, 1008 },
         { "census-ms", required_argument, NULL, 1009 },
+        { "task-probe-rate", required_argument, NULL, 1010 },
         { "syscalls", no_argument, NULL, 'S' },
         { "mode", required_argument, NULL, 'M' },
         { "wait-calls", required_argument, NULL, 'W' },
@@ -239,6 +243,14 @@ static int parse(recorder *r, int argc, char **argv)
             if (*end || v < 1 || v > 10000)
                 return 1 + ls_error("invalid --census-ms '%s' (milliseconds, 1..10000)", optarg);
             r->census_ms = (int)v;
+            break;
+        }
+        case 1010: {
+            long v = strtol(optarg, &end, 10);
+            if (*end || v < 0 || v > 10000000)
+                return 1 + ls_error("invalid --task-probe-rate '%s' (tasks a second, 0..10000000)",
+                                    optarg);
+            r->task_probe_rate = (int)v;
             break;
         }
         case 'S':
@@ -413,7 +425,7 @@ static void print_summary(recorder *r, const char *why)
 int cmd_record(int argc, char **argv)
 {
     recorder rr = { .out = "trace.db", .ringbuf_kb = 65536, .block_threshold_ms = 10,
-                    .census_ms = 10,
+                    .census_ms = 10, .task_probe_rate = 2000,
                     .priority = LS_PRIO_IDLE, .pidfd = -1, .go_pipe = -1,
                     .on_status = print_status };
     recorder *r = &rr;

@@ -59,8 +59,12 @@ struct ls_asyncio {
     uint64_t censuses, census_ns, truncated, read_errors;
     int64_t last_ts, max_gap;       /* census starts: the widest gap */
     bool first_done, warned, final_done;
-    /* the uprobes at the Task type's tp_init and tp_finalize */
+    /* the uprobes at the Task type's tp_init and tp_finalize, while tasks
+     * are made at most r->task_probe_rate a second */
     bool probes, probes_tried;
+    int link_init, link_final;      /* their places in r->links */
+    int64_t rate_start, probes_off_at;
+    uint64_t rate_n, rate_seen;
     struct { uint64_t addr; int64_t ts; } inits[PYT_INITS];
     struct pyt_track *gone;         /* gone from the set, no tp_finalize yet */
     size_t ngone, capgone;
@@ -432,6 +436,8 @@ static void attach_probes(recorder *r, struct ls_asyncio *a)
     if (!init || !fin)
         return;
     a->probes_tried = true;
+    if (r->task_probe_rate <= 0)
+        return;                       /* --task-probe-rate 0: the census alone */
     struct record_bpf *s = r->skel;
     if (!s || r->nlinks + 2 > LS_MAX_LINKS || !bpf_program__fd(s->progs.on_pytask_final) ||
         where(r->pid, init, ipath, sizeof ipath, &ioff) ||
@@ -450,7 +456,9 @@ static void attach_probes(recorder *r, struct ls_asyncio *a)
         bpf_link__destroy(li);
         goto fail;
     }
+    a->link_init = r->nlinks;
     r->links[r->nlinks++] = li;
+    a->link_final = r->nlinks;
     r->links[r->nlinks++] = lf;
     __atomic_store_n(&s->bss->pyt_cfg.on, 1, __ATOMIC_RELEASE);
     a->probes = true;
@@ -464,6 +472,27 @@ fail:
                         "the census alone (tasks shorter than %d ms unseen)\n", r->census_ms);
 }
 
+/* Tasks made faster than r->task_probe_rate a second (a task per
+ * request of a busy server): the two uprobe hits per task would cost the
+ * target more than a debugging session should, so the probes go and the
+ * census goes on alone (said once; meta task_source says when). */
+static void probes_off(recorder *r, struct ls_asyncio *a, int64_t ts, uint64_t rate)
+{
+    if (!a->probes)
+        return;
+    __atomic_store_n(&r->skel->bss->pyt_cfg.on, 0, __ATOMIC_RELEASE);
+    bpf_link__destroy(r->links[a->link_init]);
+    bpf_link__destroy(r->links[a->link_final]);
+    r->links[a->link_init] = r->links[a->link_final] = NULL;
+    a->probes = false;
+    a->probes_off_at = ts;
+    a->rate_seen = rate;
+    if (!r->quiet)
+        fprintf(stderr, "asyncio tasks: %llu made a second, over --task-probe-rate %d: the "
+                        "probes are off, the census goes on alone\n",
+                (unsigned long long)rate, r->task_probe_rate);
+}
+
 /* A task made (remembered until a census sees it) or destroyed: how it
  * ended, for a task the census knew (in the last census, or gone from
  * it), or a row of its own for one that lived between two censuses. */
@@ -474,6 +503,14 @@ void ls_asyncio_msg(recorder *r, uint64_t ts64, const struct ls_pytask_ev *e)
     if (!a || ts < r->attach_ns || ts64 > INT64_MAX)
         return;
     if (e->what == LS_PYT_EV_INIT) {
+        if (ts - a->rate_start >= 1000000000) {
+            a->rate_start = ts;
+            a->rate_n = 0;
+        }
+        if (++a->rate_n > (uint64_t)r->task_probe_rate) {
+            probes_off(r, a, ts, a->rate_n);
+            return;
+        }
         size_t i = init_slot(e->task);
         a->inits[i].addr = e->task;
         a->inits[i].ts = ts;
@@ -550,8 +587,13 @@ void ls_asyncio_meta(recorder *r)
         ls_sink_meta(r, LS_META_TASK_SOURCE, "none");
         return;
     }
-    ls_sink_meta(r, LS_META_TASK_SOURCE, "census every %d ms%s", r->census_ms,
-                 a->probes ? ", tp_init/tp_finalize probes" : "");
+    if (a->probes_off_at)
+        ls_sink_meta(r, LS_META_TASK_SOURCE, "census every %d ms, tp_init/tp_finalize probes "
+                     "until +%.3fs (over %d tasks made a second)", r->census_ms,
+                     (a->probes_off_at - r->attach_ns) / 1e9, r->task_probe_rate);
+    else
+        ls_sink_meta(r, LS_META_TASK_SOURCE, "census every %d ms%s", r->census_ms,
+                     a->probes ? ", tp_init/tp_finalize probes" : "");
     ls_sink_meta(r, LS_META_CENSUSES, "%llu (mean %.3f ms; truncated %llu, read errors %llu)",
                  (unsigned long long)a->censuses,
                  a->censuses ? a->census_ns / 1e6 / (double)a->censuses : 0.0,

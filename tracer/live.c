@@ -235,7 +235,7 @@ int ls_live_run(const ls_live_opts *o, const ls_live_hooks *h)
 {
     recorder rr = { .pid = o->pid, .out = o->out, .force = o->force, .duration = o->duration,
                     .ringbuf_kb = 65536, .quiet = true, .live = h, .pidfd = -1, .go_pipe = -1,
-                    .census_ms = 10,  /* a CPython target: its asyncio tasks */
+                    .census_ms = 10, .task_probe_rate = 2000,  /* a CPython target's tasks */
                     /* not idle: a starved idle recorder is raised after
                      * LS_PRIO_STALL_NS, a second without a redraw */
                     .priority = LS_PRIO_BATCH,

@@ -115,6 +115,7 @@ typedef struct recorder {
     ls_py *py;                /* generic mode, a CPython target: its stacks */
     struct ls_asyncio *asyncio; /* and its task census (decode_asyncio.c) */
     int census_ms;            /* --census-ms */
+    int task_probe_rate;      /* --task-probe-rate: tasks made a second the probes stay for */
     bool priority_given;      /* --priority was given */
     bool no_tasks;            /* --no-tasks: no census (blocking episodes only) */
     bool asyncio_refused;     /* the census cannot read this CPython: said once */

@@ -21,6 +21,7 @@ Cases:
               shows in the trace as a suspend with asyncio's reason; the
               leaked task and the unretrieved error have their verdicts;
               the lock deadlock's suspends name each other's holder.
+  probe_rate  --task-probe-rate 5: the probes go off, the census goes on.
   no_tasks    --no-tasks: no census, no task rows but the episodes' (the
               blocking-only mode, as before the census).
 """
@@ -80,6 +81,8 @@ def record(*rec_args):
         check(first.startswith(f"recording pid {t.pid} "), f"record's first line: {first!r}")
         if "--no-tasks" not in rec_args:
             line = r.stderr.readline()
+            while line.startswith("asyncio tasks: ") and "over --task-probe-rate" in line:
+                line = r.stderr.readline()
             check(line.startswith("asyncio tasks: a census every") and "probed" in line,
                   f"record's second line: {line!r}")
         t.send_signal(signal.SIGUSR2)
@@ -196,6 +199,22 @@ def lifecycle():
     note(f"{len(tt)} named tasks; worst creation error {worst_c / 1e3:.0f} us, "
          f"worst end error {worst_e / 1e3:.0f} us; censuses {m.get('censuses')}, "
          f"widest gap {gap / MS:.1f} ms")
+
+
+@case
+def probe_rate():
+    """--task-probe-rate 5: the target makes its ~30 tasks faster than that,
+    so the probes go off (said, and in meta) and the census goes on alone:
+    the long-lived tasks still have their rows and final states."""
+    db, truth, _ = record("--task-probe-rate", "5")
+    src = meta(db).get("task_source", "")
+    check(src.startswith("census every 10 ms, tp_init/tp_finalize probes until +") and
+          "(over 5 tasks made a second)" in src, f"task_source {src!r}")
+    rows = dict(query(db, "SELECT name, final_state FROM tasks"))
+    for name, state in (("dl-a", None), ("q-get", None), ("fan", FINAL["finished"]),
+                        ("sleeper", FINAL["cancelled"])):
+        check(name in rows, f"{name} has a row: {sorted(rows)}")
+        eq(rows[name], state, f"{name}'s final state")
 
 
 @case
