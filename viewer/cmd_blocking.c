@@ -8,6 +8,7 @@
 #include "codes.h"
 #include "commands.h"
 #include "output.h"
+#include "stacks.h"
 #include "trace.h"
 #include "ls_codes.h"
 
@@ -79,43 +80,7 @@ static char *site_text(const char *file, int line, const char *fn)
 /* The stack of one episode: application frames first, then the rest. */
 static void print_stack(ls_trace *t, int64_t stack, ls_json *j, bool generic)
 {
-    sqlite3_stmt *st = ls_prepare(t,
-        "SELECT f.function, f.file, f.line, f.module,"
-        "  EXISTS (SELECT 1 FROM app_frames a WHERE a.stack_id = f.stack_id AND a.depth = f.depth) AS app"
-        " FROM frames f WHERE f.stack_id = ? ORDER BY app DESC, f.depth");
-    if (!st)
-        return;
-    sqlite3_bind_int64(st, 1, stack);
-    if (j) {
-        ls_json_key(j, "stack");
-        ls_json_begin_array(j);
-    }
-    bool in_system = false;
-    while (sqlite3_step(st) == SQLITE_ROW) {
-        const char *fn = ls_col_text(st, 0), *file = ls_col_text(st, 1), *mod = ls_col_text(st, 3);
-        int line = sqlite3_column_int(st, 2), app = sqlite3_column_int(st, 4);
-        if (j) {
-            ls_json_begin_object(j);
-            ls_json_key(j, "function"); ls_json_str(j, fn);
-            ls_json_key(j, "file"); ls_json_str(j, file);
-            ls_json_key(j, "line"); ls_json_int(j, line);
-            ls_json_key(j, "module"); ls_json_str(j, mod);
-            ls_json_key(j, "application"); ls_json_bool(j, app);
-            ls_json_end_object(j);
-            continue;
-        }
-        if (!app && !in_system) {
-            printf("      -- system and %s frames --\n", generic ? "runtime" : "libevl");
-            in_system = true;
-        }
-        if (file)
-            printf("      %-28s %s:%d\n", fn ? ls_term(fn) : "?", ls_term(ls_short_path(file)), line);
-        else
-            printf("      %-28s %s\n", fn ? ls_term(fn) : "?", mod ? ls_term(ls_short_path(mod)) : "");
-    }
-    sqlite3_finalize(st);
-    if (j)
-        ls_json_end_array(j);
+    ls_stack_print(t, stack, j, "stack", generic, LS_STACK_APP_FIRST);
 }
 
 /* blocking_victims.cause (model/codes.h, SCHEMA.md) as --json says it */

@@ -56,6 +56,7 @@ struct gtask {
     int64_t wait_id;          /* cycle scan: id of that task (may be unknown); after
                                  it, for pending tasks: what it waits for at the end */
     int wait_reason;          /* EVL_SUSPEND_TASK or _LOCK: how it waits for wait_id */
+    int64_t wait_ts;          /* cycle scan: when the suspend that set wait was */
     bool cand;                /* on a cycle of the wait graph (all edges ever) */
     bool in_cycle;            /* was part of a wait-for cycle at some moment */
     /* The first wait-for cycle it was part of: its number (1, 2, ... in
@@ -65,6 +66,8 @@ struct gtask {
     int cycle_next;           /* the task it waited for in that cycle */
     int64_t cycle_end;        /* when that wait ended (0: not in the trace) */
     int64_t cycle_ts, cycle_obj;
+    int64_t cycle_since;      /* the time of its suspend that made its wait there
+                                 (an asyncio trace's await_stacks key) */
     int cycle_reason;
     int node;                 /* index in the node array */
 };

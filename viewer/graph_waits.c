@@ -297,6 +297,7 @@ static bool find_cycles(ls_trace *t, struct gtask *tk, int n, struct pair **cyc,
         tk[i].wait_id = to;
         tk[i].wait_reason = (int)reason;
         tk[i].wait = graph_task_by_id(tk, n, tk[i].wait_id);
+        tk[i].wait_ts = sqlite3_column_int64(st, 5);
         if (!tk[i].cycle_no)
             tk[i].cycle_obj = arg0;   /* kept for the cycle's report below */
         int k = tk[i].wait;
@@ -322,6 +323,7 @@ static bool find_cycles(ls_trace *t, struct gtask *tk, int n, struct pair **cyc,
                 tk[m].cycle_no = cycles;
                 tk[m].cycle_ts = sqlite3_column_int64(st, 5);
                 tk[m].cycle_reason = tk[m].wait_reason;
+                tk[m].cycle_since = tk[m].wait_ts;
                 tk[m].cycle_next = tk[m].wait;
             }
             m = tk[m].wait;

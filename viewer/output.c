@@ -407,6 +407,12 @@ void ls_table_print(ls_table *t, FILE *f, bool json)
 
 void ls_table_print_json(ls_table *t, ls_json *j)
 {
+    ls_table_print_json_with(t, j, NULL, NULL);
+}
+
+void ls_table_print_json_with(ls_table *t, ls_json *j, void (*row)(size_t r, ls_json *j, void *ctx),
+                              void *ctx)
+{
     size_t nrows = t->ncells / (size_t)t->ncols;
     ls_json_begin_array(j);
     for (size_t r = 0; r < nrows; r++) {
@@ -421,6 +427,8 @@ void ls_table_print_json(ls_table *t, ls_json *j)
             else
                 ls_json_int(j, x->v);
         }
+        if (row)
+            row(r, j, ctx);
         ls_json_end_object(j);
     }
     ls_json_end_array(j);

@@ -98,6 +98,10 @@ void ls_table_free(ls_table *t);
 /* The rows as a JSON array written through j (e.g. as a value after
  * ls_json_key), then free. */
 void ls_table_print_json(ls_table *t, ls_json *j);
+/* The same, calling row(r, j, ctx) in the object of each row r (0, 1, ...)
+ * after its cells, to add keys of its own. */
+void ls_table_print_json_with(ls_table *t, ls_json *j, void (*row)(size_t r, ls_json *j, void *ctx),
+                              void *ctx);
 
 /* Make room for n elements of sz bytes in *arr (capacity *cap, doubled
  * as needed); false when out of memory (*arr is then unchanged). */

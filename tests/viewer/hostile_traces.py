@@ -27,9 +27,10 @@ the *values* hostile:
              negative and INT64_MAX counts and more buckets than any real
              histogram, asyncio tasks with hostile names, Python frames
   census     a generic trace with a census lifecycle (meta task_source
-             'census ...'): names' tasks and events, wakes with waker kind 0
-             (unknown), a deadlock through lock holders, hostile
-             task_source and censuses, derived on first read
+             'census ...'): names' tasks and events, their await chains
+             (await_stacks: hostile frames, a missing stack), wakes with
+             waker kind 0 (unknown), a deadlock through lock holders,
+             hostile task_source and censuses, derived on first read
   (extremes and random also hold hostile windows and histograms)
 
 Every viewer command runs on each with a per-command timeout.  Each run
@@ -388,6 +389,11 @@ def build_census(db):
                          (800_000_000, 1, n - 5, 9, 2, None, None)])
     db.insert("loop_windows", [(1, 1000 + k * 20_000_000, 1000 + (k + 1) * 20_000_000, 30,
                                 15_000_000, 5_000_000, 900_000) for k in range(40)])
+    # await chains (tasks --stacks, lint's deadlock members): the hostile
+    # stacks of build_names, one missing, and rows no suspend made
+    db.insert("await_stacks", [(n - 3, 700_000_000, 1), (n - 4, 700_000_001, 2),
+                               (n - 2, 500_000_000, 99), (n, 500_000_000, 1),
+                               (I64_MAX, I64_MIN, 1), (1, 1, -1)])
 
 
 def add_hostile_windows(db, rng, loops):
@@ -425,6 +431,8 @@ def commands(task_id):
         (["info"], "term"), (["info", "--json"], "json"),
         (["tasks"], "term"), (["tasks", "--json"], "json"),
         (["tasks", "--sort", "lifetime"], "term"),
+        (["tasks", "--stacks"], "term"), (["tasks", "--stacks", "--json"], "json"),
+        (["tasks", "--stacks", "--at", "+600ms"], "term"),
         (["timeline"], "term"), (["timeline", "--svg", "{out}/t.svg"], "term:svg"),
         (["timeline", "--from", "0", "--to", "9000000000s"], "term"),
         (["blocking"], "term"), (["blocking", "--json"], "json"),

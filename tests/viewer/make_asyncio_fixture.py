@@ -35,6 +35,15 @@ unknown (waker kind 0, arg0 0):
   the recorder's hash of its Task object's address and name, without
   events (decode_generic.c's block_task).
 
+The await chains the censuses read (await_stacks: a stacks row of Python
+frames per task_suspend, innermost coroutine first, shared by equal
+chains as the recorder shares them): the deadlocked tasks' (their sleeps,
+then Lock.acquire under `async with` in an application helper), main's,
+fan's gather, awaiter's await of sleeper, leaky's future, q-get's two
+queue waits (one stack), the hostile task's event wait (a hostile function
+and file name); none for sleeper and failer (a chain the census could not
+read).
+
 Rerun after a schema change, then refresh the goldens (run_golden.py
 --update) and review their diff.
 """
@@ -103,10 +112,11 @@ def plan():
 
 def lifecycle():
     """The events and tasks rows decode_asyncio.c's diff() and vanished()
-    make of the censuses; ids in order of first sight."""
+    make of the censuses; ids in order of first sight; and each suspend as
+    (task name, census, ts, task id), for its await chain."""
     tasks = plan()
     ids = {name: i + 1 for i, (name, _) in enumerate(tasks)}
-    ev, rows = [], {}
+    ev, rows, suspends = [], {}, []
     last = max(k for _, seen in tasks for k in seen)
     prev = {}                       # name -> (state, reason, a0, a1, cancels, unretrieved)
     for k in range(0, last + 1):
@@ -155,6 +165,7 @@ def lifecycle():
                     if was[0] != RUNNING and not pre:
                         ev.append((ts, tid, RUN, 0, 0, 0))
                     ev.append((ts, tid, SUSPEND, reason, a0, a1))
+                    suspends.append((name, k, ts, tid))
                 else:                               # done
                     if not pre and was[0] in (0, WAITING, READY):
                         ev.append((ts, tid, RUN, 0, 0, 0))
@@ -165,7 +176,7 @@ def lifecycle():
     n = 0
     while census(n) < END:        # the censuses of the whole recording
         n += 1
-    return ev, rows, ids, n
+    return ev, rows, ids, n, suspends
 
 
 STACKS = {
@@ -190,9 +201,40 @@ STACKS = {
 }
 TASK77 = 0x2E0C4F1D9A7B3C55   # the recorder's hash of a Task's address and name
 
+# Await chains (await_stacks), innermost coroutine first, the task's own
+# coroutine last; all Python frames.  Keyed by name, stored from stack 3 on.
+P = lambda fn, file, line: (fn, file, line, "python")
+LOCKS, APP = ASYNCIO + "locks.py", "/srv/worker/"
+SLEEP_F = P("sleep", ASYNCIO + "tasks.py", 665)
+CHAIN_STACKS = {
+    "main": [SLEEP_F, P("main", APP + "main.py", 57)],
+    "dl-a sleep": [SLEEP_F, P("transfer", APP + "ledger.py", 21)],
+    "dl-b sleep": [SLEEP_F, P("transfer", APP + "ledger.py", 21)],
+    "dl-a lock": [P("Lock.acquire", LOCKS, 113), P("_ContextManagerMixin.__aenter__", LOCKS, 14),
+                  P("take_both", APP + "ledger.py", 9), P("transfer", APP + "ledger.py", 23)],
+    "dl-b lock": [P("Lock.acquire", LOCKS, 113), P("_ContextManagerMixin.__aenter__", LOCKS, 14),
+                  P("take_both", APP + "ledger.py", 10), P("transfer", APP + "ledger.py", 23)],
+    "fan": [P("fan_out", APP + "main.py", 45)],
+    "awaiter": [P("awaiter", APP + "main.py", 40)],
+    "leaky": [P("Future.__await__", ASYNCIO + "futures.py", 287),
+              P("wait_reply", APP + "rpc.py", 12), P("call", APP + "rpc.py", 30)],
+    "q-get": [P("Queue.get", ASYNCIO + "queues.py", 158), P("q_get", APP + "consume.py", 20)],
+    "hostile": [P("Event.wait", LOCKS, 213),
+                P("ev\x1b[31mil\x1b[0m\n<b>&\"'{x|y}\u202efn", "/srv/\x1b[2Jev\til/\u202ex.py", 7)],
+}
+
+
+def chain_of(name, k):
+    """The await chain key of name's suspend at census k, or None."""
+    if name in ("dl-a", "dl-b"):
+        return f"{name} {'sleep' if k < 5 else 'lock'}"
+    if name == HOSTILE:
+        return "hostile"
+    return name if name in CHAIN_STACKS else None
+
 
 def build():
-    ev, rows, ids, ncensuses = lifecycle()
+    ev, rows, ids, ncensuses, suspends = lifecycle()
     s_sleep = census(51) - 2 * MS + 140 * US        # q-get's step, seen at censuses 51..53
     d_sleep = 33 * MS + 210 * US
     s_cpu = T0 + 1200 * MS + 410 * US
@@ -252,6 +294,19 @@ def build():
     for sid, frames in sorted(STACKS.items()):
         out.append(f"INSERT INTO stacks VALUES({sid},{len(frames)});")
         out += g.frames(sid, frames)
+    chain_ids = {}
+    for key, frames in CHAIN_STACKS.items():       # equal chains share a stack
+        same = [i for k, i in chain_ids.items() if CHAIN_STACKS[k] == frames]
+        if same:
+            chain_ids[key] = same[0]
+            continue
+        sid = chain_ids[key] = len(STACKS) + 1 + len(set(chain_ids.values()))
+        out.append(f"INSERT INTO stacks VALUES({sid},{len(frames)});")
+        out += g.frames(sid, frames)
+    for name, k, ts, tid in suspends:
+        key = chain_of(name, k)
+        if key:
+            out.append(f"INSERT INTO await_stacks VALUES({tid},{ts},{chain_ids[key]});")
     out.append(f"INSERT INTO blocking VALUES(1,{MAIN},{ids['q-get']},{s_sleep},{d_sleep},"
                f"{OFF_CPU},{CLOCK_NANOSLEEP},1,0);")
     out.append(f"INSERT INTO blocking VALUES(2,{MAIN},{TASK77},{s_cpu},{d_cpu},{ON_CPU},NULL,"
