@@ -677,7 +677,9 @@ static int pyt_coro(ls_pytasks *pt, uint64_t obj, struct ls_py_frame *f, uint64_
         int32_t lasti = (int32_t)u32at(fb, l->f_instr);
         int8_t st = (int8_t)fb[l->f_state];
         int32_t n = (int32_t)u32at(fb, l->f_stackdepth);
-        *f = (struct ls_py_frame){ u64at(fb, l->f_code), lasti < 0 ? -1 : lasti * 2, 0 };
+        /* f_lasti counts code units (2 bytes): a hostile one would overflow */
+        *f = (struct ls_py_frame){ u64at(fb, l->f_code),
+                                   lasti < 0 || lasti > INT32_MAX / 2 ? -1 : lasti * 2, 0 };
         *self = pyt_ptr(pt, fr + l->f_localsplus);
         if (st == -1 && n > 0 && n < 4096) {
             *yf = pyt_ptr(pt, u64at(fb, l->f_valuestack) + 8 * (uint64_t)(n - 1));
