@@ -35,6 +35,12 @@
 #define PYT_TYPES 256               /* types classified (cache, power of two) */
 #define PYT_TASK_READ 192           /* bytes of a Task read (3.10: sizeof(TaskObj)) */
 #define PYT_IOV 1024
+/* Steps of all the await chains of one census (a coroutine or FutureIter
+ * each, ~7 reads), each task allowed its share of what is left: tasks that
+ * all lead into one long or looping chain cost PYT_CENSUS_STEPS steps (a
+ * few seconds), not LS_PYT_MAX_TASKS x LS_PYT_WALK (an hour); each of
+ * 65536 tasks still walks at least 8 coroutines. */
+#define PYT_CENSUS_STEPS (1u << 19)
 
 /* type offsets, the same in 3.10-3.13 (x86-64) */
 enum {
@@ -127,6 +133,8 @@ struct ls_pytasks {
     unsigned misses;                /* censuses since asyncio.tasks was looked for */
     uint64_t task_type;             /* _asyncio.Task */
     bool gone;
+    uint64_t steps_left;            /* of PYT_CENSUS_STEPS, in this census */
+    size_t chains_left;             /* tasks it is shared by (this one included) */
     /* scratch, reused */
     uint64_t *objs;
     size_t nobjs, capobjs;
@@ -716,7 +724,9 @@ static void pyt_chain(ls_pytasks *pt, struct ls_pytask *t)
     uint64_t obj = t->coro, awaitable = 0, first = 0;
     uint32_t depth = 0;
     t->nframes = 0;
-    for (int steps = 0; obj && steps < 2 * LS_PYT_WALK; steps++) {
+    uint64_t share = pt->steps_left / (pt->chains_left ? pt->chains_left : 1);
+    int limit = share < 2 * LS_PYT_WALK ? (int)share : 2 * LS_PYT_WALK, steps = 0;
+    for (; obj && steps < limit; steps++) {
         struct pyt_type *ty = pyt_type(pt, pyt_ptr(pt, obj + 8));
         if (ty->kind == T_FUTITER) {
             obj = pyt_ptr(pt, obj + FUTITER_FUTURE);
@@ -746,6 +756,9 @@ static void pyt_chain(ls_pytasks *pt, struct ls_pytask *t)
         depth++;
         obj = yf;
     }
+    if (obj && steps == limit)
+        t->chain_cut = true;                  /* its share of the census's steps */
+    pt->steps_left -= (uint64_t)steps;        /* steps <= share <= steps_left */
     if (t->state == LS_PYT_WAITING) {
         if (!awaitable)
             awaitable = t->waiter;
@@ -923,7 +936,9 @@ int ls_pytasks_census(ls_pytasks *pt, struct ls_pyt_census *c)
     for (size_t i = 0; i < n; i++)
         rt[i] = (struct pyt_rd){ pt->objs[i], tb[i], PYT_TASK_READ, false };
     pyt_readv(pt, rt, n);
+    pt->steps_left = PYT_CENSUS_STEPS;
     for (size_t i = 0; i < n && !pt->gone; i++) {
+        pt->chains_left = n - i;
         if (!rt[i].ok) {
             fl |= LS_PYT_READ_ERROR;
             continue;

@@ -57,7 +57,8 @@ struct ls_pytask {
                                  * 3.10: must_cancel) */
     bool unretrieved;           /* failed, and its exception was not retrieved yet */
     bool chain_cut;             /* outer frames dropped (past LS_PYT_MAX_DEPTH), or the
-                                 * chain looped or went past LS_PYT_WALK */
+                                 * chain looped, went past LS_PYT_WALK or past
+                                 * the task's share of the census's steps */
     uint32_t nheld;             /* locks it holds in an `async with` of its chain */
     uint64_t held[4];           /* the Lock, Semaphore or Condition objects */
     char name[LS_PYT_NAME];     /* valid UTF-8 ("Task-N" for a lazy counter) */

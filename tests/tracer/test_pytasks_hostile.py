@@ -38,6 +38,9 @@ awaited task, left out, the truncation flag...).  The cases:
               real set (3.12+: the eager set too): only the tasks listed
     forged    64 forged Tasks (random fields, forged coroutines, frames
               and str names) behind weakrefs of the real set, SEEDS seeds
+    shared    65000 tasks whose coroutine is one chain of 1000 coroutines,
+              or a FutureIter that is its own future: every command within
+              BOUND (the census's step budget), the healthy tasks whole
     stack     a frame's stack top 100000, -5, 4095; a chain of 1000
               coroutines (its innermost frames kept, cut) and of 5000
               (beyond LS_PYT_WALK: cut, 64 frames)
@@ -475,6 +478,29 @@ def many():
 
 
 @case
+def shared():
+    """65000 tasks all leading into one chain of 1000 coroutines, or into a
+    FutureIter that is its own future: each costs the census its share of
+    PYT_CENSUS_STEPS, not a walk of LS_PYT_WALK (before: 16 minutes)."""
+    ready, js = scenario("shared", "--many", 65000, "--seconds", 20)
+    v, t = ready["victims"], byid_of(js)
+    eq(js["truncated"], False, "shared: truncated")
+    fut = v["many"]["fut"]
+    vic = [x for x in js["tasks"] if x["object"] == fut and x["id"] != v["shared"]["owner"]]
+    eq(len(vic), v["shared"]["n"], "shared: the victims listed")
+    for x in vic:
+        check(x["chain_cut"] and x["reason"] == "future" and 8 <= len(x["stack"]) <= MAX_DEPTH
+              and all(f["function"] == "chain" for f in x["stack"]) if x["stack"]
+              else x["chain_cut"] and x["awaits"] is None,
+              f"shared: a victim: {dict(x, stack=x['stack'][:2])}")
+    loop = sum(1 for x in vic if not x["stack"])
+    check(abs(2 * loop - len(vic)) <= 1, f"shared: {loop} of {len(vic)} in the FutureIter loop")
+    owner = t[v["shared"]["owner"]]
+    check(owner["chain_cut"] and len(owner["stack"]) >= 8, "shared: the chain's owner: cut at "
+          f"its share, {len(owner['stack'])} frames")
+
+
+@case
 def sets():
     for how, err in (("setmask", 0), ("settable", 0), ("setnotset", 1), ("setint", 1),
                      ("setbigdict", 1)):
@@ -600,7 +626,8 @@ def exit_():
         note(f"exit: record, target killed at {at:.2f} s: 0 in {r.secs:.2f} s")
 
 
-ORDER = ["cycles", "names", "fields", "stack", "entries", "forged", "sets", "many", "exit"]
+ORDER = ["cycles", "names", "fields", "stack", "entries", "forged", "sets", "many", "shared",
+         "exit"]
 
 
 @case

@@ -67,7 +67,8 @@ Scenarios (victims):
                 top made 100000 / -5 / 4095; deep-1000: a chain of 1000
                 coroutines (under LS_PYT_WALK); deep-5000: 5000 (beyond it)
     shared      --many tasks whose task_coro is the outermost coroutine of
-                one real chain of 1000 (a census's time, not its memory)
+                one real chain of 1000, or a FutureIter whose future is
+                itself (a census's time, not its memory)
     exit        --many tasks 8 coroutines deep (for the process-exit test:
                 a census that takes a while)
 """
@@ -644,12 +645,19 @@ async def sc_shared(loop, out, n, seconds):
     KEEP.extend([fut, owner])
     await settle([owner])
     await sc_many(loop, out, n, seconds)
-    head = id(owner.get_coro())
+    # and a FutureIter whose future is itself
+    it = fut.__await__()
+    KEEP.append(it)
+    expect(rd64(id(it) + 16), id(fut), "FutureIter.future")
+    wr64(id(it) + 16, id(it))
+    heads = [id(owner.get_coro()), id(it)]
+    k = 0
     for t in KEEP:
         if isinstance(t, asyncio.Task) and t.get_coro() is not None and t is not owner \
                 and t.get_coro().cr_code is chain.__code__ and t.get_name().startswith("Task-"):
-            set_coro(t, head)
-    out["shared"] = {"owner": hex(id(owner)), "fut": hex(id(fut))}
+            set_coro(t, heads[k % 2])
+            k += 1
+    out["shared"] = {"owner": hex(id(owner)), "fut": hex(id(fut)), "n": k}
 
 
 async def deep_task(n, fut, name):
