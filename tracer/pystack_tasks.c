@@ -135,6 +135,11 @@ struct ls_pytasks {
     bool gone;
     uint64_t steps_left;            /* of PYT_CENSUS_STEPS, in this census */
     size_t chains_left;             /* tasks it is shared by (this one included) */
+    /* the census before, sorted by address: a task still parked on the
+     * same future has not run since, so its name, chain and holds are
+     * taken from there instead of read again */
+    struct ls_pytask *prev;
+    size_t nprev, capprev;
     /* scratch, reused */
     uint64_t *objs;
     size_t nobjs, capobjs;
@@ -824,7 +829,26 @@ static bool pyt_task(ls_pytasks *pt, struct ls_pytask *t, uint64_t addr, const u
                                               : pyt_bit(b, l->t_must_cancel, l->t_must_cancel_bit);
     if (t->cancels < 0)
         t->cancels = 0;
-    pyt_name(pt, u64at(b, l->t_name), t->name, sizeof t->name);
+    t->name_obj = u64at(b, l->t_name);
+    const struct ls_pytask *p = pt->nprev ? bsearch(&addr, pt->prev, pt->nprev, sizeof *p,
+                                                    cmp_u64) : NULL;
+    if (p && p->coro == t->coro && p->name_obj == t->name_obj)
+        memcpy(t->name, p->name, sizeof t->name);
+    else
+        pyt_name(pt, t->name_obj, t->name, sizeof t->name);
+    if (p && t->state == LS_PYT_WAITING && p->state == LS_PYT_WAITING && p->coro == t->coro &&
+        p->waiter == t->waiter) {
+        /* parked on the same future since the census before: not run */
+        t->reason = p->reason;
+        t->object = p->object;
+        memcpy(t->awaits, p->awaits, sizeof t->awaits);
+        t->nheld = p->nheld;
+        memcpy(t->held, p->held, sizeof t->held);
+        t->chain_cut = p->chain_cut;
+        t->nframes = p->nframes;
+        memcpy(t->frames, p->frames, p->nframes * sizeof t->frames[0]);
+        return true;
+    }
     if (t->state != LS_PYT_WAITING) {
         if (t->state <= LS_PYT_WAITING)
             pyt_chain(pt, t);
@@ -953,6 +977,19 @@ int ls_pytasks_census(ls_pytasks *pt, struct ls_pyt_census *c)
     }
     free(rt);
     free(tb);
+    /* in address order (pt->objs was), kept for the next census */
+    pt->nprev = 0;
+    if (c->n && pt->capprev < c->n) {
+        struct ls_pytask *p = realloc(pt->prev, c->n * sizeof *p);
+        if (p) {
+            pt->prev = p;
+            pt->capprev = c->n;
+        }
+    }
+    if (c->n && pt->capprev >= c->n) {
+        memcpy(pt->prev, c->t, c->n * sizeof *c->t);
+        pt->nprev = c->n;
+    }
     c->flags |= fl | (pt->gone ? LS_PYT_GONE : 0);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     c->dur = ((int64_t)t1.tv_sec * 1000000000 + t1.tv_nsec) - c->ts;
@@ -1031,5 +1068,6 @@ void ls_pytasks_free(ls_pytasks *pt)
     if (!pt)
         return;
     free(pt->objs);
+    free(pt->prev);
     free(pt);
 }

@@ -46,6 +46,7 @@ struct ls_pytask {
     uint64_t addr;              /* the Task object */
     uint64_t coro;              /* its coroutine (with addr: its identity) */
     uint64_t loop;              /* its loop object */
+    uint64_t name_obj;          /* its name object (a str, or an int) */
     int state;                  /* enum ls_pyt_state */
     int reason;                 /* WAITING: an EVL_SUSPEND_* code (evl-probes.h) */
     uint64_t object;            /* WAITING: what it waits on: the awaited Task
@@ -75,7 +76,7 @@ enum {
 
 struct ls_pyt_census {
     size_t n, cap;
-    struct ls_pytask *t;        /* n tasks, in no particular order */
+    struct ls_pytask *t;        /* n tasks, in address order */
     uint32_t flags;             /* LS_PYT_* */
     int64_t ts;                 /* CLOCK_MONOTONIC when the census began */
     int64_t dur;                /* and how long it took (ns) */
