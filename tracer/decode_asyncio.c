@@ -160,6 +160,37 @@ static int64_t init_ts(struct ls_asyncio *a, uint64_t addr, int64_t ts)
     return a->inits[i].ts;
 }
 
+/* A lock held, and by which task of the census (its index). */
+struct pyt_hold {
+    uint64_t lock;
+    size_t task;
+};
+
+static int by_lock(const void *a, const void *b)
+{
+    uint64_t x = ((const struct pyt_hold *)a)->lock, y = ((const struct pyt_hold *)b)->lock;
+    return x < y ? -1 : x > y;
+}
+
+/* The census's held locks, sorted: a lock waiter's holder in log time (a
+ * target with many lock waiters must not make the census quadratic).
+ * NULL when none (or out of memory: then holders are not named). */
+static struct pyt_hold *holds_of(const struct ls_pyt_census *c, size_t *n)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < c->n; i++)
+        k += c->t[i].nheld;
+    struct pyt_hold *h = k ? malloc(k * sizeof *h) : NULL;
+    *n = 0;
+    if (!h)
+        return NULL;
+    for (size_t i = 0; i < c->n; i++)
+        for (uint32_t j = 0; j < c->t[i].nheld && j < 4; j++)
+            h[(*n)++] = (struct pyt_hold){ c->t[i].held[j], i };
+    qsort(h, *n, sizeof *h, by_lock);
+    return h;
+}
+
 /* One census into events. */
 static void diff(recorder *r, struct ls_asyncio *a)
 {
@@ -221,6 +252,8 @@ static void diff(recorder *r, struct ls_asyncio *a)
         a->gone[a->ngone] = *p;
         a->gone[a->ngone++].gone_ts = ts;
     }
+    size_t nholds;
+    struct pyt_hold *holds = holds_of(c, &nholds);
     for (size_t i = 0; i < c->n; i++) {
         const struct ls_pytask *t = &c->t[i];
         struct pyt_track *k = &cur[i];
@@ -243,11 +276,14 @@ static void diff(recorder *r, struct ls_asyncio *a)
             if (t->reason == EVL_SUSPEND_TASK) {
                 const struct pyt_track *w = find(cur, c->n, t->object);
                 a0 = w ? (int64_t)w->id : 0;
-            } else if (t->reason == EVL_SUSPEND_LOCK) {
-                for (size_t j = 0; j < c->n && !a1; j++)
-                    for (uint32_t h = 0; h < c->t[j].nheld; h++)
-                        if (j != i && c->t[j].held[h] == t->object)
-                            a1 = (int64_t)cur[j].id;
+            } else if (t->reason == EVL_SUSPEND_LOCK && holds) {
+                struct pyt_hold key = { t->object, 0 };
+                const struct pyt_hold *h = bsearch(&key, holds, nholds, sizeof key, by_lock);
+                while (h && h > holds && h[-1].lock == t->object)
+                    h--;              /* the first holder of it */
+                for (; h && h < holds + nholds && h->lock == t->object && !a1; h++)
+                    if (h->task != i)
+                        a1 = (int64_t)cur[h->task].id;
             }
         }
         if (t->cancels > k->cancels)
@@ -292,6 +328,7 @@ static void diff(recorder *r, struct ls_asyncio *a)
         k->cancels = t->cancels;
         k->unretrieved = t->unretrieved;
     }
+    free(holds);
     if (nkept) {
         struct pyt_track *all = realloc(a->cur, (a->ncur + nkept) * sizeof *all);
         if (all) {
