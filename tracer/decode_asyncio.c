@@ -26,6 +26,7 @@
 #define _GNU_SOURCE
 #include "recorder.h"
 #include "pytasks.h"
+#include "pystack_int.h"           /* ls_py_maps */
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -439,28 +440,32 @@ void ls_asyncio_end(recorder *r)
 
 /* ---- the probes: where a task is made and destroyed ---- */
 
-/* The file and file offset of address addr of the target (/proc/PID/maps). */
+/* The file and file offset of address addr of the target: its
+ * executable file mapping (pystack's ls_py_maps). */
+struct where_arg {
+    pid_t pid;
+    uint64_t addr, off;
+    char *path;
+    size_t cap;
+};
+
+static int where_map(const struct ls_py_map *m, void *arg)
+{
+    struct where_arg *w = arg;
+    if (w->addr < m->start || w->addr >= m->end || m->perms[2] != 'x' || m->path[0] != '/')
+        return 0;
+    snprintf(w->path, w->cap, "/proc/%d/root%s", (int)w->pid, m->path);
+    w->off = w->addr - m->start + m->off;
+    return 1;
+}
+
 static int where(pid_t pid, uint64_t addr, char *path, size_t cap, uint64_t *off)
 {
-    char fn[64], line[4352];
-    snprintf(fn, sizeof fn, "/proc/%d/maps", (int)pid);
-    FILE *f = fopen(fn, "re");
-    int rc = -1;
-    while (f && rc && fgets(line, sizeof line, f)) {
-        unsigned long long lo, hi, pg;
-        char perm[8];
-        int pos = 0;
-        if (sscanf(line, "%llx-%llx %7s %llx %*s %*s %n", &lo, &hi, perm, &pg, &pos) < 4 ||
-            addr < lo || addr >= hi || perm[2] != 'x' || !pos || line[pos] != '/')
-            continue;
-        line[strcspn(line, "\n")] = 0;
-        snprintf(path, cap, "/proc/%d/root%s", (int)pid, line + pos);
-        *off = addr - lo + pg;
-        rc = 0;
-    }
-    if (f)
-        fclose(f);
-    return rc;
+    struct where_arg w = { pid, addr, 0, path, cap };
+    if (ls_py_maps(pid, where_map, &w) != 1)
+        return -1;
+    *off = w.off;
+    return 0;
 }
 
 /* Once a census saw the Task type: uprobes at its tp_init and

@@ -85,35 +85,37 @@ out:
     return v;
 }
 
-/* Where evl_debug is in process pid, 0 if no mapped file has it. */
+/* Where evl_debug is in process pid, 0 if no mapped file has it: each
+ * file's first mapping (offset 0) once, its symbol relocated by where the
+ * file is mapped when it is ET_DYN. */
+struct find_arg {
+    pid_t pid;
+    uint64_t addr;
+    char last[PATH_MAX];
+};
+
+static int find_map(const struct ls_py_map *m, void *arg)
+{
+    struct find_arg *f = arg;
+    if (m->path[0] != '/' || m->off != 0 || !strcmp(m->path, f->last))
+        return 0;
+    snprintf(f->last, sizeof f->last, "%s", m->path);
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof path, "/proc/%d/root%s", (int)f->pid, m->path);
+    uint64_t low = 0;
+    bool dyn = false;
+    uint64_t v = elf_symbol(path, "evl_debug", &low, &dyn);
+    if (!v)
+        return 0;
+    f->addr = dyn ? m->start - low + v : v;
+    return 1;
+}
+
 static uint64_t find_evl_debug(pid_t pid)
 {
-    char fn[64], line[4352], last[4200] = "";
-    snprintf(fn, sizeof fn, "/proc/%d/maps", (int)pid);
-    FILE *f = fopen(fn, "re");
-    uint64_t addr = 0;
-    while (f && !addr && fgets(line, sizeof line, f)) {
-        unsigned long long lo, hi, pg;
-        char perm[8];
-        int pos = 0;
-        if (sscanf(line, "%llx-%llx %7s %llx %*s %*s %n", &lo, &hi, perm, &pg, &pos) < 4 ||
-            !pos || line[pos] != '/' || pg != 0)
-            continue;                 /* a file's first mapping (offset 0) */
-        line[strcspn(line, "\n")] = 0;
-        if (!strcmp(line + pos, last))
-            continue;
-        snprintf(last, sizeof last, "%s", line + pos);
-        char path[4300];
-        snprintf(path, sizeof path, "/proc/%d/root%s", (int)pid, line + pos);
-        uint64_t low = 0;
-        bool dyn = false;
-        uint64_t v = elf_symbol(path, "evl_debug", &low, &dyn);
-        if (v)
-            addr = dyn ? lo - low + v : v;
-    }
-    if (f)
-        fclose(f);
-    return addr;
+    struct find_arg f = { .pid = pid };
+    ls_py_maps(pid, find_map, &f);
+    return f.addr;
 }
 
 static uint64_t rd64(const uint8_t *b, uint32_t off, size_t len)

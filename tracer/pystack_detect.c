@@ -145,15 +145,7 @@ static int py_elf_read(int fd, struct ls_py_elf *out)
     return 0;
 }
 
-struct ls_py_map {
-    uint64_t start, end, off;
-    unsigned long ino;
-    unsigned dmaj, dmin;
-    char path[PATH_MAX];
-};
-
-/* Calls fn for each mapping of /proc/PID/maps (at most 65536). */
-static int py_maps(pid_t pid, int (*fn)(const struct ls_py_map *, void *), void *arg)
+int ls_py_maps(pid_t pid, int (*fn)(const struct ls_py_map *, void *), void *arg)
 {
     char p[64], line[PATH_MAX + 256];
     snprintf(p, sizeof p, "/proc/%d/maps", (int)pid);
@@ -163,11 +155,10 @@ static int py_maps(pid_t pid, int (*fn)(const struct ls_py_map *, void *), void 
     int rc = 0, n = 0;
     while (fgets(line, sizeof line, f) && n++ < 65536) {
         struct ls_py_map m;
-        char perms[8];
         int pos = 0;
         memset(&m, 0, sizeof m);
         if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %7s %" SCNx64 " %x:%x %lu %n", &m.start,
-                   &m.end, perms, &m.off, &m.dmaj, &m.dmin, &m.ino, &pos) < 7)
+                   &m.end, m.perms, &m.off, &m.dmaj, &m.dmin, &m.ino, &pos) < 7)
             continue;
         size_t l = strcspn(line + pos, "\n");
         if (l >= sizeof m.path)
@@ -345,12 +336,12 @@ ls_py *ls_py_detect(pid_t pid, struct ls_py_cfg *cfg, char *desc, size_t desc_le
         close(fd);
     char fname[PATH_MAX] = "";
     if (ok) {
-        py_maps(pid, py_find_file, &find);
+        ls_py_maps(pid, py_find_file, &find);
         if (readlink(p, fname, sizeof fname - 1) < 0)
             fname[0] = 0;
     } else {
         /* the interpreter in a libpython3.X.so */
-        py_maps(pid, py_find_lib, &find);
+        ls_py_maps(pid, py_find_lib, &find);
         if (!find.lib_found) {
             *why = "not CPython";
             return NULL;
@@ -373,7 +364,7 @@ ls_py *ls_py_detect(pid_t pid, struct ls_py_cfg *cfg, char *desc, size_t desc_le
         find.dmaj = find.lib.dmaj;
         find.dmin = find.lib.dmin;
         find.found = false;
-        py_maps(pid, py_find_file, &find);
+        ls_py_maps(pid, py_find_file, &find);
         snprintf(fname, sizeof fname, "%s", find.lib.path);
     }
     uint64_t bias = 0;

@@ -10,6 +10,7 @@
 
 #include "pystack.h"
 
+#include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -45,6 +46,18 @@ struct ls_py {
 /* pystack.c: size bytes at addr of process pid, with process_vm_readv;
  * -1 unless all were read (addr below 4096 or wrapping: -1). */
 int ls_py_read(pid_t pid, void *dst, size_t size, uint64_t addr);
+
+/* pystack_detect.c: one line of /proc/PID/maps; ls_py_maps calls fn for
+ * each (at most 65536) until fn returns non-zero: that value (> 0), else 0;
+ * -1 when the file cannot be opened. */
+struct ls_py_map {
+    uint64_t start, end, off;
+    unsigned long ino;
+    unsigned dmaj, dmin;
+    char perms[8];                  /* "r-xp" */
+    char path[PATH_MAX];            /* "" for an anonymous mapping */
+};
+int ls_py_maps(pid_t pid, int (*fn)(const struct ls_py_map *, void *), void *arg);
 
 /* pystack.c: the str object at addr as UTF-8 (malloc'd, at most
  * LS_PY_STR_MAX bytes), NULL if it is not a compact str of this process. */
