@@ -22,3 +22,29 @@ loopscope_install_deps() {
   # shellcheck disable=SC2086
   apt-get install -y -qq --no-install-recommends $missing >/dev/null
 }
+
+# CPython 3.14 and 3.15 are not in Debian 12; Debian unstable has both.  A
+# minimal unstable root at $LOOPSCOPE_SID_ROOT holds them, run under chroot
+# (tests/tracer/chroot_python.sh), which is also how a containerised target
+# looks to the recorder: its files through /proc/PID/root.  Made once per
+# machine (about 200 MB); the tests that use it are configured only when it
+# exists.  Needs root and Debian's archive.
+LOOPSCOPE_SID_ROOT=${LOOPSCOPE_SID_ROOT:-/var/cache/loopscope/sid}
+loopscope_install_sid_pythons() {
+  local r=$LOOPSCOPE_SID_ROOT
+  [ -x "$r/usr/bin/python3.14" ] && [ -x "$r/usr/bin/python3.15" ] && return 0
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "note: not root: no Debian-unstable root for CPython 3.14/3.15 tests" >&2
+    return 0
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  command -v debootstrap >/dev/null ||
+    { apt-get update -qq && apt-get install -y -qq --no-install-recommends debootstrap >/dev/null; }
+  echo "making a Debian-unstable root at $r for CPython 3.14 and 3.15"
+  rm -rf "$r.tmp"; mkdir -p "$(dirname "$r")"
+  debootstrap --variant=minbase sid "$r.tmp" http://deb.debian.org/debian >"$r.log" 2>&1 &&
+    chroot "$r.tmp" apt-get install -y -qq --no-install-recommends python3.14 python3.15 \
+      >>"$r.log" 2>&1 &&
+    chroot "$r.tmp" apt-get clean && mv "$r.tmp" "$r" ||
+    { echo "error: could not make $r (see $r.log)" >&2; return 1; }
+}

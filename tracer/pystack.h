@@ -77,7 +77,8 @@ struct ls_py_cfg {
     __u32 long_digit;           /* ob_digit */
     __u32 frame_read;           /* bytes of a frame the walker reads at once (<= LS_PYW_WIN) */
     __u32 dict_keys311;         /* dict keys layout: 0 for 3.10, 1 for 3.11+ */
-    __u32 pad2;
+    __u32 tstate_running_task;  /* 3.14+: _PyThreadStateImpl.asyncio_running_task (the
+                                 * running task of a thread, whichever loop), else LS_PY_NONE */
     /* asyncio's current-task dict {loop: task} (0: not known yet), set
      * while the walk runs once a census (pystack_tasks.c) has found it:
      * the task of a stack without Handle._run (uvloop runs steps from

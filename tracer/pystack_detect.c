@@ -50,6 +50,7 @@ struct ls_py_elf {
     int type;                       /* ET_EXEC / ET_DYN */
     uint64_t min_vaddr;             /* lowest PT_LOAD p_vaddr, page aligned */
     char rodata_version[32];        /* "3.10.13" found in .rodata, or "" */
+    uint64_t asyncio_debug;         /* 3.14+: link-time address of .AsyncioDebug, 0 = none */
 };
 
 static bool py_is_version_str(const char *s, size_t n)
@@ -121,6 +122,8 @@ static int py_elf_read(int fd, struct ls_py_elf *out)
                 }
             }
         }
+        if (sname && !strcmp(sname, ".AsyncioDebug") && sh.sh_type == SHT_PROGBITS)
+            out->asyncio_debug = sh.sh_addr;
         if (sh.sh_type != SHT_DYNSYM && sh.sh_type != SHT_SYMTAB)
             continue;
         Elf_Data *d = elf_getdata(scn, NULL);
@@ -226,14 +229,60 @@ static int py_type_name_is(pid_t pid, uint64_t type, const char *want)
     return !memcmp(buf, want, n);
 }
 
-/* 3.13: the runtime's own offsets (_Py_DebugOffsets, 8-byte words from the
- * start of _PyRuntime) taken over the table's wherever it publishes one
+/* 3.13+: the runtime's own offsets (_Py_DebugOffsets, 8-byte words from
+ * the start of _PyRuntime) taken over the table's wherever it publishes one
  * (the table keeps the rest: asyncio's objects, code details); a published
  * offset beyond any structure's size refuses the target.  Word indexes
- * follow the field order of Include/internal/pycore_runtime.h in 3.13. */
-static const char *py_check_debug_offsets(pid_t pid, struct ls_py_cfg *c, uint32_t hexver)
+ * follow the field order of Include/internal/pycore_debug_offsets.h (3.14,
+ * 3.15; pycore_runtime.h in 3.13), one column per version, checked by
+ * compiling offsetof() against each version's header (PYTHON.md). */
+enum { DBG_13, DBG_14, DBG_15, DBG_N };
+static const struct py_dbg_word {
+    size_t off;                     /* in struct ls_py_cfg, or ~0: only in struct ls_py_dbg */
+    size_t dbg;                     /* in struct ls_py_dbg, or ~0 */
+    uint8_t word[DBG_N];
+} py_dbg_words[] = {
+#define C(f) offsetof(struct ls_py_cfg, f), ~(size_t)0
+#define D(f) ~(size_t)0, offsetof(struct ls_py_dbg, f)
+    { C(runtime_interp_head), { 5, 5, 5 } },
+    { C(interp_next), { 8, 8, 8 } },
+    { C(interp_threads_head), { 9, 9, 9 } },
+    { D(imports_modules), { 11, 12, 12 } },
+    { C(tstate_next), { 21, 24, 24 } },
+    { C(tstate_interp), { 22, 25, 25 } },
+    { C(tstate_frame), { 23, 26, 26 } },
+    { C(tstate_tid), { 25, 28, 31 } },
+    { C(frame_previous), { 29, 32, 40 } },
+    { C(frame_code), { 30, 33, 41 } },
+    { C(frame_instr), { 31, 34, 42 } },
+    { C(frame_localsplus), { 32, 35, 43 } },
+    { C(frame_owner), { 33, 36, 44 } },
+    { D(stackpointer), { 0, 37, 45 } },
+    { C(code_filename), { 35, 40, 48 } },
+    { C(code_name), { 36, 41, 49 } },
+    { C(code_qualname), { 37, 42, 50 } },
+    { C(code_linetable), { 38, 43, 51 } },
+    { C(code_firstlineno), { 39, 44, 52 } },
+    { C(code_adaptive), { 43, 48, 56 } },
+    { C(long_digit), { 63, 73, 85 } },
+    { C(bytes_size), { 65, 75, 87 } },
+    { C(bytes_sval), { 66, 76, 88 } },
+    { C(unicode_state), { 68, 78, 90 } },
+    { C(unicode_len), { 69, 79, 91 } },
+    { C(unicode_data), { 70, 80, 92 } },
+    { D(gi_iframe), { 0, 85, 101 } },
+    { D(gi_frame_state), { 0, 86, 102 } },
+#undef C
+#undef D
+};
+
+static const char *py_check_debug_offsets(pid_t pid, unsigned minor, struct ls_py_cfg *c,
+                                          struct ls_py_dbg *dbg, uint32_t hexver)
 {
-    uint64_t w[71];
+    uint64_t w[112];
+    unsigned col = minor - 13;
+    if (col >= DBG_N)
+        return "no _Py_DebugOffsets layout for this version";
     if (ls_py_read(pid, w, sizeof w, c->runtime))
         return "cannot read _Py_DebugOffsets";
     if (memcmp(&w[0], "xdebugpy", 8))
@@ -242,39 +291,23 @@ static const char *py_check_debug_offsets(pid_t pid, struct ls_py_cfg *c, uint32
         return "_Py_DebugOffsets: another version";
     if (w[2])
         return "free-threaded build: unsupported";
-    static const struct { int word; size_t off; } chk[] = {
-        { 5, offsetof(struct ls_py_cfg, runtime_interp_head) },
-        { 8, offsetof(struct ls_py_cfg, interp_next) },
-        { 9, offsetof(struct ls_py_cfg, interp_threads_head) },
-        { 21, offsetof(struct ls_py_cfg, tstate_next) },
-        { 22, offsetof(struct ls_py_cfg, tstate_interp) },
-        { 23, offsetof(struct ls_py_cfg, tstate_frame) },
-        { 25, offsetof(struct ls_py_cfg, tstate_tid) },
-        { 29, offsetof(struct ls_py_cfg, frame_previous) },
-        { 30, offsetof(struct ls_py_cfg, frame_code) },
-        { 31, offsetof(struct ls_py_cfg, frame_instr) },
-        { 32, offsetof(struct ls_py_cfg, frame_localsplus) },
-        { 33, offsetof(struct ls_py_cfg, frame_owner) },
-        { 35, offsetof(struct ls_py_cfg, code_filename) },
-        { 36, offsetof(struct ls_py_cfg, code_name) },
-        { 37, offsetof(struct ls_py_cfg, code_qualname) },
-        { 38, offsetof(struct ls_py_cfg, code_linetable) },
-        { 39, offsetof(struct ls_py_cfg, code_firstlineno) },
-        { 43, offsetof(struct ls_py_cfg, code_adaptive) },
-        { 63, offsetof(struct ls_py_cfg, long_digit) },
-        { 65, offsetof(struct ls_py_cfg, bytes_size) },
-        { 66, offsetof(struct ls_py_cfg, bytes_sval) },
-        { 68, offsetof(struct ls_py_cfg, unicode_state) },
-        { 69, offsetof(struct ls_py_cfg, unicode_len) },
-        { 70, offsetof(struct ls_py_cfg, unicode_data) },
-    };
-    for (size_t i = 0; i < sizeof chk / sizeof chk[0]; i++)
-        if (w[chk[i].word] >= (1u << 16))
+    size_t n = sizeof py_dbg_words / sizeof py_dbg_words[0];
+    for (size_t i = 0; i < n; i++) {
+        unsigned k = py_dbg_words[i].word[col];
+        if (k && w[k] >= (1u << 16))
             return "_Py_DebugOffsets: an offset out of range";
-    for (size_t i = 0; i < sizeof chk / sizeof chk[0]; i++) {
-        uint32_t v = (uint32_t)w[chk[i].word];
-        memcpy((char *)c + chk[i].off, &v, 4);
     }
+    for (size_t i = 0; i < n; i++) {
+        unsigned k = py_dbg_words[i].word[col];
+        uint32_t v = (uint32_t)w[k];
+        if (!k)
+            continue;
+        if (py_dbg_words[i].off != ~(size_t)0)
+            memcpy((char *)c + py_dbg_words[i].off, &v, 4);
+        else
+            memcpy((char *)dbg + py_dbg_words[i].dbg, &v, 4);
+    }
+    dbg->ok = true;
     return NULL;
 }
 
@@ -308,6 +341,44 @@ static const char *py_check_threads(pid_t pid, struct ls_py_cfg *c)
             return NULL;
         }
     return "no thread id in the thread's struct pthread";
+}
+
+/* A mapping of a file named _asyncio.*.so (its first, at offset 0). */
+static int py_find_asyncio_so(const struct ls_py_map *m, void *arg)
+{
+    struct ls_py_map *out = arg;
+    const char *b = strrchr(m->path, '/');
+    b = b ? b + 1 : m->path;
+    size_t n = strlen(b);
+    if (strncmp(b, "_asyncio.", 9) || n < 12 || strcmp(b + n - 3, ".so") || m->off)
+        return 0;
+    *out = *m;
+    return 1;
+}
+
+uint64_t ls_py_asyncio_debug(ls_py *py)
+{
+    if (py->asyncio_debug)
+        return py->asyncio_debug;
+    struct ls_py_map m;
+    if (ls_py_maps(py->pid, py_find_asyncio_so, &m) <= 0)
+        return 0;
+    char p[PATH_MAX + 64];
+    snprintf(p, sizeof p, "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, (int)py->pid, m.start,
+             m.end);
+    int fd = open(p, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        snprintf(p, sizeof p, "/proc/%d/root%s", (int)py->pid, m.path);
+        fd = open(p, O_RDONLY | O_CLOEXEC);
+    }
+    struct ls_py_elf elf;
+    int ok = fd >= 0 && !py_elf_read(fd, &elf) && elf.type == ET_DYN && elf.asyncio_debug;
+    if (fd >= 0)
+        close(fd);
+    if (!ok || elf.asyncio_debug < elf.min_vaddr)
+        return 0;
+    py->asyncio_debug = m.start + (elf.asyncio_debug - elf.min_vaddr);
+    return py->asyncio_debug;
 }
 
 ls_py *ls_py_detect(pid_t pid, struct ls_py_cfg *cfg, char *desc, size_t desc_len,
@@ -382,7 +453,11 @@ ls_py *ls_py_detect(pid_t pid, struct ls_py_cfg *cfg, char *desc, size_t desc_le
     char extra[16] = "";
     if (elf.found[S_VERSION]) {
         if (ls_py_read(pid, &hex, 4, elf.sym[S_VERSION] + bias)) {
-            *why = "CPython: cannot read Py_Version";
+            /* Py_Version is constant data, readable from the moment the
+             * file is mapped; failing that, the process is between fork
+             * and exec, or exiting: what was read of /proc/PID/exe and
+             * maps belongs to another image. */
+            *why = "CPython not initialized yet (Py_Version unreadable)";
             return NULL;
         }
         if ((hex >> 24) != 3) {
@@ -418,7 +493,7 @@ ls_py *ls_py_detect(pid_t pid, struct ls_py_cfg *cfg, char *desc, size_t desc_le
         return NULL;
     }
     static char whybuf[96];
-    if (minor < 10 || minor > 13) {
+    if (minor < 10 || minor > 15) {
         snprintf(whybuf, sizeof whybuf, "CPython 3.%u: unsupported", minor);
         *why = whybuf;
         return NULL;
@@ -441,6 +516,14 @@ ls_py *ls_py_detect(pid_t pid, struct ls_py_cfg *cfg, char *desc, size_t desc_le
     c.method_type = T(S_METHOD);
     uint64_t bytes_type = T(S_BYTES);
 #undef T
+    /* the published offsets (constant data: readable before initialization) */
+    struct ls_py_dbg dbg = { 0 };
+    const char *bad = minor >= 13 ? py_check_debug_offsets(pid, minor, &c, &dbg, hex) : NULL;
+    if (bad) {
+        snprintf(whybuf, sizeof whybuf, "CPython 3.%u.%u: %s", minor, micro, bad);
+        *why = whybuf;
+        return NULL;
+    }
     /* initialized (before: interpreters.head is NULL, and the loader may
      * not even have relocated the type objects yet)? */
     uint64_t head = 0;
@@ -462,9 +545,7 @@ ls_py *ls_py_detect(pid_t pid, struct ls_py_cfg *cfg, char *desc, size_t desc_le
         *why = whybuf;
         return NULL;
     }
-    const char *bad = minor == 13 ? py_check_debug_offsets(pid, &c, hex) : NULL;
-    if (!bad)
-        bad = py_check_threads(pid, &c);
+    bad = py_check_threads(pid, &c);
     if (bad) {
         snprintf(whybuf, sizeof whybuf, "CPython 3.%u.%u: %s", minor, micro, bad);
         *why = whybuf;
@@ -477,6 +558,8 @@ ls_py *ls_py_detect(pid_t pid, struct ls_py_cfg *cfg, char *desc, size_t desc_le
     }
     py->pid = pid;
     py->cfg = c;
+    py->dbg = dbg;
+    py->asyncio_debug = elf.asyncio_debug ? elf.asyncio_debug + bias : 0;
     py->bytes_type = bytes_type;
     *cfg = c;
     if (desc && desc_len)

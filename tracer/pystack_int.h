@@ -11,6 +11,7 @@
 #include "pystack.h"
 
 #include <limits.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -32,9 +33,23 @@ struct ls_py_code {
     uint32_t lt_len;
 };
 
+/* What _Py_DebugOffsets publishes (3.13+) beyond struct ls_py_cfg's
+ * fields, for the task census; 0 where the version does not publish it. */
+struct ls_py_dbg {
+    bool ok;                        /* read and checked */
+    uint32_t imports_modules;       /* PyInterpreterState.imports.modules */
+    uint32_t stackpointer;          /* _PyInterpreterFrame.stackpointer (3.14+) */
+    uint32_t gi_iframe;             /* PyGenObject.gi_iframe (3.14+) */
+    uint32_t gi_frame_state;        /* PyGenObject.gi_frame_state (3.14+) */
+};
+
 struct ls_py {
     pid_t pid;
     struct ls_py_cfg cfg;
+    struct ls_py_dbg dbg;
+    uint64_t asyncio_debug;         /* 3.14+: _asyncio's .AsyncioDebug section in the
+                                     * interpreter's file (built in), 0: look in the
+                                     * module's (ls_py_asyncio_debug) */
     uint64_t bytes_type;
     uint64_t hrun;                  /* Handle._run's code, once seen (user-space walks) */
     struct ls_py_code cache[LS_PY_CACHE];
@@ -58,6 +73,11 @@ struct ls_py_map {
     char path[PATH_MAX];            /* "" for an anonymous mapping */
 };
 int ls_py_maps(pid_t pid, int (*fn)(const struct ls_py_map *, void *), void *arg);
+
+/* pystack_detect.c: the address of _asyncio's debug offsets (3.14+: its
+ * .AsyncioDebug section) in the target, in the interpreter's file or in a
+ * mapped _asyncio extension module; 0 when not (yet) mapped. */
+uint64_t ls_py_asyncio_debug(ls_py *py);
 
 /* pystack.c: the str object at addr as UTF-8 (malloc'd, at most
  * LS_PY_STR_MAX bytes), NULL if it is not a compact str of this process. */

@@ -4,15 +4,16 @@
  * version (ls_py_table, called by ls_py_detect in pystack_detect.c).
  * Depends on pystack_int.h.
  *
- * Supported: CPython 3.10, 3.11, 3.12, 3.13 (default builds, x86-64,
- * glibc), as a static interpreter or with libpython3.X.so.  One offset table
- * per minor version, read from the debug information of pyenv builds
- * (3.10.13, 3.11.7, 3.12.1, 3.13.0) with gdb and checked from inside each
+ * Supported: CPython 3.10 to 3.15 (default builds, x86-64, glibc), as a
+ * static interpreter or with libpython3.X.so.  One offset table per minor
+ * version, read from the debug information of pyenv builds (3.10.13,
+ * 3.11.7, 3.12.1, 3.13.0) and of Debian's (3.14.10, 3.15.2) with gdb
+ * (3.14+: only what _Py_DebugOffsets does not publish) and checked from inside each
  * interpreter with ctypes (tests/tracer/test_pystack.py); at detect time the
  * table is checked against the target's own data: the type objects' names,
  * the first thread state's back pointer and thread id; in 3.13 the
  * offsets _Py_DebugOffsets publishes at the start of _PyRuntime replace
- * the table's (pystack_detect.c).  Anything else is refused with a reason.
+ * the table's (pystack_detect.c); 3.14+ must have them.  Anything else is refused with a reason.
  */
 #include "pystack_int.h"
 
@@ -34,6 +35,7 @@ int ls_py_table(unsigned minor, struct ls_py_cfg *c)
         .code_linetable = 136, .code_code = N, .pthread_tid = N,
         .cframe_current = N, .frame_owner = N, .frame_is_entry = N, .owner_cstack = N,
         .kind = LS_PY_KIND_IFRAME, .frame_localsplus = 72, .frame_read = 80,
+        .tstate_running_task = N,
     };
     switch (minor) {
     case 10:
@@ -79,6 +81,23 @@ int ls_py_table(unsigned minor, struct ls_py_cfg *c)
         t.code_adaptive = 200; t.code_firstlineno = 68;
         t.task_name = 128;
         t.unicode_data = 40; t.unicode_cdata = 56;
+        t.long_kind = LS_PY_LONG_TAG;
+        break;
+    case 14:
+    case 15:
+        /* every offset of the walk comes from _Py_DebugOffsets (required
+         * from 3.14 on); the rest, from the DWARF of Debian's 3.14.10 and
+         * 3.15.2: f_executable is a _PyStackRef (tag bits masked), the
+         * shim frames are owned by the interpreter (3) or, 3.14, the C
+         * stack (4) */
+        t.runtime_interp_head = N; t.interp_threads_head = N; t.interp_next = N;
+        t.tstate_tid = N; t.tstate_frame = N;
+        t.frame_code = N; t.frame_previous = N; t.frame_instr = N;
+        t.frame_owner = N; t.owner_cstack = 3; t.frame_localsplus = N; t.frame_read = 80;
+        t.code_adaptive = N; t.code_firstlineno = N;
+        t.task_name = 136;
+        t.tstate_running_task = minor == 14 ? 872 : 1032;
+        t.unicode_data = N; t.unicode_cdata = 56;
         t.long_kind = LS_PY_LONG_TAG;
         break;
     default:

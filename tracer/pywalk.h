@@ -305,7 +305,7 @@ static LS_PYW_INLINE void ls_pyw_task_name(LS_PYW_CTX ctx, ls_pyw_cfg *c,
 static LS_PYW_INLINE void ls_pyw_task(LS_PYW_CTX ctx, ls_pyw_cfg *c, struct ls_pyw_scratch *sc,
                                       __u64 frame, struct ls_pystack *out)
 {
-    __u64 self = ls_pyw_ptr(ctx, frame + c->frame_localsplus);
+    __u64 self = ls_pyw_ptr(ctx, frame + c->frame_localsplus) & ~(__u64)7;   /* 3.14+: a stackref */
     __u64 cb = self ? ls_pyw_ptr(ctx, self + c->handle_callback) : 0;
     if (!cb)
         return;
@@ -374,16 +374,19 @@ static long ls_pyw_frame_cb(__u32 i, void *arg)
         out->flags |= LS_PYS_READ_ERROR;
         return 1;
     }
-    __u64 code = ls_pyw_u64(sc->win, c->frame_code, LS_PYW_WIN);
+    /* 3.14+: f_executable is a _PyStackRef, its low bits tags (a no-op
+     * before: objects are 8-byte aligned) */
+    __u64 code = ls_pyw_u64(sc->win, c->frame_code, LS_PYW_WIN) & ~(__u64)7;
     sc->frame = ls_pyw_u64(sc->win, c->frame_previous, LS_PYW_WIN);
     __u32 n = out->nframes;
     __s32 instr = -1;
     __u32 flags = 0;
     if (c->kind == LS_PY_KIND_IFRAME) {
         if (c->owner_cstack != LS_PY_NONE &&
-            ls_pyw_u8(sc->win, c->frame_owner, LS_PYW_WIN) == c->owner_cstack) {
-            /* a shim frame of the C stack: the frame before it (inner) is
-             * the first one of its eval call */
+            ls_pyw_u8(sc->win, c->frame_owner, LS_PYW_WIN) >= c->owner_cstack) {
+            /* a shim frame of the C stack (the owners from owner_cstack
+             * up: 3.14 has two): the frame before it (inner) is the first
+             * one of its eval call */
             if (n > 0 && n <= LS_PY_MAX_FRAMES)
                 out->f[(n - 1) & (LS_PY_MAX_FRAMES - 1)].flags |= LS_PYF_ENTRY;
             return 0;
@@ -449,7 +452,11 @@ static LS_PYW_INLINE void ls_pyw_walk(LS_PYW_CTX ctx, __u32 tid, struct ls_pysta
         out->flags |= LS_PYS_TRUNCATED;
     if (sc->hframe)
         ls_pyw_task(ctx, c, sc, sc->hframe, out);
-    if (!out->task && c->current_tasks)
+    if (!out->task && c->tstate_running_task != LS_PY_NONE) {
+        __u64 task = ls_pyw_ptr(ctx, ts + c->tstate_running_task);
+        if (task)
+            ls_pyw_task_name(ctx, c, sc, task, out);
+    } else if (!out->task && c->current_tasks)
         ls_pyw_current_task(ctx, c, sc, out);
 }
 
