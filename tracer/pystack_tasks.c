@@ -70,7 +70,13 @@ struct pyt_layout {
     uint32_t cr_frame;              /* 3.10: cr_frame (a pointer); 3.11+: cr_iframe (inline) */
     uint32_t cr_state;              /* 3.11+: cr_frame_state (int8) */
     int8_t susp_lo, susp_hi;        /* suspended frame states */
+    int8_t st_done;                 /* 3.11+: the first state of a finished frame */
+    uint8_t yf_depth;               /* 3.11+: the awaited object's slot from the stack's top
+                                     * (3.15 keeps the value sent on top of it) */
     uint32_t f_code, f_instr, f_localsplus, f_stacktop, f_valuestack, f_stackdepth, f_state;
+    uint32_t f_stackptr;            /* 3.14+: stackpointer (a pointer), not a count */
+    /* 3.14+: the task set is a list per thread (llist_node task_node) */
+    uint32_t t_node, ts_tasks_head, ts_running_task, interp_tasks_head;
 };
 
 #define N LS_PY_NONE
@@ -81,9 +87,11 @@ static int pyt_layout(unsigned minor, struct pyt_layout *l)
         .t_loop = 16, .t_callback0 = 24, .t_exception = 48, .t_state = 88, .t_log_tb = 92,
         .t_log_tb_bit = N, .t_waiter = 128, .t_coro = 136, .t_name = 144, .t_must_cancel = 160,
         .t_must_cancel_bit = N, .t_ncancels = 168, .t_log_destroy = 164, .t_log_destroy_bit = N,
-        .cr_frame = 72, .cr_state = 67, .susp_lo = -1, .susp_hi = -1,
+        .cr_frame = 72, .cr_state = 67, .susp_lo = -1, .susp_hi = -1, .st_done = 1,
+        .yf_depth = 1,
         .f_code = 0, .f_instr = 56, .f_localsplus = 72, .f_stacktop = 64,
-        .f_valuestack = N, .f_stackdepth = N, .f_state = N,
+        .f_valuestack = N, .f_stackdepth = N, .f_state = N, .f_stackptr = N,
+        .t_node = N, .ts_tasks_head = N, .ts_running_task = N, .interp_tasks_head = N,
     };
     switch (minor) {
     case 10:
@@ -107,6 +115,29 @@ static int pyt_layout(unsigned minor, struct pyt_layout *l)
         t.t_must_cancel_bit = 2; t.t_log_destroy = 100; t.t_log_destroy_bit = 3;
         t.t_ncancels = 104; t.t_waiter = 112; t.t_coro = 120; t.t_name = 128;
         t.susp_lo = -2;
+        break;
+    case 14:
+    case 15:
+        /* Debian's 3.14.10 and 3.15.2 (the same TaskObj); ls_pytasks_new
+         * takes what _Py_DebugOffsets and _asyncio's AsyncioDebug publish
+         * over these */
+        t.interp_modules = minor == 14 ? 0x1e08 : 0x1da8;
+        t.ht_cached_keys = minor == 14 ? 0x370 : 0x378; t.values_off = 8;
+        t.t_state = 104; t.t_log_tb = 110; t.t_log_tb_bit = 0; t.t_must_cancel = 110;
+        t.t_must_cancel_bit = 2; t.t_log_destroy = 110; t.t_log_destroy_bit = 3;
+        t.t_ncancels = 112; t.t_waiter = 120; t.t_coro = 128; t.t_name = 136;
+        t.t_node = 152;
+        t.ts_running_task = minor == 14 ? 872 : 1032;
+        t.ts_tasks_head = minor == 14 ? 880 : 1048;
+        t.interp_tasks_head = minor == 14 ? 0x2a80 : 0x2a68;
+        t.f_localsplus = 80; t.f_stacktop = N; t.f_stackptr = 64;
+        if (minor == 14) {
+            t.susp_lo = -2;               /* FRAME_SUSPENDED, _YIELD_FROM */
+        } else {
+            t.susp_lo = 1; t.susp_hi = 3; /* ..._YIELD_FROM_LOCKED */
+            t.st_done = 5;                /* FRAME_CLEARED */
+            t.yf_depth = 2;
+        }
         break;
     default:
         return -1;
@@ -407,8 +438,36 @@ static uint64_t pyt_attr(ls_pytasks *pt, uint64_t obj, const char *key)
     return 0;
 }
 
+/* 3.14+: where _asyncio's own debug offsets (its AsyncioDebug section:
+ * the Task's name, coroutine and list node, the thread state's running
+ * task and task list, the interpreter's list) say these are, taken over
+ * the layout's once each is checked against the sizes it gives and the
+ * bytes the census reads.  -1 while _asyncio is not loaded. */
+static int pyt_asyncio_debug(ls_pytasks *pt)
+{
+    uint64_t at = ls_py_asyncio_debug(pt->py), w[13];
+    if (!at || pyt_read(pt, w, sizeof w, at))
+        return -1;
+    /* task object: size, name, awaited_by, is_task, awaited_by_is_set,
+     * coro, node; interpreter: size, tasks head; thread state: size,
+     * running loop, running task, tasks head */
+    if (w[0] < 64 || w[0] > PYT_TASK_READ || w[1] + 8 > w[0] || w[5] + 8 > w[0] ||
+        w[6] + 16 > w[0] || w[8] >= (1u << 16) || w[9] < 64 || w[9] >= (1u << 16) ||
+        w[11] + 8 > w[9] || w[12] + 16 > w[9])
+        return -1;
+    struct pyt_layout *l = &pt->l;
+    l->t_name = (uint32_t)w[1];
+    l->t_coro = (uint32_t)w[5];
+    l->t_node = (uint32_t)w[6];
+    l->interp_tasks_head = (uint32_t)w[8];
+    l->ts_running_task = (uint32_t)w[11];
+    l->ts_tasks_head = (uint32_t)w[12];
+    return 0;
+}
+
 /* sys.modules["asyncio.tasks"]: the task set, the eager set, the
- * current-task dict.  0 when asyncio is not imported. */
+ * current-task dict (3.14+: the module only, and _asyncio's offsets).
+ * -1 when asyncio is not imported. */
 static int pyt_find(ls_pytasks *pt)
 {
     const struct ls_py_cfg *c = &pt->py->cfg;
@@ -419,6 +478,16 @@ static int pyt_find(ls_pytasks *pt)
     if (!mod || pyt_kind(pt, mod) != T_MODULE)
         return -1;
     uint64_t md = pyt_ptr(pt, mod + MD_DICT);
+    /* the C Task type (asyncio.tasks._CTask), before any task exists */
+    uint64_t ty = pyt_dict_get(pt, md, "_CTask");
+    if (ty && pyt_type(pt, ty)->kind == T_TASK && !pt->task_type)
+        pt->task_type = ty;
+    if (pt->l.t_node != LS_PY_NONE) {
+        if (pyt_asyncio_debug(pt))
+            return -1;
+        pt->all = mod;                    /* the tasks are in lists: see pyt_lists */
+        return 0;
+    }
     uint64_t ws = pyt_dict_get(pt, md, pt->l.minor >= 12 ? "_scheduled_tasks" : "_all_tasks");
     uint64_t data = ws ? pyt_attr(pt, ws, "data") : 0;
     if (!data || pyt_kind(pt, data) != T_SET)
@@ -430,11 +499,66 @@ static int pyt_find(ls_pytasks *pt)
     }
     uint64_t cur = pyt_dict_get(pt, md, "_current_tasks");
     pt->current = cur && pyt_kind(pt, cur) == T_DICT ? cur : 0;
-    /* the C Task type (asyncio.tasks._CTask), before any task exists */
-    uint64_t ty = pyt_dict_get(pt, md, "_CTask");
-    if (ty && pyt_type(pt, ty)->kind == T_TASK && !pt->task_type)
-        pt->task_type = ty;
     return 0;
+}
+
+static int pyt_push(ls_pytasks *pt, uint64_t v);
+
+/* 3.14+: the thread states of the first interpreter (at most 64). */
+static size_t pyt_threads(ls_pytasks *pt, uint64_t *interp, uint64_t *ts, size_t max)
+{
+    const struct ls_py_cfg *c = &pt->py->cfg;
+    size_t n = 0;
+    *interp = pyt_ptr(pt, c->runtime + c->runtime_interp_head);
+    for (uint64_t t = *interp ? pyt_ptr(pt, *interp + c->interp_threads_head) : 0; t && n < max;
+         t = pyt_ptr(pt, t + c->tstate_next))
+        ts[n++] = t;
+    return n;
+}
+
+/* 3.14+: the tasks of one list (a circular doubly linked list through
+ * each task's task_node, from a head in a thread state or the
+ * interpreter), appended to pt->objs.  A list that does not come back to
+ * its head ends at LS_PYT_MAX_TASKS tasks in all. */
+static void pyt_list(ls_pytasks *pt, uint64_t head, uint32_t *flags)
+{
+    uint64_t node = pyt_ptr(pt, head);
+    while (node != head) {
+        if (node < 4096 || node - pt->l.t_node < 4096) {
+            *flags |= LS_PYT_READ_ERROR;
+            return;
+        }
+        if (pt->nobjs >= LS_PYT_MAX_TASKS) {
+            *flags |= LS_PYT_TRUNCATED;
+            return;
+        }
+        if (pyt_push(pt, node - pt->l.t_node))
+            return;
+        uint64_t next = 0;
+        if (pyt_read(pt, &next, 8, node)) {
+            *flags |= LS_PYT_READ_ERROR;
+            return;
+        }
+        node = next;
+    }
+}
+
+/* 3.14+: every thread's list and the interpreter's (the tasks of threads
+ * that ended), and the running task of each thread. */
+static size_t pyt_lists(ls_pytasks *pt, uint32_t *flags, uint64_t *running, size_t max)
+{
+    uint64_t interp, ts[64];
+    size_t nts = pyt_threads(pt, &interp, ts, 64), nrunning = 0;
+    if (!interp)
+        return 0;
+    pyt_list(pt, interp + pt->l.interp_tasks_head, flags);
+    for (size_t i = 0; i < nts; i++) {
+        pyt_list(pt, ts[i] + pt->l.ts_tasks_head, flags);
+        uint64_t r = pyt_ptr(pt, ts[i] + pt->l.ts_running_task);
+        if (r && nrunning < max)
+            running[nrunning++] = r;
+    }
+    return nrunning;
 }
 
 /* ---- reading the sets ---- */
@@ -640,11 +764,20 @@ struct pyt_holds {
     uint32_t depth[16];
 };
 
-/* The locks a suspended frame holds: `async with lock` keeps the bound
- * lock.__aexit__ on the frame's value stack for the whole block (every
- * version), so a slot holding a method whose self is a Lock, Semaphore or
- * Condition is one held.  slots: n words at addr (3.10: the value stack;
- * 3.11+: localsplus, locals then stack).  A lock taken with a bare
+static bool pyt_func_is(ls_pytasks *pt, uint64_t fn, const char *name);
+
+static bool pyt_is_lock(ls_pytasks *pt, uint64_t obj)
+{
+    const char *ty = pyt_type(pt, pyt_ptr(pt, obj + 8))->name;
+    return !strcmp(ty, "Lock") || strstr(ty, "Semaphore") || !strcmp(ty, "Condition");
+}
+
+/* The locks a suspended frame holds: `async with lock` keeps lock's
+ * __aexit__ on the frame's value stack for the whole block, so a slot
+ * holding it is one held: bound (a method whose self is a Lock, Semaphore
+ * or Condition, 3.10-3.13), or, 3.14+, unbound (the function __aexit__,
+ * the lock in the slot after it).  slots: n words at addr (3.10: the value
+ * stack; 3.11+: localsplus, locals then stack).  A lock taken with a bare
  * `await lock.acquire()` leaves nothing there: not seen. */
 static void pyt_held(ls_pytasks *pt, struct pyt_holds *h, uint32_t depth, uint64_t addr,
                      int32_t n)
@@ -658,15 +791,24 @@ static void pyt_held(ls_pytasks *pt, struct pyt_holds *h, uint32_t depth, uint64
         n = LS_PYT_SLOTS;
     if (pyt_read(pt, slot, 8 * (size_t)n, addr))
         return;
-    for (int32_t i = 0; i < n; i++)
+    for (int32_t i = 0; i < n; i++) {
+        slot[i] &= ~7ull;                 /* 3.14+: stackrefs */
         rd[i] = (struct pyt_rd){ slot[i], obj[i], 32, false };
+    }
     pyt_readv(pt, rd, (size_t)n);
     for (int32_t i = 0; i < n && h->n < 16; i++) {
-        if (!rd[i].ok || u64at(obj[i], 8) != pt->py->cfg.method_type)
+        if (!rd[i].ok)
             continue;
-        uint64_t self = u64at(obj[i], 24);
-        const char *ty = pyt_type(pt, pyt_ptr(pt, self + 8))->name;
-        if (strcmp(ty, "Lock") && !strstr(ty, "Semaphore") && strcmp(ty, "Condition"))
+        uint64_t self;
+        if (u64at(obj[i], 8) == pt->py->cfg.method_type)
+            self = u64at(obj[i], 24);
+        else if (pt->l.minor >= 14 && i + 1 < n && rd[i + 1].ok &&
+                 pyt_type(pt, u64at(obj[i], 8))->kind == T_FUNC &&
+                 pyt_func_is(pt, slot[i], "__aexit__"))
+            self = slot[i + 1];
+        else
+            continue;
+        if (!pyt_is_lock(pt, self))
             continue;
         h->lock[h->n] = self;
         h->depth[h->n++] = depth;
@@ -702,16 +844,24 @@ static int pyt_coro(ls_pytasks *pt, uint64_t obj, struct ls_py_frame *f, uint64_
     }
     int8_t st;
     uint64_t fr = obj + l->cr_frame;
-    if (pyt_read(pt, &st, 1, obj + l->cr_state) || st > 0 || pyt_read(pt, fb, 80, fr))
+    if (pyt_read(pt, &st, 1, obj + l->cr_state) || st >= l->st_done || pyt_read(pt, fb, 80, fr))
         return -1;                            /* completed, cleared or unreadable */
-    uint64_t code = u64at(fb, l->f_code), ip = u64at(fb, l->f_instr);
+    /* 3.14+: f_executable and the stack slots are _PyStackRefs: tag bits */
+    uint64_t code = u64at(fb, l->f_code) & ~7ull, ip = u64at(fb, l->f_instr);
     uint64_t base = code + c->code_adaptive;
-    int32_t top = (int32_t)u32at(fb, l->f_stacktop);
+    int32_t top = -1;
+    if (l->f_stackptr == LS_PY_NONE) {
+        top = (int32_t)u32at(fb, l->f_stacktop);
+    } else {
+        uint64_t sp = u64at(fb, l->f_stackptr), lp = fr + l->f_localsplus;
+        if (sp >= lp && sp - lp < 8 * 4096 && !(sp & 7))
+            top = (int32_t)((sp - lp) / 8);
+    }
     *f = (struct ls_py_frame){ code, ip >= base && ip - base < (1u << 24) ? (int32_t)(ip - base)
                                                                           : -1, 0 };
-    *self = pyt_ptr(pt, fr + l->f_localsplus);
-    if (st >= l->susp_lo && st <= l->susp_hi && top > 0 && top < 4096) {
-        *yf = pyt_ptr(pt, fr + l->f_localsplus + 8 * (uint64_t)(top - 1));
+    *self = pyt_ptr(pt, fr + l->f_localsplus) & ~7ull;
+    if (st >= l->susp_lo && st <= l->susp_hi && top >= l->yf_depth && top < 4096) {
+        *yf = pyt_ptr(pt, fr + l->f_localsplus + 8 * (uint64_t)(top - l->yf_depth)) & ~7ull;
         pyt_held(pt, h, depth, fr + l->f_localsplus, top - 1);
     }
     return 0;
@@ -893,7 +1043,8 @@ int ls_pytasks_census(ls_pytasks *pt, struct ls_pyt_census *c)
     }
     /* the sets: found again if they are not sets any more, and while
      * asyncio is not imported, at most every 16th census */
-    if (pt->all && pyt_kind(pt, pt->all) != T_SET)
+    bool lists = pt->l.t_node != LS_PY_NONE;
+    if (pt->all && pyt_kind(pt, pt->all) != (lists ? T_MODULE : T_SET))
         pt->all = 0;
     if (!pt->all && pt->misses++ % 16 == 0)
         pyt_find(pt);
@@ -904,6 +1055,12 @@ int ls_pytasks_census(ls_pytasks *pt, struct ls_pyt_census *c)
     pt->misses = 0;
     pt->nobjs = 0;
     uint32_t fl = 0;
+    uint64_t running[64];
+    size_t nrunning = 0;
+    if (lists) {
+        nrunning = pyt_lists(pt, &fl, running, 64);
+        goto gathered;
+    }
     /* weakrefs of the task set -> their objects (a table being resized
      * as it is read: once more) */
     if (pyt_set_keys(pt, pt->all, LS_PYT_MAX_TASKS, &fl) < 0 &&
@@ -931,8 +1088,11 @@ int ls_pytasks_census(ls_pytasks *pt, struct ls_pyt_census *c)
             pyt_push(pt, obj);
     }
     free(wr);
+    free(rd);
     if (pt->eager)
         pyt_set_keys(pt, pt->eager, LS_PYT_MAX_TASKS, &fl);
+    nrunning = pyt_current(pt, running, 64);
+gathered:
     /* one of each */
     qsort(pt->objs, pt->nobjs, 8, cmp_u64);
     size_t n = 0;
@@ -943,14 +1103,12 @@ int ls_pytasks_census(ls_pytasks *pt, struct ls_pyt_census *c)
         n = LS_PYT_MAX_TASKS;
         fl |= LS_PYT_TRUNCATED;
     }
-    uint64_t running[64];
-    size_t nrunning = pyt_current(pt, running, 64);
     qsort(running, nrunning, 8, cmp_u64);
     /* the tasks' fields */
-    struct pyt_rd *rt = realloc(rd, (n ? n : 1) * sizeof *rt);
+    struct pyt_rd *rt = calloc(n ? n : 1, sizeof *rt);
     uint8_t (*tb)[PYT_TASK_READ] = calloc(n ? n : 1, PYT_TASK_READ);
     if (!rt || !tb || (c->cap < n && !(c->t = realloc(c->t, n * sizeof *c->t)))) {
-        free(rt ? rt : rd);
+        free(rt);
         free(tb);
         c->cap = 0;
         return -1;
@@ -1019,11 +1177,28 @@ ls_pytasks *ls_pytasks_new(ls_py *py, const char **why)
     pt->py = py;
     pt->pid = py->pid;
     pt->l = l;
-    /* 3.13: the interpreter publishes where sys.modules is */
-    if (l.minor == 13) {
-        uint64_t w = 0;
-        if (!ls_py_read(py->pid, &w, 8, py->cfg.runtime + 11 * 8) && w && w < (1u << 16))
-            pt->l.interp_modules = (uint32_t)w;
+    /* 3.13+: what the interpreter publishes (_Py_DebugOffsets, checked
+     * by ls_py_detect), over the layout: where sys.modules is; 3.14+ the
+     * coroutine's frame and state and the frame's fields, each within
+     * the bytes pyt_coro reads (80) */
+    const struct ls_py_dbg *d = &py->dbg;
+    const struct ls_py_cfg *c = &py->cfg;
+    if (l.minor >= 13 && d->ok && d->imports_modules)
+        pt->l.interp_modules = d->imports_modules;
+    if (l.minor >= 14) {
+        if (!d->ok || c->frame_code > 72 || c->frame_instr > 72 || d->stackpointer > 72 ||
+            c->frame_localsplus >= (1u << 12) || d->gi_iframe >= 4096 ||
+            d->gi_frame_state >= 4096) {
+            free(pt);
+            *why = "CPython's debug offsets do not fit the census";
+            return NULL;
+        }
+        pt->l.f_code = c->frame_code;
+        pt->l.f_instr = c->frame_instr;
+        pt->l.f_localsplus = c->frame_localsplus;
+        pt->l.f_stackptr = d->stackpointer;
+        pt->l.cr_frame = d->gi_iframe;
+        pt->l.cr_state = d->gi_frame_state;
     }
     return pt;
 }
