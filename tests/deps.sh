@@ -23,16 +23,19 @@ loopscope_install_deps() {
   apt-get install -y -qq --no-install-recommends $missing >/dev/null
 }
 
-# CPython 3.14 and 3.15 are not in Debian 12; Debian unstable has both.  A
-# minimal unstable root at $LOOPSCOPE_SID_ROOT holds them, run under chroot
+# CPython 3.14 and 3.15 are not in Debian 12; Debian unstable has both
+# (and uvloop built for 3.14).  A minimal unstable root at
+# $LOOPSCOPE_SID_ROOT holds them, run under chroot
 # (tests/tracer/chroot_python.sh), which is also how a containerised target
-# looks to the recorder: its files through /proc/PID/root.  Made once per
-# machine (about 200 MB); the tests that use it are configured only when it
-# exists.  Needs root and Debian's archive.
+# looks to the recorder: its files through /proc/PID/root or
+# /proc/PID/map_files.  Made once per machine (about 300 MB, a minute);
+# the tests that use it are configured only when it exists.  Needs root
+# and Debian's archive.
 LOOPSCOPE_SID_ROOT=${LOOPSCOPE_SID_ROOT:-/var/cache/loopscope/sid}
+LOOPSCOPE_SID_PACKAGES="python3.14 python3.15 python3-uvloop"
 loopscope_install_sid_pythons() {
   local r=$LOOPSCOPE_SID_ROOT
-  [ -x "$r/usr/bin/python3.14" ] && [ -x "$r/usr/bin/python3.15" ] && return 0
+  [ "$(cat "$r/.loopscope-packages" 2>/dev/null)" = "$LOOPSCOPE_SID_PACKAGES" ] && return 0
   if [ "$(id -u)" -ne 0 ]; then
     echo "note: not root: no Debian-unstable root for CPython 3.14/3.15 tests" >&2
     return 0
@@ -41,10 +44,16 @@ loopscope_install_sid_pythons() {
   command -v debootstrap >/dev/null ||
     { apt-get update -qq && apt-get install -y -qq --no-install-recommends debootstrap >/dev/null; }
   echo "making a Debian-unstable root at $r for CPython 3.14 and 3.15"
-  rm -rf "$r.tmp"; mkdir -p "$(dirname "$r")"
-  debootstrap --variant=minbase sid "$r.tmp" http://deb.debian.org/debian >"$r.log" 2>&1 &&
-    chroot "$r.tmp" apt-get install -y -qq --no-install-recommends python3.14 python3.15 \
-      >>"$r.log" 2>&1 &&
-    chroot "$r.tmp" apt-get clean && mv "$r.tmp" "$r" ||
-    { echo "error: could not make $r (see $r.log)" >&2; return 1; }
+  mkdir -p "$(dirname "$r")"
+  if [ ! -x "$r/usr/bin/apt-get" ]; then
+    rm -rf "$r.tmp"
+    debootstrap --variant=minbase sid "$r.tmp" http://deb.debian.org/debian >"$r.log" 2>&1 &&
+      mv "$r.tmp" "$r" || { echo "error: could not make $r (see $r.log)" >&2; return 1; }
+  fi
+  # the archive served here may be a snapshot older than its Valid-Until
+  # shellcheck disable=SC2086
+  { chroot "$r" apt-get -o Acquire::Check-Valid-Until=false update -qq && chroot "$r" apt-get install -y -qq \
+      --no-install-recommends $LOOPSCOPE_SID_PACKAGES && chroot "$r" apt-get clean; } \
+    >>"$r.log" 2>&1 || { echo "error: could not install into $r (see $r.log)" >&2; return 1; }
+  echo "$LOOPSCOPE_SID_PACKAGES" >"$r/.loopscope-packages"
 }

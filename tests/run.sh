@@ -19,6 +19,7 @@ cd "$(dirname "$0")/.."
 root=$PWD
 . tests/deps.sh
 loopscope_install_deps
+loopscope_install_sid_pythons
 
 jobs=$(nproc)
 build() { # dir, extra cmake args...

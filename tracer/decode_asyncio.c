@@ -454,7 +454,8 @@ static int where_map(const struct ls_py_map *m, void *arg)
     struct where_arg *w = arg;
     if (w->addr < m->start || w->addr >= m->end || m->perms[2] != 'x' || m->path[0] != '/')
         return 0;
-    snprintf(w->path, w->cap, "/proc/%d/root%s", (int)w->pid, m->path);
+    if (ls_py_map_file(w->pid, m, w->path, w->cap))
+        return -1;
     w->off = w->addr - m->start + m->off;
     return 1;
 }

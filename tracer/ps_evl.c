@@ -101,7 +101,8 @@ static int find_map(const struct ls_py_map *m, void *arg)
         return 0;
     snprintf(f->last, sizeof f->last, "%s", m->path);
     char path[PATH_MAX + 32];
-    snprintf(path, sizeof path, "/proc/%d/root%s", (int)f->pid, m->path);
+    if (ls_py_map_file(f->pid, m, path, sizeof path))
+        return 0;
     uint64_t low = 0;
     bool dyn = false;
     uint64_t v = elf_symbol(path, "evl_debug", &low, &dyn);

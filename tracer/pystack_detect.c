@@ -356,21 +356,31 @@ static int py_find_asyncio_so(const struct ls_py_map *m, void *arg)
     return 1;
 }
 
+int ls_py_map_file(pid_t pid, const struct ls_py_map *m, char *buf, size_t cap)
+{
+    if (m->path[0] != '/')
+        return -1;
+    snprintf(buf, cap, "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, (int)pid, m->start, m->end);
+    if (!access(buf, R_OK))
+        return 0;
+    if ((size_t)snprintf(buf, cap, "/proc/%d/root%s", (int)pid, m->path) < cap &&
+        !access(buf, R_OK))
+        return 0;
+    if ((size_t)snprintf(buf, cap, "%s", m->path) < cap && !access(buf, R_OK))
+        return 0;
+    return -1;
+}
+
 uint64_t ls_py_asyncio_debug(ls_py *py)
 {
     if (py->asyncio_debug)
         return py->asyncio_debug;
     struct ls_py_map m;
-    if (ls_py_maps(py->pid, py_find_asyncio_so, &m) <= 0)
-        return 0;
     char p[PATH_MAX + 64];
-    snprintf(p, sizeof p, "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, (int)py->pid, m.start,
-             m.end);
+    if (ls_py_maps(py->pid, py_find_asyncio_so, &m) <= 0 ||
+        ls_py_map_file(py->pid, &m, p, sizeof p))
+        return 0;
     int fd = open(p, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        snprintf(p, sizeof p, "/proc/%d/root%s", (int)py->pid, m.path);
-        fd = open(p, O_RDONLY | O_CLOEXEC);
-    }
     struct ls_py_elf elf;
     int ok = fd >= 0 && !py_elf_read(fd, &elf) && elf.type == ET_DYN && elf.asyncio_debug;
     if (fd >= 0)
@@ -417,13 +427,7 @@ ls_py *ls_py_detect(pid_t pid, struct ls_py_cfg *cfg, char *desc, size_t desc_le
             *why = "not CPython";
             return NULL;
         }
-        snprintf(p, sizeof p, "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, (int)pid,
-                 find.lib.start, find.lib.end);
-        fd = open(p, O_RDONLY | O_CLOEXEC);
-        if (fd < 0) {
-            snprintf(p, sizeof p, "/proc/%d/root%s", (int)pid, find.lib.path);
-            fd = open(p, O_RDONLY | O_CLOEXEC);
-        }
+        fd = ls_py_map_file(pid, &find.lib, p, sizeof p) ? -1 : open(p, O_RDONLY | O_CLOEXEC);
         ok = fd >= 0 && !py_elf_read(fd, &elf) && elf.found[S_RUNTIME];
         if (fd >= 0)
             close(fd);

@@ -74,6 +74,13 @@ struct ls_py_map {
 };
 int ls_py_maps(pid_t pid, int (*fn)(const struct ls_py_map *, void *), void *arg);
 
+/* A path under which this process can open the file of mapping m of
+ * process pid, whatever root or mount namespace pid has (maps names a
+ * chrooted process's files from the reader's root, a container's from its
+ * own): /proc/PID/map_files/START-END (needs CAP_SYS_ADMIN), else
+ * /proc/PID/root/PATH, else PATH.  Into buf; -1 when none can be opened. */
+int ls_py_map_file(pid_t pid, const struct ls_py_map *m, char *buf, size_t cap);
+
 /* pystack_detect.c: the address of _asyncio's debug offsets (3.14+: its
  * .AsyncioDebug section) in the target, in the interpreter's file or in a
  * mapped _asyncio extension module; 0 when not (yet) mapped. */

@@ -1059,6 +1059,12 @@ int ls_pytasks_census(ls_pytasks *pt, struct ls_pyt_census *c)
     size_t nrunning = 0;
     if (lists) {
         nrunning = pyt_lists(pt, &fl, running, 64);
+        /* a task leaves the lists when it is done, not when it is freed:
+         * the pending tasks of the census before that left them are read
+         * once more (marked: the low bit), to be told done */
+        for (size_t i = 0; i < pt->nprev; i++)
+            if (pt->prev[i].state <= LS_PYT_WAITING)
+                pyt_push(pt, pt->prev[i].addr | 1);
         goto gathered;
     }
     /* weakrefs of the task set -> their objects (a table being resized
@@ -1093,11 +1099,11 @@ int ls_pytasks_census(ls_pytasks *pt, struct ls_pyt_census *c)
         pyt_set_keys(pt, pt->eager, LS_PYT_MAX_TASKS, &fl);
     nrunning = pyt_current(pt, running, 64);
 gathered:
-    /* one of each */
+    /* one of each (a task in the lists before its mark) */
     qsort(pt->objs, pt->nobjs, 8, cmp_u64);
     size_t n = 0;
     for (size_t i = 0; i < pt->nobjs; i++)
-        if (!n || pt->objs[n - 1] != pt->objs[i])
+        if (!n || (pt->objs[n - 1] | 1) != (pt->objs[i] | 1))
             pt->objs[n++] = pt->objs[i];
     if (n > LS_PYT_MAX_TASKS) {
         n = LS_PYT_MAX_TASKS;
@@ -1116,7 +1122,7 @@ gathered:
     if (c->cap < n)
         c->cap = n;
     for (size_t i = 0; i < n; i++)
-        rt[i] = (struct pyt_rd){ pt->objs[i], tb[i], PYT_TASK_READ, false };
+        rt[i] = (struct pyt_rd){ pt->objs[i] & ~1ull, tb[i], PYT_TASK_READ, false };
     pyt_readv(pt, rt, n);
     pt->steps_left = PYT_CENSUS_STEPS;
     for (size_t i = 0; i < n && !pt->gone; i++) {
@@ -1130,6 +1136,14 @@ gathered:
             continue;                   /* pure-Python tasks and anything else */
         if (!pt->task_type)
             pt->task_type = u64at(tb[i], 8);
+        if (pt->objs[i] & 1) {
+            /* gone from the lists: the same task (its coroutine), done */
+            const struct ls_pytask *p = bsearch(&rt[i].addr, pt->prev, pt->nprev, sizeof *p,
+                                                cmp_u64);
+            uint32_t fs = u32at(tb[i], pt->l.t_state);
+            if (!p || p->coro != u64at(tb[i], pt->l.t_coro) || fs < 1 || fs > 2)
+                continue;
+        }
         if (pyt_task(pt, &c->t[c->n], rt[i].addr, tb[i], running, nrunning))
             c->n++;
     }

@@ -333,8 +333,9 @@ def check_json(js, pid, version, lines):
     for n in EXPECT:
         if n not in ("dl-a", "dl-b"):
             eq(t[n]["held"], [], f"json {n}: held")
-    eq(t["failer"]["unretrieved"], True, "json failer: unretrieved")
-    eq(t["failer"]["stack"], [], "json failer: no stack (done)")
+    if "failer" in EXPECT:
+        eq(t["failer"]["unretrieved"], True, "json failer: unretrieved")
+        eq(t["failer"]["stack"], [], "json failer: no stack (done)")
     eq(t["deep"]["chain_cut"], True, "json deep: chain cut")
     eq(len(t["deep"]["stack"]), 64, "json deep: frames kept")
     ds = t["deep"]["stack"]
@@ -361,8 +362,13 @@ def check_json(js, pid, version, lines):
 @case
 def tasks():
     """Every task, its wait, its stack, the tree and the cycles (above)."""
+    global EXPECT
     py = interpreter(A.python)
     version = python_version(py)
+    if tuple(map(int, version.split(".")[:2])) >= (3, 14):
+        # a done task leaves 3.14's task lists (as it leaves all_tasks()):
+        # the census cannot see the failed one
+        EXPECT = {n: v for n, v in EXPECT.items() if n != "failer"}
     lines = markers()
     p = start([py, TARGET], f"ps_target.py under {py}")
     rc, jout, err = ps("--json", p.pid)

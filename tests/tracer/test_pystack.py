@@ -111,11 +111,12 @@ PROGRAM = textwrap.dedent('''\
             check("f_lasti * 2", ctypes.c_int32.from_address(fr + c["frame_instr"]).value * 2, f.f_lasti)
         else:
             fr = iframe_of(f)
-            check("f_code/f_executable", P(fr + c["frame_code"]), id(f.f_code))
+            # 3.14+: a _PyStackRef, its low bits tags (the walker masks them)
+            check("f_code/f_executable", P(fr + c["frame_code"]) & ~7, id(f.f_code))
             base = id(f.f_code) + c["code_adaptive"]
             check("instruction offset", P(fr + c["frame_instr"]) - base, f.f_lasti)
         if arg0 is not None:
-            check("localsplus[0]", P(fr + c["frame_localsplus"]), id(arg0))
+            check("localsplus[0]", P(fr + c["frame_localsplus"]) & ~7, id(arg0))
         return fr
 
     def check_table(task):
@@ -159,8 +160,8 @@ PROGRAM = textwrap.dedent('''\
             check("is_entry of a called frame", U8(fr + c["frame_is_entry"]), 0)
         if c["owner_cstack"] != NONE:
             shim = P(mfr + c["frame_previous"])
-            check("owner of the shim frame before an entry frame", U8(shim + c["frame_owner"]),
-                  c["owner_cstack"])
+            check("owner of the shim frame before an entry frame (owner_cstack and up)",
+                  U8(shim + c["frame_owner"]) >= c["owner_cstack"], True)
             check("owner of a called frame", U8(fr + c["frame_owner"]), 0)
         # Handle._run(self): the Handle, its _callback, the task
         f = me
