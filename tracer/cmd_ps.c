@@ -7,7 +7,7 @@
  * holds, its async stack resolved to function, file:line); the printers
  * only read that.  The sources are tried in order (ps_sources[]): the first
  * that recognises the process takes it: libevl (ps_evl.c: the loops'
- * pending tasks through evl_debug), then CPython 3.10-3.13 asyncio,
+ * pending tasks through evl_debug), then CPython 3.10-3.15 asyncio,
  * through the task census (pytasks.h: ls_py_detect, ls_pytasks_census,
  * ls_py_frame).  The snapshot's types: ps.h.
  *
@@ -932,7 +932,7 @@ static void usage(FILE *f)
 {
     fputs("usage: loopscope ps [--tree | --json] PID\n"
           "\n"
-          "A snapshot of every asyncio task of a running CPython 3.10-3.13 process,\n"
+          "A snapshot of every asyncio task of a running CPython 3.10-3.15 process,\n"
           "read from outside (process_vm_readv) without stopping or changing it:\n"
           "one row per task, sorted by state then name, with what it waits on, the\n"
           "locks it holds and the innermost frame of its async stack outside the\n"
@@ -1050,7 +1050,7 @@ int cmd_ps(int argc, char **argv)
         if (!strcmp(why, "no such process"))
             ps_fail("no such process: %d", (int)pid);
         else if (why[0] && rc == PS_NOT_MINE)
-            ps_fail("pid %d: %s; loopscope ps reads libevl and CPython 3.10-3.13 asyncio "
+            ps_fail("pid %d: %s; loopscope ps reads libevl and CPython 3.10-3.15 asyncio "
                     "processes",
                     (int)pid, why);
         else if (why[0])

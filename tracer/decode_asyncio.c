@@ -1,6 +1,6 @@
 /*
  * decode_asyncio.c -- the generic mode's asyncio task lifecycle, for an
- * unmodified CPython 3.10-3.13 target: a census of its task set
+ * unmodified CPython 3.10-3.15 target: a census of its task set
  * (pytasks.h) every --census-ms (10 ms by default), diffed against the one
  * before into the model's lifecycle events, so that `tasks`, `timeline`,
  * `graph --kind tasks|lifecycle`, `lint` and `export` read these traces as
