@@ -35,6 +35,7 @@
 #define PYT_TYPES 256               /* types classified (cache, power of two) */
 #define PYT_TASK_READ 192           /* bytes of a Task read (3.10: sizeof(TaskObj)) */
 #define PYT_IOV 1024
+#define PYT_CORO_WIN (64 + 128 + 8 * LS_PYT_SLOTS) /* bytes of a coroutine read at once */
 /* Steps of all the await chains of one census (a coroutine or FutureIter
  * each, ~7 reads), each task allowed its share of what is left: tasks that
  * all lead into one long or looping chain cost PYT_CENSUS_STEPS steps (a
@@ -779,18 +780,15 @@ static bool pyt_is_lock(ls_pytasks *pt, uint64_t obj)
  * the lock in the slot after it).  slots: n words at addr (3.10: the value
  * stack; 3.11+: localsplus, locals then stack).  A lock taken with a bare
  * `await lock.acquire()` leaves nothing there: not seen. */
-static void pyt_held(ls_pytasks *pt, struct pyt_holds *h, uint32_t depth, uint64_t addr,
-                     int32_t n)
+static void pyt_held_in(ls_pytasks *pt, struct pyt_holds *h, uint32_t depth, uint64_t *slot,
+                        int32_t n)
 {
-    uint64_t slot[LS_PYT_SLOTS];
     uint8_t obj[LS_PYT_SLOTS][32];
     struct pyt_rd rd[LS_PYT_SLOTS];
     if (n <= 0 || h->n == 16)
         return;
     if (n > LS_PYT_SLOTS)
         n = LS_PYT_SLOTS;
-    if (pyt_read(pt, slot, 8 * (size_t)n, addr))
-        return;
     for (int32_t i = 0; i < n; i++) {
         slot[i] &= ~7ull;                 /* 3.14+: stackrefs */
         rd[i] = (struct pyt_rd){ slot[i], obj[i], 32, false };
@@ -813,6 +811,19 @@ static void pyt_held(ls_pytasks *pt, struct pyt_holds *h, uint32_t depth, uint64
         h->lock[h->n] = self;
         h->depth[h->n++] = depth;
     }
+}
+
+/* The same, the slots read from n words at addr. */
+static void pyt_held(ls_pytasks *pt, struct pyt_holds *h, uint32_t depth, uint64_t addr,
+                     int32_t n)
+{
+    uint64_t slot[LS_PYT_SLOTS];
+    if (n <= 0 || h->n == 16)
+        return;
+    if (n > LS_PYT_SLOTS)
+        n = LS_PYT_SLOTS;
+    if (!pyt_read(pt, slot, 8 * (size_t)n, addr))
+        pyt_held_in(pt, h, depth, slot, n);
 }
 
 /* One coroutine (or generator) of a chain: its frame into *f and self,
@@ -842,27 +853,47 @@ static int pyt_coro(ls_pytasks *pt, uint64_t obj, struct ls_py_frame *f, uint64_
         }
         return 0;
     }
-    int8_t st;
-    uint64_t fr = obj + l->cr_frame;
-    if (pyt_read(pt, &st, 1, obj + l->cr_state) || st >= l->st_done || pyt_read(pt, fb, 80, fr))
-        return -1;                            /* completed, cleared or unreadable */
+    /* 3.11+: one read from the state byte over the inline frame to its
+     * first LS_PYT_SLOTS slots (locals, then the stack: most frames
+     * whole); small reads when that runs into unmapped memory */
+    uint8_t w[PYT_CORO_WIN];
+    uint32_t fo = l->cr_frame - l->cr_state, lo = fo + l->f_localsplus;
+    uint32_t nw = 0;                      /* slots in w */
+    uint64_t fr = obj + l->cr_frame, lp = fr + l->f_localsplus;
+    if (!pyt_read(pt, w, lo + 8 * LS_PYT_SLOTS, obj + l->cr_state)) {
+        nw = LS_PYT_SLOTS;
+    } else if (pt->gone || pyt_read(pt, w, 1, obj + l->cr_state) ||
+               (int8_t)w[0] >= l->st_done || pyt_read(pt, w + fo, 80, fr)) {
+        return -1;                            /* gone or unreadable */
+    }
+    int8_t st = (int8_t)w[0];
+    if (st >= l->st_done)
+        return -1;                            /* completed or cleared */
+    const uint8_t *hdr = w + fo;
     /* 3.14+: f_executable and the stack slots are _PyStackRefs: tag bits */
-    uint64_t code = u64at(fb, l->f_code) & ~7ull, ip = u64at(fb, l->f_instr);
+    uint64_t code = u64at(hdr, l->f_code) & ~7ull, ip = u64at(hdr, l->f_instr);
     uint64_t base = code + c->code_adaptive;
     int32_t top = -1;
     if (l->f_stackptr == LS_PY_NONE) {
-        top = (int32_t)u32at(fb, l->f_stacktop);
+        top = (int32_t)u32at(hdr, l->f_stacktop);
     } else {
-        uint64_t sp = u64at(fb, l->f_stackptr), lp = fr + l->f_localsplus;
+        uint64_t sp = u64at(hdr, l->f_stackptr);
         if (sp >= lp && sp - lp < 8 * 4096 && !(sp & 7))
             top = (int32_t)((sp - lp) / 8);
     }
     *f = (struct ls_py_frame){ code, ip >= base && ip - base < (1u << 24) ? (int32_t)(ip - base)
                                                                           : -1, 0 };
-    *self = pyt_ptr(pt, fr + l->f_localsplus) & ~7ull;
+    *self = (nw ? u64at(w, lo) : pyt_ptr(pt, lp)) & ~7ull;
     if (st >= l->susp_lo && st <= l->susp_hi && top >= l->yf_depth && top < 4096) {
-        *yf = pyt_ptr(pt, fr + l->f_localsplus + 8 * (uint64_t)(top - l->yf_depth)) & ~7ull;
-        pyt_held(pt, h, depth, fr + l->f_localsplus, top - 1);
+        uint32_t k = (uint32_t)(top - l->yf_depth);
+        *yf = (k < nw ? u64at(w, lo + 8 * k) : pyt_ptr(pt, lp + 8 * (uint64_t)k)) & ~7ull;
+        if (nw) {
+            uint64_t slot[LS_PYT_SLOTS];
+            memcpy(slot, w + lo, sizeof slot);
+            pyt_held_in(pt, h, depth, slot, top - 1);
+        } else {
+            pyt_held(pt, h, depth, lp, top - 1);
+        }
     }
     return 0;
 }
@@ -1194,15 +1225,17 @@ ls_pytasks *ls_pytasks_new(ls_py *py, const char **why)
     /* 3.13+: what the interpreter publishes (_Py_DebugOffsets, checked
      * by ls_py_detect), over the layout: where sys.modules is; 3.14+ the
      * coroutine's frame and state and the frame's fields, each within
-     * the bytes pyt_coro reads (80) */
+     * the bytes pyt_coro reads (a frame header of 80 bytes, its slots
+     * from at most 128 on, the frame at most 64 bytes after the state:
+     * PYT_CORO_WIN) */
     const struct ls_py_dbg *d = &py->dbg;
     const struct ls_py_cfg *c = &py->cfg;
     if (l.minor >= 13 && d->ok && d->imports_modules)
         pt->l.interp_modules = d->imports_modules;
     if (l.minor >= 14) {
         if (!d->ok || c->frame_code > 72 || c->frame_instr > 72 || d->stackpointer > 72 ||
-            c->frame_localsplus >= (1u << 12) || d->gi_iframe >= 4096 ||
-            d->gi_frame_state >= 4096) {
+            c->frame_localsplus < 80 || c->frame_localsplus > 128 ||
+            d->gi_frame_state >= d->gi_iframe || d->gi_iframe - d->gi_frame_state > 64) {
             free(pt);
             *why = "CPython's debug offsets do not fit the census";
             return NULL;
