@@ -4,7 +4,8 @@ LOOPSCOPE_PACKAGES="build-essential cmake pkg-config clang llvm libbpf-dev bpfto
   libelf-dev zlib1g-dev libdw-dev libsqlite3-dev sqlite3 libgraphviz-dev graphviz
   systemtap-sdt-dev libuv1-dev libev-dev bpftrace python3 chromium curl wrk
   iproute2 util-linux nodejs redis-server libprotobuf-c-dev protobuf-c-compiler
-  protobuf-compiler python3-protobuf tmux libncurses-dev python3-uvloop strace valgrind"
+  protobuf-compiler python3-protobuf tmux libncurses-dev python3-uvloop strace valgrind
+  libglib2.0-dev"
 
 loopscope_install_deps() {
   local missing="" p

@@ -60,7 +60,7 @@ int ls_attach_generic(recorder *r)
 {
     struct record_bpf *s = r->skel;
     struct bpf_program *wait[][2] = LS_WAIT_PROGS(s);
-    int n = r->wait_raw ? 0 : r->wait_all ? (int)(sizeof(wait) / sizeof(wait[0]))
+    int n = r->wait_raw ? 0 : r->wait_calls != LS_WAIT_EPOLL ? (int)(sizeof(wait) / sizeof(wait[0]))
                                           : LS_EPOLL_CALLS;
     int err = n ? need_tracefs() : 0;
     if (err)
@@ -92,7 +92,7 @@ void ls_choose_programs(recorder *r, bool waits)
     struct record_bpf *s = r->skel;
     struct bpf_program *wait[][2] = LS_WAIT_PROGS(s);
     int n = !waits || r->wait_raw ? 0
-            : r->wait_all ? (int)(sizeof(wait) / sizeof(wait[0])) : LS_EPOLL_CALLS;
+            : r->wait_calls != LS_WAIT_EPOLL ? (int)(sizeof(wait) / sizeof(wait[0])) : LS_EPOLL_CALLS;
     for (size_t i = 0; i < sizeof(wait) / sizeof(wait[0]); i++)
         for (int j = 0; j < 2; j++)
             bpf_program__set_autoload(wait[i][j], (int)i < n);

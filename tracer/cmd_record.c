@@ -54,9 +54,10 @@ static void usage(FILE *f)
           "                       every process on the machine ~0.1-0.2 us per syscall)\n"
           "      --mode MODE      auto (default: libevl if the target has its probes,\n"
           "                       else generic), libevl or generic\n"
-          "      --wait-calls SET generic mode: the calls a loop waits in: epoll (default:\n"
-          "                       epoll_wait, epoll_pwait, epoll_pwait2) or all (also\n"
-          "                       poll, ppoll, select, pselect6)\n"
+          "      --wait-calls SET generic mode: the calls a loop waits in: auto (default:\n"
+          "                       epoll_wait, epoll_pwait, epoll_pwait2; poll, ppoll,\n"
+          "                       select, pselect6 on threads that never call those),\n"
+          "                       epoll (those three only) or all (the seven anywhere)\n"
           "      --wait-hook HOOK generic mode: how the wait calls are seen: tracepoint\n"
           "                       (default: their own syscall tracepoints) or raw (one\n"
           "                       raw tracepoint on every syscall; see tracer/README.md)\n"
@@ -267,9 +268,14 @@ static int parse(recorder *r, int argc, char **argv)
                 return 1 + ls_error("invalid --mode '%s' (auto, libevl or generic)", optarg);
             break;
         case 'W':
-            if (strcmp(optarg, "epoll") && strcmp(optarg, "all"))
-                return 1 + ls_error("invalid --wait-calls '%s' (epoll or all)", optarg);
-            r->wait_all = !strcmp(optarg, "all");
+            if (!strcmp(optarg, "auto"))
+                r->wait_calls = LS_WAIT_AUTO;
+            else if (!strcmp(optarg, "epoll"))
+                r->wait_calls = LS_WAIT_EPOLL;
+            else if (!strcmp(optarg, "all"))
+                r->wait_calls = LS_WAIT_ALL;
+            else
+                return 1 + ls_error("invalid --wait-calls '%s' (auto, epoll or all)", optarg);
             break;
         case 'H':
             if (strcmp(optarg, "tracepoint") && strcmp(optarg, "raw"))

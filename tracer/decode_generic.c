@@ -35,10 +35,13 @@ static void on_window(recorder *r, struct ls_loop_info *li, const struct ls_wind
  * iteration histogram. */
 static void flush_window(recorder *r, uint32_t key, void *v)
 {
-    struct ls_window *w = &((struct ls_gloop *)v)->w;
+    struct ls_gloop *g = v;
+    struct ls_window *w = &g->w;
     struct ls_loop_info *li = ls_loop_seen(r, key, (uint32_t)r->pid, key, (int64_t)w->start_ns);
     if (!li)
         return;
+    if (!g->epoll && g->polls)
+        r->poll_loops++;
     w->end_ns = (uint64_t)r->detach_ns;   /* the last window ends there */
     on_window(r, li, w);
 }
@@ -133,7 +136,9 @@ static void loop_new(recorder *r)
 static void meta_start(recorder *r)
 {
     ls_sink_meta(r, LS_META_MODE, "generic");
-    ls_sink_meta(r, LS_META_WAIT_CALLS, "%s", r->wait_all ? "all" : "epoll");
+    ls_sink_meta(r, LS_META_WAIT_CALLS, "%s", r->wait_calls == LS_WAIT_ALL     ? "all"
+                                              : r->wait_calls == LS_WAIT_EPOLL ? "epoll"
+                                                                               : "auto");
     ls_sink_meta(r, LS_META_WAIT_HOOK, "%s", r->wait_raw ? "raw" : "tracepoint");
     ls_sink_meta(r, LS_META_WINDOW_NS, "%llu", (unsigned long long)LS_WINDOW_NS);
 }
@@ -182,10 +187,18 @@ static void status(recorder *r, FILE *out, double el, double dt)
             (unsigned long long)ls_stat(r, LS_STAT_DROPPED_MSGS));
 }
 
+/* What was recorded; and what the loop threads waited in, or that no
+ * thread waited in any of the calls looked at. */
 static void summary(recorder *r, FILE *out)
 {
     fprintf(out, "recorded %llu blocking episode%s, %llu loop thread%s", (unsigned long long)r->blocks,
             r->blocks == 1 ? "" : "s", (unsigned long long)r->nloops, r->nloops == 1 ? "" : "s");
+    if (r->poll_loops)
+        fprintf(out, " (%u waiting in poll or select)", r->poll_loops);
+    else if (!r->nloops)
+        fprintf(out, " (no thread waited in epoll_wait%s: a thread busy throughout, or a loop "
+                     "that waits in another call, is not one)",
+                r->wait_calls == LS_WAIT_EPOLL ? " (--wait-calls epoll)" : ", poll or select");
 }
 
 const ls_decoder ls_decoder_generic = {

@@ -116,7 +116,8 @@ int ls_recorder_open(recorder *r)
     r->skel->rodata->trace_syscalls = r->syscalls;
     r->dec->runtime(r, !r->child);
     r->skel->rodata->window_ns = LS_WINDOW_NS;
-    r->skel->rodata->wait_all = r->wait_all;
+    r->skel->rodata->wait_all = r->wait_calls == LS_WAIT_ALL;
+    r->skel->rodata->wait_auto = r->wait_calls == LS_WAIT_AUTO;
     r->dec->configure(r);             /* its programs; the generic flag */
     if (!r->syscalls) {
         bpf_program__set_autoload(r->skel->progs.on_sys_enter, false);

@@ -171,7 +171,7 @@ void ls_flight_write(recorder *r, int64_t now, bool cut)
     o->out = path;
     o->no_batch = r->no_batch;
     o->mode = r->mode;
-    o->wait_all = r->wait_all;
+    o->wait_calls = r->wait_calls;
     o->wait_raw = r->wait_raw;
     o->quiet = true;
     o->ringbuf_kb = r->ringbuf_kb;

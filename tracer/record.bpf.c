@@ -16,6 +16,7 @@ const volatile bool trace_syscalls = false;
 const volatile bool generic = false;
 const volatile __u64 window_ns = 20000000;
 const volatile bool wait_all = false;
+const volatile bool wait_auto = false;
 volatile __u32 recorder_polling = 0;
 
 /* The maps more than one family uses (record.bpf.h). */

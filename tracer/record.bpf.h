@@ -53,6 +53,8 @@ extern const volatile bool trace_syscalls;
 extern const volatile bool generic;
 extern const volatile __u64 window_ns;
 extern const volatile bool wait_all;   /* --wait-calls all */
+extern const volatile bool wait_auto;  /* --wait-calls auto: poll/select on threads
+                                        * that never wait in epoll */
 
 /* Written by the recorder while it runs (.bss): nonzero while it drains
  * the ring on a short timer of its own (ls_recorder_run), so a batch

@@ -134,6 +134,9 @@ struct ls_gloop {
     __u64 enter_ns;         /* entry into the wait call, while inside */
     __u32 in_wait;
     __u32 steps;            /* wait returns so far: identifies a step */
+    __u32 epoll;            /* it has waited in epoll_wait & co.: its poll and
+                             * select calls are not waits (--wait-calls auto) */
+    __u32 polls;            /* waits in poll or select */
     struct ls_window w;     /* the window being summed */
 };
 

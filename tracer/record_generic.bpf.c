@@ -3,8 +3,11 @@
  * libevl).  Part of record.skel.h (record.bpf.h).
  *
  * A thread of the target that enters epoll_wait, epoll_pwait or
- * epoll_pwait2 (with --wait-calls all also poll, ppoll, select, pselect6)
- * is a loop thread; inside that call it is idle.  The entry ends an
+ * epoll_pwait2 is a loop thread; so is one that enters poll, ppoll,
+ * select or pselect6 and has never entered one of those (--wait-calls
+ * auto, the default: a poll loop; glibc's resolver polling on an epoll
+ * loop thread stays a blocking call), or any (--wait-calls all).  Inside
+ * that call it is idle.  The entry ends an
  * iteration's busy stretch (and any off-CPU episode: the loop waits
  * again), the return starts the next one.  Iterations are summed per
  * window and sent when a window of window_ns has passed, at an entry.
@@ -62,13 +65,15 @@ static __always_inline void window_send(__u32 tid, struct ls_gloop *g, __u64 now
     g->w.start_ns = now;
 }
 
-static __always_inline int wait_enter(void)
+static __always_inline int wait_enter(bool poll)
 {
     if (!generic || !from_target())
         return 0;
     __u32 tid = (__u32)bpf_get_current_pid_tgid();
     __u64 now = bpf_ktime_get_ns();
     struct ls_gloop *g = bpf_map_lookup_elem(&gloops, &tid);
+    if (poll && wait_auto && g && g->epoll)
+        return 0;                       /* a blocking call of an epoll loop */
     if (!g) {
         if (bpf_map_update_elem(&gloops, &tid, &gloop_zero, BPF_NOEXIST)) {
             stat_add(LS_STAT_UNTRACKED_WAITS, 1);   /* more than 1024 loop threads */
@@ -80,6 +85,10 @@ static __always_inline int wait_enter(void)
         g->w.start_ns = now;
         emit_loop(LS_MSG_LOOP_START, tid, 0, 0);
     }
+    if (poll)
+        g->polls++;
+    else
+        g->epoll = 1;
     if (detect_blocking) {
         episode_close(tid);
         oncpu_close(tid, now);
@@ -131,25 +140,30 @@ static __always_inline int wait_exit(void)
  * of the machine, a test of the thread group and of the syscall number:
  * cheaper per epoll_wait, dearer for every other syscall.
  * Measured in tests/bench/results/generic_overhead.txt. */
-#define LS_WAIT_CALL(name)                                                       \
+#define LS_WAIT_CALL(name, poll)                                                 \
     SEC("tracepoint/syscalls/sys_enter_" #name)                                  \
-    int on_enter_##name(void *ctx) { return wait_enter(); }                      \
+    int on_enter_##name(void *ctx) { return wait_enter(poll); }                  \
     SEC("tracepoint/syscalls/sys_exit_" #name)                                   \
     int on_exit_##name(void *ctx) { return wait_exit(); }
 
-LS_WAIT_CALL(epoll_wait)
-LS_WAIT_CALL(epoll_pwait)
-LS_WAIT_CALL(epoll_pwait2)
-LS_WAIT_CALL(poll)
-LS_WAIT_CALL(ppoll)
-LS_WAIT_CALL(select)
-LS_WAIT_CALL(pselect6)
+LS_WAIT_CALL(epoll_wait, false)
+LS_WAIT_CALL(epoll_pwait, false)
+LS_WAIT_CALL(epoll_pwait2, false)
+LS_WAIT_CALL(poll, true)
+LS_WAIT_CALL(ppoll, true)
+LS_WAIT_CALL(select, true)
+LS_WAIT_CALL(pselect6, true)
+
+static __always_inline bool is_epoll_call(long nr)
+{
+    return nr == 232 || nr == 281 || nr == 441; /* epoll_wait, epoll_pwait, epoll_pwait2 */
+}
 
 static __always_inline bool is_wait_call(long nr)
 {
-    if (nr == 232 || nr == 281 || nr == 441)    /* epoll_wait, epoll_pwait, epoll_pwait2 */
+    if (is_epoll_call(nr))
         return true;
-    return wait_all && (nr == 7 || nr == 23 || nr == 270 || nr == 271);
+    return (wait_all || wait_auto) && (nr == 7 || nr == 23 || nr == 270 || nr == 271);
                                                 /* poll, select, pselect6, ppoll */
 }
 
@@ -158,7 +172,7 @@ int BPF_PROG(on_wait_enter, struct pt_regs *regs, long id)
 {
     if (!from_target() || !is_wait_call(id))
         return 0;
-    return wait_enter();
+    return wait_enter(!is_epoll_call(id));
 }
 
 SEC("tp_btf/sys_exit")

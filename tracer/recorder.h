@@ -42,6 +42,13 @@
                     "to name them"
 #define LS_EPOLL_CALLS 3          /* generic mode: epoll_wait, epoll_pwait, epoll_pwait2 */
 
+/* Generic mode: which calls are a loop's waits (--wait-calls). */
+enum {
+    LS_WAIT_AUTO = 0,         /* epoll_*; poll and select on threads that never call epoll_* */
+    LS_WAIT_EPOLL = 1,        /* epoll_* only */
+    LS_WAIT_ALL = 2,          /* epoll_*, poll and select on every thread */
+};
+
 struct ls_flight;
 
 /* prio.c: --priority; idle is the recorder's thread as SCHED_IDLE, raised
@@ -73,7 +80,7 @@ typedef struct recorder {
     bool force;
     bool no_batch;
     enum { LS_MODE_AUTO, LS_MODE_LIBEVL, LS_MODE_GENERIC } mode;
-    bool wait_all;            /* --wait-calls all: poll/select loops too */
+    int wait_calls;           /* --wait-calls: LS_WAIT_AUTO (default), _EPOLL, _ALL */
     bool wait_raw;            /* --wait-hook raw: raw sys_enter/sys_exit */
     bool quiet;
     unsigned ringbuf_kb;
@@ -146,6 +153,8 @@ typedef struct recorder {
         uint64_t hist_ns[LS_HIST_BUCKETS];  /* and the busy time in each bucket */
     } *loops;
     size_t nloops, loops_cap;
+    uint32_t poll_loops;      /* generic: loop threads at the end that waited in poll or
+                               * select, never in epoll_* (decode_generic.c's flush) */
     struct ls_blocks *blk;    /* blocks.c's: the samplers, the stacks stored */
     uint64_t blocks;
     bool trace_done;          /* ls_recorder_stop finished the trace */

@@ -239,7 +239,7 @@ void ls_find_waiting_threads(recorder *r)
 {
     static const long calls[] = { SYS_epoll_wait, SYS_epoll_pwait, 441 /* epoll_pwait2 */,
                                   SYS_poll, SYS_ppoll, SYS_select, SYS_pselect6 };
-    int ncalls = r->wait_all ? (int)(sizeof(calls) / sizeof(calls[0])) : LS_EPOLL_CALLS;
+    int ncalls = r->wait_calls != LS_WAIT_EPOLL ? (int)(sizeof(calls) / sizeof(calls[0])) : LS_EPOLL_CALLS;
     char path[64];
     snprintf(path, sizeof(path), "/proc/%d/task", r->pid);
     DIR *d = opendir(path);

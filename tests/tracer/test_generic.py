@@ -2,7 +2,8 @@
 """test_generic.py -- `loopscope record` in the generic loop mode, against
 real runtimes that know nothing of libevl (needs root).
 
-    test_generic.py CASE --loopscope BIN --examples DIR --uv-blocking BIN
+    test_generic.py CASE --loopscope BIN --examples DIR --uv-blocking BIN --ev-poll BIN
+                    --glib BIN
 
 Each CASE is one ctest entry (tests/tracer/CMakeLists.txt).  Exit 0 pass,
 1 fail, 77 skip (only when not root, or when a runtime that is not part of
@@ -135,6 +136,7 @@ class Recorder:
 
     def finish(self, timeout=60):
         _, err = self.p.communicate(timeout=timeout)
+        self.err = err
         eq(self.p.returncode, 0, f"record exit status ({err.strip()})")
         integrity(self.db)
         return self.db
@@ -174,7 +176,7 @@ def loops(db):
     return [r[0] for r in query(db, "SELECT tid FROM loops ORDER BY tid")]
 
 
-def check_generic_meta(db, runtime=None, wait_calls="epoll", lossy=False):
+def check_generic_meta(db, runtime=None, wait_calls="auto", lossy=False):
     m = meta(db)
     eq(m["mode"], "generic", "meta mode")
     eq(m["wait_calls"], wait_calls, "meta wait_calls")
@@ -594,6 +596,65 @@ def libuv_timer():
     check(long_work, "no thread-pool sleep inside the recording")
 
 
+def poll_loop(binary, src, cb, loop_fn):
+    """A C loop that waits in poll(), never in epoll_wait (src's program,
+    its timer callback cb blocking 50 ms every 250 ms): found without
+    flags, the summary says it waits in poll, each callback one off-CPU
+    episode with cb's frame at its BUG line and loop_fn below it."""
+    p = spawn([binary, "--seconds", "4"])
+    line = p.stdout.readline()
+    check(line.startswith("pid "), f"{binary} printed {line!r}")
+    pid = int(line.split()[1])
+    time.sleep(0.3)
+    rec = Recorder(pid)
+    time.sleep(2)
+    db = rec.stop()
+    check(p.poll() is None, f"{binary} died while traced")
+    out, _ = p.communicate(timeout=30)
+    eq(p.returncode, 0, f"{binary} exit status")
+    cbs = [tuple(map(int, l.split()[1:4])) for l in out.splitlines() if l.startswith("cb ")]
+    m = check_generic_meta(db, "native")
+    start, end = int(m["start_ns"]), rec.stop_ns
+    eq(loops(db), [pid], f"{binary}: loop threads")
+    check("1 loop thread (1 waiting in poll or select)" in rec.err, f"summary: {rec.err!r}")
+    eps = episodes(db)
+    nr = dict(query(db, "SELECT name, nr FROM syscalls"))
+    bug = marked_line(os.path.join(GEN, src), "BUG: blocks the loop thread")
+    inside = [c for c in cbs if start + 20 * MS < c[0] and c[1] < end - 20 * MS]
+    check(len(inside) >= 4, f"only {len(inside)} timer callbacks inside the recording")
+    for t0, t1, tid in inside:
+        eq(tid, pid, "thread of the timer callback")
+        got = overlapping(eps, t0, t1)
+        what = f"{cb} at {t0} ({(t1 - t0) / MS:.1f} ms by itself)"
+        check(len(got) == 1, f"{what}: expected one episode: {[show(e) for e in got]}")
+        e = got[0]
+        eq(e["kind"], 1, f"{what}: kind")
+        check(e["nr"] in (nr["clock_nanosleep"], nr["nanosleep"]), f"{what}: syscall {show(e)}")
+        check(t0 <= e["start"] and 49 * MS <= e["dur"] <= 1.5 * (t1 - t0),
+              f"{what}: {show(e)} starts before it, or not in [49 ms, 1.5x its time]")
+        at = [f for f in e["frames"] if f[0] == cb]
+        check(at and at[0][1] and at[0][1].endswith(src) and at[0][2] == bug,
+              f"{what}: no frame {cb} at {src}:{bug}: {e['frames'][:6]}")
+        check(loop_fn in functions(e), f"{what}: no {loop_fn} frame: {show(e)}")
+    for e in eps:
+        check(any(e["start"] < t1 and e["end"] > t0 for t0, t1, _ in cbs),
+              f"episode outside every timer callback: {show(e)}")
+
+
+@case
+def libev_poll():
+    """libev on its poll backend: a poll loop found without flags, its
+    timer callback's usleep at file:line."""
+    poll_loop(A.ev_poll, "ev_poll_blocking.c", "slow_timer_cb", "ev_run")
+
+
+@case
+def glib_main_loop():
+    """A GLib main loop (g_main_loop_run waits in poll): found without
+    flags, its timeout callback's g_usleep at file:line."""
+    poll_loop(A.glib, "glib_blocking.c", "slow_timeout_cb", "g_main_loop_run")
+
+
 # ------------------------------------------------------------ redis
 
 def schedstat_cpu(pid, tid):
@@ -924,34 +985,68 @@ def mode_errors():
 
 @case
 def wait_calls_poll():
-    """An asyncio loop on poll() (PollSelector): not a loop with the default
-    epoll set (no loops row, no episode), a loop with --wait-calls all (its
-    time.sleep and CPU spin found)."""
+    """An asyncio loop on poll() (PollSelector): a loop by default
+    (--wait-calls auto: a thread that waits in poll and never in epoll_wait;
+    its time.sleep and CPU spin found, its idle time counted as wait, the
+    summary says it waits in poll), none with --wait-calls epoll (no loops
+    row, no episode, the summary says no thread waited in epoll_wait), and
+    a loop with --wait-calls all."""
     t = py_target("--selector", "poll")
-    rec = Recorder(t.pid)
+    for args, wait_calls in (((), "auto"), (("--wait-calls", "all"), "all")):
+        rec = Recorder(t.pid, *args)
+        reqs = [t.request("sleep"), t.request("cpu")]
+        db = rec.stop()
+        check_generic_meta(db, "CPython", wait_calls=wait_calls)
+        eq(loops(db), [t.pid], f"loop threads with --wait-calls {wait_calls}")
+        if wait_calls == "auto":
+            check(re.search(r"1 loop thread \(1 waiting in poll or select\)", rec.err),
+                  f"summary with --wait-calls auto: {rec.err!r}")
+        eps = episodes(db)
+        nr = dict(query(db, "SELECT name, nr FROM syscalls"))
+        for r, kind in zip(reqs, (1, 2)):
+            got = overlapping(eps, r["t0"], r["t1"])
+            check(len(got) == 1 and got[0]["kind"] == kind and got[0]["loop"] == t.pid,
+                  f"/{r['route']} ({wait_calls}): expected one episode of kind {kind}: "
+                  f"{[show(e) for e in got]}")
+        e = overlapping(eps, reqs[0]["t0"], reqs[0]["t1"])[0]
+        eq(e["nr"], nr["clock_nanosleep"], "syscall of the sleep")
+        check(49 * MS <= e["dur"] and reqs[0]["t0"] <= e["start"], f"the sleep episode: {show(e)}")
+        # idle time in poll() counted as wait
+        w = query(db, "SELECT sum(wait_ns), sum(iterations) FROM loop_windows WHERE loop_id = ?",
+                  t.pid)
+        check(w[0][0] and w[0][1], f"no waits or iterations in loop_windows: {w}")
+    rec = Recorder(t.pid, "--wait-calls", "epoll")
     t.request("sleep")
     t.request("cpu")
     db = rec.stop()
-    check_generic_meta(db, "CPython")
+    check_generic_meta(db, "CPython", wait_calls="epoll")
     eq(loops(db), [], "loop threads with --wait-calls epoll")
     eq(episodes(db), [], "episodes with --wait-calls epoll")
-    rec = Recorder(t.pid, "--wait-calls", "all")
-    reqs = [t.request("sleep"), t.request("cpu")]
+    check("0 loop threads (no thread waited in epoll_wait (--wait-calls epoll): " in rec.err,
+          f"summary with no loop thread: {rec.err!r}")
+
+
+@case
+def poll_on_epoll_loop():
+    """poll() on an epoll loop's thread (as glibc's resolver does) is a
+    blocking call under --wait-calls auto, not a wait: one off-CPU episode
+    in poll for /poll, the thread an epoll loop (the summary names no poll
+    loop)."""
+    t = py_target()
+    rec = Recorder(t.pid)
+    t.request("good")
+    r = t.request("poll")
     db = rec.stop()
-    check_generic_meta(db, "CPython", wait_calls="all")
-    eq(loops(db), [t.pid], "loop threads with --wait-calls all")
-    eps = episodes(db)
+    check_generic_meta(db, "CPython")
+    eq(loops(db), [t.pid], "loop threads")
+    check("waiting in poll" not in rec.err, f"summary: {rec.err!r}")
     nr = dict(query(db, "SELECT name, nr FROM syscalls"))
-    for r, kind in zip(reqs, (1, 2)):
-        got = overlapping(eps, r["t0"], r["t1"])
-        check(len(got) == 1 and got[0]["kind"] == kind and got[0]["loop"] == t.pid,
-              f"/{r['route']}: expected one episode of kind {kind}: {[show(e) for e in got]}")
-    e = overlapping(eps, reqs[0]["t0"], reqs[0]["t1"])[0]
-    eq(e["nr"], nr["clock_nanosleep"], "syscall of the sleep")
-    check(49 * MS <= e["dur"] and reqs[0]["t0"] <= e["start"], f"the sleep episode: {show(e)}")
-    # idle time in poll() counted as wait
-    w = query(db, "SELECT sum(wait_ns), sum(iterations) FROM loop_windows WHERE loop_id = ?", t.pid)
-    check(w[0][0] and w[0][1], f"no waits or iterations in loop_windows: {w}")
+    got = overlapping(episodes(db), r["t0"], r["t1"])
+    check(len(got) == 1 and got[0]["kind"] == 1 and got[0]["nr"] == nr["poll"] and
+          got[0]["dur"] >= 59 * MS and got[0]["loop"] == t.pid,
+          f"/poll: expected one off-CPU episode in poll of 60 ms: {[show(e) for e in got]}")
+    check(any(f[0] == "poll_work" for f in got[0]["frames"]),
+          f"/poll's episode: its Python frame: {got[0]['frames']}")
 
 
 FLOOD = """
@@ -1018,7 +1113,7 @@ def kill_procs():
 
 def main():
     global A
-    A = parse_args(CASES, ("loopscope", "examples", "uv_blocking"))
+    A = parse_args(CASES, ("loopscope", "examples", "uv_blocking", "ev_poll", "glib"))
     return run_case(CASES, A, kill_procs)
 
 

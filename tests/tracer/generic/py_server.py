@@ -18,8 +18,11 @@ that did it: an independent measurement to compare the trace with.
     cpu       30 ms of CPU on the loop thread            (on-CPU: blocks)
     good      await asyncio.sleep(0.05)                  (does not block)
     executor  time.sleep(0.2) in run_in_executor         (does not block)
+    poll      poll() with no fd for 60 ms on the loop thread (off-CPU:
+              blocks, as glibc's resolver polling its socket would)
 """
 import asyncio
+import select
 import selectors
 import sys
 import threading
@@ -39,6 +42,12 @@ def cpu_work():
     return t0, time.monotonic_ns(), time.thread_time_ns() - c0, threading.get_native_id()
 
 
+def poll_work():
+    t0, c0 = time.monotonic_ns(), time.thread_time_ns()
+    select.poll().poll(60)
+    return t0, time.monotonic_ns(), time.thread_time_ns() - c0, threading.get_native_id()
+
+
 def executor_work():
     t0, c0 = time.monotonic_ns(), time.thread_time_ns()
     time.sleep(0.2)
@@ -51,6 +60,8 @@ async def handle(reader, writer):
         r = sleep_work()
     elif line == "cpu":
         r = cpu_work()
+    elif line == "poll":
+        r = poll_work()
     elif line == "good":
         t0, c0 = time.monotonic_ns(), time.thread_time_ns()
         await asyncio.sleep(0.05)
