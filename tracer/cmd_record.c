@@ -7,6 +7,7 @@
  */
 #define _GNU_SOURCE
 #include "recorder.h"
+#include "metrics.h"
 #include "tracer.h"
 #include "flight.h"
 
@@ -54,6 +55,9 @@ static void usage(FILE *f)
           "                       every process on the machine ~0.1-0.2 us per syscall)\n"
           "      --mode MODE      auto (default: libevl if the target has its probes,\n"
           "                       else generic), libevl or generic\n"
+          "      --metrics [HOST:]PORT  serve running totals in Prometheus's text format\n"
+          "                       at http://HOST:PORT/metrics while recording (HOST\n"
+          "                       127.0.0.1 unless given; PORT 0: any free one)\n"
           "      --wait-calls SET generic mode: the calls a loop waits in: auto (default:\n"
           "                       epoll_wait, epoll_pwait, epoll_pwait2; poll, ppoll,\n"
           "                       select, pselect6 on threads that never call those),\n"
@@ -183,6 +187,7 @@ static int parse(recorder *r, int argc, char **argv)
         { "flight-memory", required_argument, NULL, 1005 },
         { "priority", required_argument, NULL, 1006 },
         { "backlog", required_argument, NULL, 1007 },
+        { "metrics", required_argument, NULL, 1011 },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
@@ -282,6 +287,13 @@ static int parse(recorder *r, int argc, char **argv)
                 return 1 + ls_error("invalid --wait-hook '%s' (tracepoint or raw)", optarg);
             r->wait_raw = !strcmp(optarg, "raw");
             break;
+        case 1011: {
+            char host[256], port[16];
+            if (ls_metrics_parse(optarg, host, port))
+                return 2;
+            r->metrics_addr = optarg;
+            break;
+        }
         case 1001:
             if (parse_size(optarg, &r->max_size) < 0 || r->max_size < LS_MAX_SIZE_MIN)
                 return 1 + ls_error("invalid --max-size '%s' (bytes with an optional K, M or G "
@@ -349,6 +361,9 @@ static int parse(recorder *r, int argc, char **argv)
         r->cmd = argv + optind;
     if (!r->pid == !r->cmd)
         return 1 + ls_error("give either -p PID or -- CMD (see 'loopscope record --help')");
+    if (r->metrics_addr && r->flight_window_ns)
+        return 1 + ls_error("--metrics does not apply to --flight-recorder yet (its records "
+                            "are decoded only when a trigger fires)");
     if (!r->flight_window_ns && (triggers || tail || memory))
         return 1 + ls_error("--%s needs --flight-recorder WINDOW",
                             triggers ? "trigger" : tail ? "tail" : "flight-memory");

@@ -11,6 +11,7 @@
  */
 #define _GNU_SOURCE
 #include "recorder.h"
+#include "metrics.h"
 #include "live.h"
 #include "flight.h"
 
@@ -166,6 +167,8 @@ int ls_recorder_open(recorder *r)
         if ((err = ls_sink_add(r, &ls_store_sink, r->store)))
             return err;
     }
+    if (r->metrics_addr && (err = ls_metrics_start(r, r->metrics_addr)))
+        return err;
     r->rb = ring_buffer__new(bpf_map__fd(r->skel->maps.events), ls_on_msg, r, NULL);
     if (!r->rb)
         return ls_error("cannot create the ring buffer reader: %s", strerror(errno));
@@ -201,6 +204,7 @@ int ls_recorder_open(recorder *r)
         fprintf(stderr, "recording pid %d (%s) in the %s into '%s'%s\n", r->pid, r->binary,
                 r->dec->name, r->out,
                 isatty(2) ? "; Ctrl-C to stop" : "");
+    ls_metrics_announce(r);
     return 0;
 }
 
@@ -259,8 +263,8 @@ int ls_recorder_run(recorder *r, const char **why)
     volatile uint32_t *polling = &r->skel->bss->recorder_polling;
     bool hold_due = false;            /* the hold stage passed on less than was due */
     bool behind = false;              /* the last drain stopped on its budget */
-    struct pollfd pfd[2] = { { r->pidfd, POLLIN, 0 },
-                             { ring_buffer__epoll_fd(r->rb), POLLIN, 0 } };
+    struct pollfd pfd[2 + 16] = { { r->pidfd, POLLIN, 0 },
+                                  { ring_buffer__epoll_fd(r->rb), POLLIN, 0 } };
     *why = "target exited";
     /* a census keeps time: starved as SCHED_IDLE it would stop seeing
      * states for as long as the machine's CPUs are busy */
@@ -302,10 +306,12 @@ int ls_recorder_run(recorder *r, const char **why)
         int tick_ms = r->dec->tick_ms ? r->dec->tick_ms(r) : 0;
         if (tick_ms > 0 && wait_ms > tick_ms)
             wait_ms = tick_ms;
-        if (poll(pfd, 2, wait_ms) < 0 && errno != EINTR) {
+        nfds_t nfd = 2 + (nfds_t)ls_metrics_pollfds(r, pfd + 2, 16);
+        if (poll(pfd, nfd, wait_ms) < 0 && errno != EINTR) {
             snprintf(fail, sizeof(fail), "poll: %s", strerror(errno));
             break;
         }
+        ls_metrics_io(r, ls_now());   /* never blocks */
         /* As SCHED_IDLE a drain goes on until the ring is empty (or
          * LS_DRAIN_IDLE_NS): the recorder must keep up on the CPU time the
          * service leaves, or the watchdog raises it (tracer/README.md,

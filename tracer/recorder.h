@@ -76,6 +76,7 @@ typedef struct recorder {
     /* options */
     pid_t pid;
     const char *out;
+    const char *metrics_addr;   /* --metrics [HOST:]PORT, or NULL */
     double duration;          /* seconds, 0 = until stopped */
     bool force;
     bool no_batch;
@@ -181,6 +182,7 @@ typedef struct recorder {
     /* `loopscope top` (live.h): its hooks, NULL for record; its sink's state. */
     const ls_live_hooks *live;
     struct ls_live *live_state;
+    struct ls_metrics *metrics;   /* --metrics: the endpoint and its sink (metrics.c) */
     /* What the recorder itself counted (meta): */
     uint64_t records;         /* records accepted */
     uint64_t rejected;        /* records refused as malformed (bad size,

@@ -4,9 +4,9 @@
  * state; the recorder holds a list of them (r->sinks) and the decoders
  * hand every record to all of them through the ls_sink_* calls below, in
  * the order they were made.  The sinks today: the SQLite trace
- * (sink_store.c, over store.c), `loopscope top`'s live view (live.c), and
- * a flight trace, which is the store sink of a pipeline of its own
- * (flight_write.c).  Adding one: ARCHITECTURE.md, "The recorder's
+ * (sink_store.c, over store.c), `loopscope top`'s live view (live.c),
+ * Prometheus metrics (metrics.c, record --metrics), and a flight trace,
+ * which is the store sink of a pipeline of its own (flight_write.c).  Adding one: ARCHITECTURE.md, "The recorder's
  * pipeline".
  *
  * Every function runs on the recorder's one thread.  Strings are the

@@ -1,0 +1,328 @@
+#!/usr/bin/env python3
+"""test_metrics.py -- `loopscope record --metrics` (tracer/metrics.c): the
+recorder's Prometheus endpoint, scraped by a real Prometheus.
+
+    test_metrics.py CASE --loopscope BIN [--prometheus BIN]
+
+Cases:
+    prometheus  generic/py_server.py recorded with --metrics; Debian's
+                prometheus scrapes it every second; K blocking requests;
+                through Prometheus's HTTP API: the episode count (PromQL),
+                the call site's count, `up`, and histogram_quantile over the
+                iteration histogram within the 50 ms sleep's bucket
+    endpoint    the exposition's grammar line by line (no Prometheus);
+                a 404, a 405, a request with no end of headers, clients
+                that connect and never send, and one that never reads a
+                large answer: each closed within its bound while scrapes
+                are still answered; the recording ends cleanly
+    errors      a bad address, a port in use, --metrics with
+                --flight-recorder: one error line, exit 1
+
+Needs root (recording).  Exit 0 = pass, 1 = fail, 77 = skipped.
+"""
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.parse
+import urllib.request
+
+from lstest import Fail, check, eq, integrity, wait_for, tmpdir, parse_args, run_case
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+GEN = os.path.join(HERE, "generic")
+MS = 1_000_000
+PROCS = []
+CASES = {}
+
+
+def case(fn):
+    CASES[fn.__name__] = fn
+    return fn
+
+
+def spawn(cmd, **kw):
+    p = subprocess.Popen(cmd, **kw)
+    PROCS.append(p)
+    return p
+
+
+def cleanup():
+    for p in PROCS:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
+class Server:
+    """generic/py_server.py: "pid N", "port P"; a route per request."""
+
+    def __init__(self):
+        self.p = spawn(["/usr/bin/python3.11", os.path.join(GEN, "py_server.py")],
+                       stdout=subprocess.PIPE, text=True)
+        self.pid = int(self.p.stdout.readline().split()[1])
+        self.port = int(self.p.stdout.readline().split()[1])
+
+    def request(self, route):
+        with socket.create_connection(("127.0.0.1", self.port), timeout=30) as c:
+            c.sendall(route.encode() + b"\n")
+            got = b""
+            while not got.endswith(b"\n"):
+                b = c.recv(200)
+                if not b:
+                    break
+                got += b
+        check(got.startswith(f"done {route} ".encode()), f"answer to {route}: {got!r}")
+
+
+class Recorder:
+    """record -p PID --metrics 127.0.0.1:0: its first line, then the URL."""
+
+    def __init__(self, pid, *args):
+        self.db = os.path.join(tmpdir(), "trace.db")
+        self.p = spawn([A.loopscope, "record", "-p", str(pid), "-o", self.db,
+                        "--metrics", "127.0.0.1:0", *args], stderr=subprocess.PIPE, text=True)
+        first = self.p.stderr.readline()
+        check(first.startswith(f"recording pid {pid} "), f"record's first line: {first!r}")
+        line = self.p.stderr.readline()
+        m = re.fullmatch(r"metrics: (http://127\.0\.0\.1:(\d+)/metrics)\n", line)
+        check(m, f"record's metrics line: {line!r}")
+        self.url, self.port = m.group(1), int(m.group(2))
+
+    def stop(self):
+        self.p.send_signal(signal.SIGINT)
+        _, err = self.p.communicate(timeout=60)
+        eq(self.p.returncode, 0, f"record exit status ({err.strip()})")
+        integrity(self.db)
+        return err
+
+
+def get(url, timeout=10):
+    with urllib.request.urlopen(url, timeout=timeout) as r:
+        return r.status, r.headers.get("Content-Type"), r.read().decode()
+
+
+# ------------------------------------------------------------ the exposition
+
+NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
+LABEL = r'[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\[\\"n])*"'
+SAMPLE = re.compile(rf"({NAME})(\{{{LABEL}(?:,{LABEL})*\}})? (-?[0-9.e+-]+|\+Inf|NaN)")
+
+
+def parse(text):
+    """{name: [(labels dict, value)]}, each line checked against the text
+    format's grammar; every sample's metric has a TYPE line before it."""
+    out, types = {}, {}
+    check(text.endswith("\n"), "the exposition ends with a newline")
+    for line in text.splitlines():
+        if line.startswith("# HELP "):
+            continue
+        if line.startswith("# TYPE "):
+            _, _, name, typ = line.split(" ", 3)
+            check(typ in ("counter", "gauge", "histogram"), f"type line: {line!r}")
+            types[name] = typ
+            continue
+        m = SAMPLE.fullmatch(line)
+        check(m, f"not a sample line: {line!r}")
+        name = m.group(1)
+        base = re.sub(r"_(bucket|sum|count)$", "", name)
+        check(name in types or base in types, f"{name}: no TYPE line before it")
+        labels = dict(re.findall(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"',
+                                 m.group(2) or ""))
+        out.setdefault(name, []).append((labels, float(m.group(3))))
+    return out
+
+
+# ------------------------------------------------------------ Prometheus
+
+class Prometheus:
+    """Debian's prometheus on loopback, scraping url every second."""
+
+    def __init__(self, target_port):
+        d = tmpdir()
+        cfg = os.path.join(d, "prometheus.yml")
+        with open(cfg, "w") as f:
+            f.write("global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
+                    "scrape_configs:\n  - job_name: loopscope\n    static_configs:\n"
+                    f"      - targets: ['127.0.0.1:{target_port}']\n")
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.log = open(os.path.join(d, "prometheus.log"), "w")
+        self.p = spawn([A.prometheus, f"--config.file={cfg}",
+                        f"--storage.tsdb.path={os.path.join(d, 'data')}",
+                        f"--web.listen-address=127.0.0.1:{self.port}"],
+                       stdout=self.log, stderr=subprocess.STDOUT)
+        self.api = f"http://127.0.0.1:{self.port}"
+
+        def ready():
+            check(self.p.poll() is None, f"prometheus exited: {self.tail()}")
+            try:
+                return get(self.api + "/-/ready", timeout=2)[0] == 200
+            except OSError:
+                return False
+        wait_for(ready, 60, "prometheus ready")
+
+    def tail(self):
+        self.log.flush()
+        with open(self.log.name) as f:
+            return f.read()[-2000:]
+
+    def query(self, q):
+        """The instant query's result vector: [(labels, value)]."""
+        st, _, body = get(self.api + "/api/v1/query?" + urllib.parse.urlencode({"query": q}))
+        js = json.loads(body)
+        eq(js.get("status"), "success", f"query {q}: {body[:500]}")
+        return [(r["metric"], float(r["value"][1])) for r in js["data"]["result"]]
+
+    def value(self, q):
+        r = self.query(q)
+        return r[0][1] if len(r) == 1 else None
+
+    def stop(self):
+        self.p.terminate()
+        self.p.wait(timeout=30)
+
+
+@case
+def prometheus():
+    """A real Prometheus scrapes the recorder: the count of blocking
+    episodes, their call site, `up`, and the lag histogram's quantile."""
+    srv = Server()
+    rec = Recorder(srv.pid)
+    prom = Prometheus(rec.port)
+    K = 4
+    for _ in range(3):
+        srv.request("good")
+    for _ in range(K):
+        srv.request("sleep")          # 50 ms of time.sleep on the loop thread
+    srv.request("good")
+
+    def scraped(q, want):
+        def ok():
+            v = prom.value(q)
+            return v is not None and want(v)
+        wait_for(ok, 60, lambda: f"{q}: {prom.query(q)} (prometheus: {prom.tail()[-500:]})",
+                 interval=0.5)
+
+    scraped('up{job="loopscope"}', lambda v: v == 1)
+    scraped('sum(loopscope_blocking_episodes_total{kind="off-cpu"})', lambda v: v == K)
+    eq(prom.value('sum(loopscope_blocking_episodes_total{kind="on-cpu"})'), 0.0,
+       "on-cpu episodes")
+    sites = prom.query('loopscope_blocking_site_episodes_total > 0')
+    eq([(s["site"].split()[0], s["site"].rsplit("/", 1)[-1].split(":")[0], v) for s, v in sites],
+       [("sleep_work", "py_server.py", float(K))], "the call site's series")
+    eq(prom.query(f'loopscope_target_info{{pid="{srv.pid}",mode="generic"}}')[0][0]["runtime"][:7],
+       "CPython", "loopscope_target_info's runtime")
+    # the windows reach the recorder once a second: the four 50 ms
+    # iterations are in [2^25, 2^26) ns, the longest of all
+    q = 'histogram_quantile(1, sum by (le) (loopscope_loop_iteration_seconds_bucket))'
+    scraped(q, lambda v: 0.0335 <= v <= 0.0672)
+    v = prom.value('sum(loopscope_loop_iteration_seconds_count)')
+    check(v and v >= K + 4, f"iterations counted: {v}")
+    prom.stop()
+    rec.stop()
+
+
+@case
+def endpoint():
+    """The exposition's grammar; bad requests and slow clients are closed
+    within their bounds while scrapes go on being answered."""
+    srv = Server()
+    rec = Recorder(srv.pid)
+    srv.request("sleep")
+    st, ctype, body = get(rec.url)
+    eq(st, 200, "GET /metrics")
+    eq(ctype, "text/plain; version=0.0.4; charset=utf-8", "content type")
+    m = parse(body)
+    for name in ("loopscope_target_info", "loopscope_loop_iteration_seconds_bucket",
+                 "loopscope_blocking_episodes_total", "loopscope_blocking_site_episodes_total",
+                 "loopscope_tasks", "loopscope_dropped_messages_total",
+                 "loopscope_recorder_cpu_seconds_total", "loopscope_recorder_resident_bytes"):
+        check(name in m, f"no {name} in the exposition")
+    buckets = [v for l, v in m["loopscope_loop_iteration_seconds_bucket"]]
+    check(buckets == sorted(buckets), f"histogram buckets not cumulative: {buckets}")
+
+    def raw(req, read=True):
+        c = socket.create_connection(("127.0.0.1", rec.port), timeout=10)
+        c.sendall(req)
+        if not read:
+            return c
+        got = b""
+        while True:
+            try:
+                b = c.recv(65536)
+            except ConnectionResetError:   # closed with our bytes unread
+                b = b""
+            if not b:
+                break
+            got += b
+        c.close()
+        return got
+
+    check(raw(b"GET /nope HTTP/1.1\r\n\r\n").startswith(b"HTTP/1.1 404 "), "404")
+    check(raw(b"POST /metrics HTTP/1.1\r\n\r\n").startswith(b"HTTP/1.1 405 "), "405")
+    check(raw(b"HEAD /metrics HTTP/1.0\r\n\r\n").split(b"\r\n\r\n", 1)[1] == b"", "HEAD: no body")
+    # no end of headers in 2 KiB: closed without an answer
+    try:
+        eq(raw(b"GET /metrics HTTP/1.1\r\nX: " + b"a" * 4000), b"", "endless headers")
+    except (BrokenPipeError, ConnectionResetError):
+        pass                            # closed while we still sent: as good
+    # eight clients that never send: they hold every slot until their 5 s
+    # are up; a scrape then waits for one (its own bound: 10 s), then works
+    idle = [raw(b"", read=False) for _ in range(8)]
+    t0 = time.monotonic()
+    st, _, body = get(rec.url, timeout=15)
+    eq(st, 200, "a scrape behind eight idle clients")
+    check(time.monotonic() - t0 < 12, "the scrape waited past the idle clients' bound")
+    for c in idle:
+        c.settimeout(10)
+        eq(c.recv(10), b"", "an idle client is closed")
+        c.close()
+    # a client that asks and never reads: its answer is dropped at 5 s
+    lazy = raw(b"GET /metrics HTTP/1.1\r\n\r\n", read=False)
+    eq(get(rec.url)[0], 200, "a scrape beside a client that does not read")
+    lazy.close()
+    srv.request("sleep")
+    check(parse(get(rec.url)[2]), "a scrape after all that")
+    err = rec.stop()
+    check("recorded 2 blocking episodes" in err, f"record's summary: {err!r}")
+
+
+@case
+def errors():
+    """Bad --metrics values, a port in use, --flight-recorder: one line,
+    exit 1."""
+    srv = Server()
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        used = busy.getsockname()[1]
+        for spec, status, want in (
+                ("x", 2, r"invalid --metrics port 'x' \(0-65535\)"),
+                ("70000", 2, r"invalid --metrics port '70000' \(0-65535\)"),
+                (":80", 2, r"invalid --metrics ':80' \(\[HOST:\]PORT\)"),
+                ("no.such.host.invalid:9", 1, r"--metrics: cannot resolve 'no\.such\.host\.invalid': .*"),
+                (f"127.0.0.1:{used}", 1,
+                 rf"--metrics: cannot listen on 127\.0\.0\.1 port {used}: Address already in use")):
+            d = tmpdir()
+            r = subprocess.run([A.loopscope, "record", "-p", str(srv.pid), "-o",
+                                os.path.join(d, "t.db"), "--metrics", spec],
+                               capture_output=True, text=True, timeout=60)
+            eq(r.returncode, status, f"--metrics {spec}: exit status ({r.stderr!r})")
+            check(re.fullmatch(rf"error: {want}\n", r.stderr), f"--metrics {spec}: {r.stderr!r}")
+    r = subprocess.run([A.loopscope, "record", "-p", str(srv.pid), "--metrics", "0",
+                        "--flight-recorder", "10s"], capture_output=True, text=True, timeout=60)
+    eq(r.returncode, 2, f"--metrics with --flight-recorder ({r.stderr!r})")
+    check("--metrics does not apply to --flight-recorder" in r.stderr, repr(r.stderr))
+
+
+if __name__ == "__main__":
+    A = parse_args(CASES, ("loopscope", "prometheus"))
+    if not A.prometheus:
+        A.prometheus = "/usr/bin/prometheus"
+    sys.exit(run_case(CASES, A, cleanup))
