@@ -538,6 +538,36 @@ def marked_line(path, marker):
     raise Fail(f"no {marker!r} line in {path}")
 
 
+def timer_episodes(db, pid, cbs, start, end, src, cb, loop_fn):
+    """The trace's episodes, after checking them against cbs, the (t0, t1,
+    tid) of a C program's timer callbacks (cb in generic/src, 50 ms of
+    sleep at its BUG line) inside the recording [start, end]: at least
+    four, each on the loop thread pid and one off-CPU episode in a sleep,
+    with cb's frame at the BUG line and loop_fn below it."""
+    eps = episodes(db)
+    nr = dict(query(db, "SELECT name, nr FROM syscalls"))
+    bug = marked_line(os.path.join(GEN, src), "BUG: blocks the loop thread")
+    inside = [c for c in cbs if start + 20 * MS < c[0] and c[1] < end - 20 * MS]
+    check(len(inside) >= 4, f"only {len(inside)} timer callbacks inside the recording")
+    for t0, t1, tid in inside:
+        eq(tid, pid, "thread of the timer callback")
+        got = overlapping(eps, t0, t1)
+        what = f"{cb} at {t0} ({(t1 - t0) / MS:.1f} ms by itself)"
+        check(len(got) == 1, f"{what}: expected one episode: {[show(e) for e in got]} "
+                             f"(episodes at {[(e['start'], e['dur']) for e in eps[:3]]})")
+        e = got[0]
+        eq(e["kind"], 1, f"{what}: kind")
+        check(e["nr"] in (nr["clock_nanosleep"], nr["nanosleep"]), f"{what}: syscall {show(e)}")
+        eq(e["loop"], pid, f"{what}: loop thread")
+        check(t0 <= e["start"] and 49 * MS <= e["dur"] <= 1.5 * (t1 - t0),
+              f"{what}: {show(e)} starts before it, or not in [49 ms, 1.5x its time]")
+        at = [f for f in e["frames"] if f[0] == cb]
+        check(at and at[0][1] and at[0][1].endswith(src) and at[0][2] == bug,
+              f"{what}: no frame {cb} at {src}:{bug}: {e['frames'][:6]}")
+        check(loop_fn in functions(e), f"{what}: no {loop_fn} frame: {show(e)}")
+    return eps
+
+
 @case
 def libuv_timer():
     """uv_blocking (C, libuv): the timer callback's usleep found with the
@@ -565,28 +595,7 @@ def libuv_timer():
     note(f"libuv: threads {threads} (before attaching {threads_before}); pool threads {pool}")
     eq(loops(db), [pid], "loop threads (the main thread only)")
     check(pool and pid not in pool, f"work callbacks ran on {pool}")
-    eps = episodes(db)
-    nr = dict(query(db, "SELECT name, nr FROM syscalls"))
-    src = os.path.join(GEN, "uv_blocking.c")
-    bug = marked_line(src, "BUG: blocks the loop thread")
-    inside = [c for c in cbs if start + 20 * MS < c[0] and c[1] < end - 20 * MS]
-    check(len(inside) >= 4, f"only {len(inside)} timer callbacks inside the recording")
-    for t0, t1, tid in inside:
-        eq(tid, pid, "thread of the timer callback")
-        got = overlapping(eps, t0, t1)
-        what = f"slow_timer_cb at {t0} ({(t1 - t0) / MS:.1f} ms by itself)"
-        check(len(got) == 1, f"{what}: expected one episode: {[show(e) for e in got]} "
-                             f"(episodes at {[(e['start'], e['dur']) for e in eps[:3]]})")
-        e = got[0]
-        eq(e["kind"], 1, f"{what}: kind")
-        check(e["nr"] in (nr["clock_nanosleep"], nr["nanosleep"]), f"{what}: syscall {show(e)}")
-        eq(e["loop"], pid, f"{what}: loop thread")
-        check(t0 <= e["start"] and 49 * MS <= e["dur"] <= 1.5 * (t1 - t0),
-              f"{what}: {show(e)} starts before it, or not in [49 ms, 1.5x its time]")
-        at = [f for f in e["frames"] if f[0] == "slow_timer_cb"]
-        check(at and at[0][1] and at[0][1].endswith("uv_blocking.c") and at[0][2] == bug,
-              f"{what}: no frame slow_timer_cb at uv_blocking.c:{bug}: {e['frames'][:6]}")
-        check("uv_run" in functions(e), f"{what}: no uv_run frame: {show(e)}")
+    eps = timer_episodes(db, pid, cbs, start, end, "uv_blocking.c", "slow_timer_cb", "uv_run")
     # every episode is one of the callbacks' (none from the pool's sleeps)
     for e in eps:
         check(e["loop"] not in pool, f"episode on a pool thread: {show(e)}")
@@ -617,25 +626,7 @@ def poll_loop(binary, src, cb, loop_fn):
     start, end = int(m["start_ns"]), rec.stop_ns
     eq(loops(db), [pid], f"{binary}: loop threads")
     check("1 loop thread (1 waiting in poll or select)" in rec.err, f"summary: {rec.err!r}")
-    eps = episodes(db)
-    nr = dict(query(db, "SELECT name, nr FROM syscalls"))
-    bug = marked_line(os.path.join(GEN, src), "BUG: blocks the loop thread")
-    inside = [c for c in cbs if start + 20 * MS < c[0] and c[1] < end - 20 * MS]
-    check(len(inside) >= 4, f"only {len(inside)} timer callbacks inside the recording")
-    for t0, t1, tid in inside:
-        eq(tid, pid, "thread of the timer callback")
-        got = overlapping(eps, t0, t1)
-        what = f"{cb} at {t0} ({(t1 - t0) / MS:.1f} ms by itself)"
-        check(len(got) == 1, f"{what}: expected one episode: {[show(e) for e in got]}")
-        e = got[0]
-        eq(e["kind"], 1, f"{what}: kind")
-        check(e["nr"] in (nr["clock_nanosleep"], nr["nanosleep"]), f"{what}: syscall {show(e)}")
-        check(t0 <= e["start"] and 49 * MS <= e["dur"] <= 1.5 * (t1 - t0),
-              f"{what}: {show(e)} starts before it, or not in [49 ms, 1.5x its time]")
-        at = [f for f in e["frames"] if f[0] == cb]
-        check(at and at[0][1] and at[0][1].endswith(src) and at[0][2] == bug,
-              f"{what}: no frame {cb} at {src}:{bug}: {e['frames'][:6]}")
-        check(loop_fn in functions(e), f"{what}: no {loop_fn} frame: {show(e)}")
+    eps = timer_episodes(db, pid, cbs, start, end, src, cb, loop_fn)
     for e in eps:
         check(any(e["start"] < t1 and e["end"] > t0 for t0, t1, _ in cbs),
               f"episode outside every timer callback: {show(e)}")
