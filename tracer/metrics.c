@@ -588,8 +588,12 @@ int ls_metrics_start(recorder *r, const char *spec)
     snprintf(cp, sizeof cp, "/proc/%d/comm", (int)r->pid);
     FILE *cf = fopen(cp, "r");
     if (cf) {
-        if (fgets(m->comm, sizeof m->comm, cf))
-            m->comm[strcspn(m->comm, "\n")] = 0;
+        /* the name may hold any byte but NUL, a newline too: only the
+         * last one is the file's */
+        size_t n = fread(m->comm, 1, sizeof m->comm - 1, cf);
+        if (n && m->comm[n - 1] == '\n')
+            n--;
+        m->comm[n] = 0;
         fclose(cf);
     }
     return 0;

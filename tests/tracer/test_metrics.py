@@ -61,8 +61,8 @@ def cleanup():
 class Server:
     """generic/py_server.py: "pid N", "port P"; a route per request."""
 
-    def __init__(self):
-        self.p = spawn(["/usr/bin/python3.11", os.path.join(GEN, "py_server.py")],
+    def __init__(self, script=None, *args):
+        self.p = spawn(["/usr/bin/python3.11", script or os.path.join(GEN, "py_server.py"), *args],
                        stdout=subprocess.PIPE, text=True)
         self.pid = int(self.p.stdout.readline().split()[1])
         self.port = int(self.p.stdout.readline().split()[1])
@@ -291,6 +291,37 @@ def endpoint():
     check(parse(get(rec.url)[2]), "a scrape after all that")
     err = rec.stop()
     check("recorded 2 blocking episodes" in err, f"record's summary: {err!r}")
+
+
+@case
+def hostile_labels():
+    """The target's name and its source's path in label values: a command
+    name with a quote, a backslash and a newline, a call site whose file
+    is in a directory named with the same: escaped, Prometheus-parsable,
+    the values round-trip."""
+    d = os.path.join(tmpdir(), 'we"ird\\dir\nname')
+    os.makedirs(d)
+    script = os.path.join(d, "py_server.py")
+    with open(os.path.join(GEN, "py_server.py")) as src, open(script, "w") as dst:
+        dst.write(src.read())
+    comm = 'a"b\\c\nd\x1be'
+    srv = Server(script, "--comm", comm)
+    rec = Recorder(srv.pid)
+    srv.request("sleep")
+    m = parse(get(rec.url)[2])
+    unesc = lambda v: re.sub(r'\\(.)', lambda x: {"n": "\n"}.get(x.group(1), x.group(1)), v)
+    eq([unesc(l["comm"]) for l, _ in m["loopscope_target_info"]], [comm.replace("\x1b", "\\x1b")],
+       "comm, escaped and read back (control bytes as \\xHH)")
+    sites = [unesc(l["site"]) for l, v in m["loopscope_blocking_site_episodes_total"] if v]
+    eq(sites, [f"sleep_work {script}:{marked_sleep_line(script)}"], "the site, read back")
+    rec.stop()
+
+
+def marked_sleep_line(path):
+    for i, line in enumerate(open(path), 1):
+        if line.strip() == "time.sleep(0.05)":
+            return i
+    raise Fail(f"no sleep line in {path}")
 
 
 @case

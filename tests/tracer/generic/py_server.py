@@ -2,10 +2,11 @@
 """py_server.py -- a stdlib asyncio line-protocol server with one blocking
 bug per route, for tests/tracer/test_generic.py (the generic loop mode).
 
-    py_server.py [--selector epoll|poll] [--seconds S]
+    py_server.py [--selector epoll|poll] [--seconds S] [--comm NAME]
 
 Prints "pid N" and "port P", then serves on 127.0.0.1 until killed (or
-for S seconds).  A client sends a route and a newline; the answer is
+for S seconds).  --comm: the process's name (prctl PR_SET_NAME, at most 15
+bytes of anything).  A client sends a route and a newline; the answer is
 
     done ROUTE T0 T1 CPU TID
 
@@ -93,6 +94,9 @@ if __name__ == "__main__":
     args = sys.argv[1:]
     selector = args[args.index("--selector") + 1] if "--selector" in args else "epoll"
     seconds = float(args[args.index("--seconds") + 1]) if "--seconds" in args else 0
+    if "--comm" in args:
+        import ctypes
+        ctypes.CDLL(None).prctl(15, args[args.index("--comm") + 1].encode()[:15], 0, 0, 0)
     sel = selectors.PollSelector() if selector == "poll" else selectors.EpollSelector()
     loop = asyncio.SelectorEventLoop(sel)
     asyncio.set_event_loop(loop)
