@@ -362,8 +362,10 @@ bool ls_create_app_frames(ls_trace *t)
         "   AND coalesce(function, '') NOT LIKE 'evl\\_\\_%' ESCAPE '\\';";
     static const char sites_sql[] =
         "CREATE TEMP VIEW IF NOT EXISTS sites AS"
-        " SELECT a.stack_id, a.function, a.file, a.line FROM app_frames a"
-        " WHERE a.depth = (SELECT min(b.depth) FROM app_frames b WHERE b.stack_id = a.stack_id);";
+        " SELECT stack_id, function, file, line FROM"
+        /* the bare columns come from the row of min(depth) (SQLite's
+         * rule for min/max aggregates): one pass, not one per frame */
+        " (SELECT stack_id, function, file, line, min(depth) FROM app_frames GROUP BY stack_id);";
     char *msg = NULL;
     const char *app = ls_is_generic(t) ? generic_app_sql : libevl_app_sql;
     if (sqlite3_exec(t->db, app, NULL, NULL, &msg) != SQLITE_OK ||
