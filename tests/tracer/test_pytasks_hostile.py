@@ -28,25 +28,52 @@ awaited task, left out, the truncation flag...).  The cases:
     many      200 000 tasks (or what the target makes in 8 s, at least
               70 000): truncated at LS_PYT_MAX_TASKS, the reader's memory
               bounded (RSS_MB)
-    sets      the task WeakSet swapped for a copy with a set mask of 1000,
-              of 2**40-1, a table pointer to unmapped memory, a list for a
-              set, its `data` after 100 000 other attributes (past
-              PYT_DICT_MAX), an int for the WeakSet: a clean error, or
-              (2**40-1) the healthy tasks; the current-task dict's keys
+    sets      3.10-3.13: the task WeakSet swapped for a copy with a set
+              mask of 1000, of 2**40-1, a table pointer to unmapped memory,
+              a list for a set, its `data` after 100 000 other attributes
+              (past PYT_DICT_MAX), an int for the WeakSet: a clean error,
+              or (2**40-1) the healthy tasks; the current-task dict's keys
               object claiming 2**40 entries: the healthy tasks
-    entries   weakrefs to non-tasks, a dead weakref, an int, a str in the
-              real set (3.12+: the eager set too): only the tasks listed
+    entries   3.10-3.13: weakrefs to non-tasks, a dead weakref, an int, a
+              str in the real set (3.12+: the eager set too): only the
+              tasks listed
     forged    64 forged Tasks (random fields, forged coroutines, frames
-              and str names) behind weakrefs of the real set, SEEDS seeds
+              and str names) behind weakrefs of the real set (3.14+: in the
+              loop thread's list, some of their nodes' next fuzzed too),
+              SEEDS seeds
     shared    65000 tasks whose coroutine is one chain of 1000 coroutines,
               or a FutureIter that is its own future: every command within
               BOUND (the census's step budget), the healthy tasks whole
-    stack     a frame's stack top 100000, -5, 4095; a chain of 1000
-              coroutines (its innermost frames kept, cut) and of 5000
+    stack     a frame's stack top 100000, -5, 4095 (3.14+: its
+              stackpointer so many slots up; also NULL, unaligned: the chain
+              stops there; yf_depth slots up: the first local, an int, is
+              what it awaits; a tag bit on the awaited object's stackref,
+              3.15 garbage as the value sent: the chain whole); a chain of
+              1000 coroutines (its innermost frames kept, cut) and of 5000
               (beyond LS_PYT_WALK: cut, 64 frames)
+    lists     3.14+ (its tasks in a list per thread, not a WeakSet): each
+              list ended once, by a next that is NULL, unmapped, garbage,
+              a garbage head: read_error, the tasks before it listed, the
+              others of that list not, the other lists whole; nodes of an
+              int and a Future subclass in a list: skipped; the tasks of
+              threads that ended (the interpreter's list); the running task
+              of a thread state: a task of it (running), garbage, unmapped,
+              an int, a task in no list (not listed)
+    loops     3.14+: a list that never comes back to its head (a task's next
+              itself, an earlier task, a task of another thread's list; the
+              interpreter's list, read first: then nothing after it is):
+              truncated, each task once, the healthy tasks as they are
+    flip      3.14+: a node's next flipped among those while ps and record
+              read, tasks made and ended without pause in another thread
+              (the tasks of the census before that left the lists read
+              again): the healthy tasks in every census
+    dbg       3.14+: _asyncio's .AsyncioDebug offsets rewritten (the node at
+              0: no task; a task size of 2**40: a clean error; random
+              offsets within the census's bounds)
     exit      the target SIGKILLed at random moments of a census (ps and
               record): exit 0 with a whole snapshot or a clean error
-    all       every case above, in that order (what ctest runs)
+    all       every case above, in ORDER (what ctest runs); a case for
+              other versions than PY's says so and passes
 
 Run it from build/ and build-asan/ (label fuzz: tests/run.sh runs it
 there, under ASan+UBSan).  `record` needs root: not root, it is left out
@@ -86,6 +113,19 @@ def case(fn):
 
 def note(msg):
     print(f"  {msg}", flush=True)
+
+
+_LISTS = []
+
+
+def lists_python():
+    """Does A.python keep its tasks in lists (3.14+), not in a WeakSet?"""
+    if not _LISTS:
+        r = subprocess.run([A.python, "-c", "import sys; print(sys.version_info >= (3, 14))"],
+                           capture_output=True, text=True, timeout=60)
+        eq(r.returncode, 0, f"{A.python}: its version ({r.stderr[-500:]!r})")
+        _LISTS.append(r.stdout.strip() == "True")
+    return _LISTS[0]
 
 
 def sanitized():
@@ -502,6 +542,9 @@ def shared():
 
 @case
 def sets():
+    if lists_python():
+        note("sets: 3.14+ keeps its tasks in lists, not in a WeakSet: see lists and loops")
+        return
     for how, err in (("setmask", 0), ("settable", 0), ("setnotset", 1), ("setint", 1),
                      ("setbigdict", 1)):
         # the census cannot read this set, or find it: a clean error
@@ -521,6 +564,9 @@ def sets():
 
 @case
 def entries():
+    if lists_python():
+        note("entries: 3.14+ keeps its tasks in lists: see lists (an int and a Future in one)")
+        return
     ready, js = scenario("entries")
     eq(sorted(t["name"] for t in js["tasks"]), sorted(HEALTHY), "entries: only the tasks")
     eq((js["truncated"], js["read_error"]), (False, False), "entries: flags")
@@ -533,9 +579,17 @@ def forged():
         forged = set(ready["victims"]["forged"]["addrs"])
         listed = [t for t in js["tasks"] if t["id"] in forged]
         note(f"forged seed {seed}: {len(listed)} of {len(forged)} forged tasks listed, "
-             f"{sum(len(t['stack']) for t in listed)} frames")
+             f"{sum(len(t['stack']) for t in listed)} frames"
+             + (", truncated" if js["truncated"] else ""))
         check(listed, f"forged seed {seed}: no forged task listed")
-        eq(len(js["tasks"]), len(listed) + len(HEALTHY), f"forged seed {seed}: task count")
+        # 3.14+: the real task they are linked after, listed as it is
+        anchor = ready["victims"]["forged"].get("anchor")
+        if anchor:
+            x = byid_of(js).get(anchor)
+            check(x and (x["name"], x["state"], x["reason"])
+                  == ("forged-anchor", "waiting", "future"), f"forged seed {seed}: the anchor {x}")
+        eq(len(js["tasks"]), len(listed) + len(HEALTHY) + bool(anchor),
+           f"forged seed {seed}: task count")
 
 
 @case
@@ -571,6 +625,150 @@ def stack():
        (True, MAX_DEPTH, "future", v["deep-5000"]["fut"]), "deep-5000")
     eq(x["stack"], [at("AT-CHAIN")] * MAX_DEPTH, "deep-5000: frames")
     check("... (await chain cut)" in js["tree"], "--tree: the cut mark")
+    if not lists_python():
+        return
+    # 3.14+: the stackpointer NULL or unaligned: as out of bounds
+    for n in ("st-null", "st-odd"):
+        x = t[v[n]["id"]]
+        eq((x["state"], x["reason"], x["object"], x["chain_cut"], [f["function"] for f in x["stack"]]),
+           ("waiting", "future", v[n]["fut"], False, ["chain"]), n)
+    # yf_depth slots high: the awaited object is the slot at the bottom,
+    # the first local (n, the int 3): the chain ends there
+    x = t[v["st-low"]["id"]]
+    eq((x["state"], x["reason"], x["object"], x["awaits"], x["chain_cut"],
+        [f["function"] for f in x["stack"]]),
+       ("waiting", "future", v["st-low"]["obj"], "int", False, ["chain"]), "st-low")
+    # a tag bit on the awaited object's stackref (masked), garbage in the
+    # slot of the value sent (3.15, not read): the chain whole
+    for n in ("st-tag", "st-sent"):
+        if n in v:
+            x = t[v[n]["id"]]
+            eq((x["state"], x["reason"], x["object"], x["awaits"], x["chain_cut"], x["stack"]),
+               ("waiting", "future", v[n]["fut"], "Future", False,
+                [at("AT-CHAIN")] * 2 + [at("AT-CHAIN-END")]), n)
+
+
+def parked(x, n, v, what):
+    """Task x (JSON) is victim n as the target made it: its name, waiting
+    on its future (fut_body)."""
+    eq((x["name"], x["state"], x["reason"], x["object"], x["chain_cut"],
+        [f["function"] for f in x["stack"]]),
+       (n, "waiting", "future", v["fut"], False, ["fut_body"]), f"{what}: {n}")
+
+
+@case
+def lists():
+    """3.14+: one corruption of each list that ends it (the rest of that
+    list out of reach, the other lists read), the running task of the
+    thread states."""
+    if not lists_python():
+        note("lists: CPython before 3.14 has no task lists")
+        return
+    ready, js = scenario("lists")
+    v, t = dict(ready["victims"]), byid_of(js)
+    spec = v.pop("lists")
+    # the NULL, unmapped, garbage next and the garbage head: read errors
+    eq((js["truncated"], js["read_error"]), (False, True), "lists: flags")
+    for n, x in v.items():
+        if n in spec["hidden"]:
+            # the head of their list is garbage; the running task of their
+            # thread state one of them: a pointer, not a list
+            check(x["id"] not in t, f"lists: {n} listed: {t.get(x['id'])}")
+        elif n in spec["running"]:
+            # its thread state's running task, made so
+            y = t.get(x["id"])
+            check(y, f"lists: {n} not listed")
+            eq((y["name"], y["state"]), (n, "running"), f"lists: {n}")
+        else:
+            # before the corruption of its list (o-1, o-2, tn-ok...), the
+            # one that links to it (tn-bad...), or after an int's or a
+            # Future's +152 (l-skip-2, l-skip-3)
+            check(x["id"] in t, f"lists: {n} not listed")
+            parked(t[x["id"]], n, x, "lists")
+    eq(len(js["tasks"]), len(HEALTHY) + len(v) - len(spec["hidden"]), "lists: the tasks listed")
+    eq(sorted(y["name"] for y in js["tasks"] if y["state"] == "running"), spec["running"],
+       "lists: running")
+
+
+@case
+def loops():
+    """3.14+: a list that does not come back to its head (itself, an
+    earlier task, another thread's list; the interpreter's list): read to
+    LS_PYT_MAX_TASKS in all, truncated, each task listed once."""
+    if not lists_python():
+        note("loops: CPython before 3.14 has no task lists")
+        return
+    for how in ("lself", "lback", "lcross", "linterp"):
+        # linterp: the interpreter's list is read first: what a census
+        # reads after it (every thread's list, the healthy tasks) is past
+        # its LS_PYT_MAX_TASKS
+        ready, js = scenario(how, healthy=how != "linterp")
+        v, t = ready["victims"], byid_of(js)
+        eq(js["truncated"], True, f"{how}: truncated")
+        for n, x in v.items():
+            check(x["id"] in t, f"{how}: {n} not listed")
+            parked(t[x["id"]], n, x, how)
+        ids = {**ready["healthy"], "main": ready["main"]}
+        shown = [n for n, i in ids.items() if i in t]
+        if how == "linterp" and shown:
+            eq(sorted(shown), sorted(ids), f"{how}: some healthy tasks listed")
+            check_healthy(js, ready, how)
+        eq(len(js["tasks"]), len(v) + len(shown), f"{how}: the tasks listed")
+        note(f"{how}: {len(js['tasks'])} tasks, {len(shown)} healthy, census "
+             f"{js['census_ns'] / 1e6:.1f} ms")
+
+
+@case
+def flip():
+    """3.14+: a list changing under the census: f-1's next flipped every
+    0.2 ms (NULL, garbage, unmapped, itself, skipping f-2), another thread
+    making and ending tasks without pause; ps and record (whose censuses
+    read again the tasks of the one before that left the lists) keep the
+    healthy tasks."""
+    if not lists_python():
+        note("flip: CPython before 3.14 has no task lists")
+        return
+    p, ready = start("lflip", "--seed", SEEDS[0])
+    try:
+        v = ready["victims"]
+        flags = {}
+        for i in range(6):
+            r = ps(p.pid, "--json")
+            eq(r.rc, 0, f"{r.what}: exit status")
+            js = js_of(r)
+            check_healthy(js, ready, f"flip {i}")
+            t = byid_of(js)
+            check(v["f-1"]["id"] in t, f"flip {i}: f-1 not listed")
+            parked(t[v["f-1"]["id"]], "f-1", v["f-1"], f"flip {i}")
+            k = (js["truncated"], js["read_error"])
+            flags[k] = flags.get(k, 0) + 1
+        for args in ((), ("--tree",)):
+            eq(ps(p.pid, *args).rc, 0, f"flip: ps {' '.join(args)}")
+        note(f"flip: (truncated, read_error) {flags}")
+        record(p, ready, "flip")
+        check(p.poll() is None, "flip: the target died")
+    finally:
+        stop(p)
+
+
+@case
+def dbg():
+    """3.14+: _asyncio's debug offsets (the .AsyncioDebug section the census
+    takes the Task's and the thread state's offsets from) rewritten by the
+    target: the list node at 0 (every node read as a task: none is one),
+    a task size of 2**40 (refused: a clean error), random offsets within
+    the bounds the census checks (seed 5: names and chains from the wrong
+    fields)."""
+    if not lists_python():
+        note("dbg: CPython before 3.14 has no .AsyncioDebug")
+        return
+    ready, js = scenario("dbg", "--seed", 0, healthy=False)
+    eq((js["tasks"], js["truncated"], js["read_error"]), ([], False, False), "dbg 0: node at 0")
+    ready, js = scenario("dbg", "--seed", 1, healthy=False, errors=PS_ERRORS[1:2])
+    eq(js, None, "dbg 1: a task of 2**40 bytes: ps --json succeeded")
+    ready, js = scenario("dbg", "--seed", 5, healthy=False, errors=PS_ERRORS)
+    note(f"dbg 5: words {ready['victims']['dbg']['words']}: "
+         + (f"{len(js['tasks'])} tasks" if js else "an error"))
 
 
 @case
@@ -626,8 +824,8 @@ def exit_():
         note(f"exit: record, target killed at {at:.2f} s: 0 in {r.secs:.2f} s")
 
 
-ORDER = ["cycles", "names", "fields", "stack", "entries", "forged", "sets", "many", "shared",
-         "exit"]
+ORDER = ["cycles", "names", "fields", "stack", "entries", "forged", "sets", "lists", "loops",
+         "flip", "dbg", "many", "shared", "exit"]
 
 
 @case

@@ -16,9 +16,18 @@ victim; SIGKILL ends it, so no finalizer runs).
 Every write is at id(obj) + an offset of tracer/pystack_tasks.c's
 pyt_layout for this minor version (LAYOUT below), after reading the field
 back and checking it holds what CPython says it holds (the task's
-coroutine, name, waiter, state; a frame's stack top = coro.cr_await): a
-wrong offset fails here ("layout check failed", exit 3) instead of
-corrupting something else.
+coroutine, name, waiter, state; a frame's stack top = coro.cr_await; 3.14+:
+the thread state's running task and task list, each list walked from its
+head and back, every node's prev, _asyncio's debug offsets): a wrong offset
+fails here ("layout check failed", exit 3) instead of corrupting something
+else.
+
+3.14+ keeps no task WeakSet: each Task is linked through its task_node into
+its thread's list (the head in the thread state; the tasks of threads that
+ended in the interpreter's list), new tasks at the tail.  The victims are
+made after the healthy tasks (so they come after them in the loop thread's
+list; checked), and a list is corrupted only once nothing will be added to
+or removed from it (the interpreter would follow the corrupted links).
 
 Healthy tasks (every scenario):
     main        awaits a bare future (the task asyncio.run made)
@@ -45,6 +54,7 @@ Scenarios (victims):
                 int, garbage; fut_state = 7; num_cancels -5 and 2**31-1 (3.11+)
     many        N tasks (default 200 000, created for at most --seconds,
                 at least 70 000) parked on one future: more than a census reads
+    (3.10-3.13 only: setmask ... entries, the task WeakSet's; 3.14+ has none)
     setmask     asyncio.tasks' task WeakSet swapped for a copy whose set's
                 mask is 1000 (not a power of two)
     setmask40   ... whose mask is 2**40-1 (a power of two minus one: the
@@ -62,10 +72,43 @@ Scenarios (victims):
     forged      64 weakrefs in the real task set whose referent is made a
                 forged Task (the real Task type, random fields: a forged
                 coroutine and frame, forged str names, pointers to itself,
-                garbage) -- a seeded fuzz of everything read from a task
+                garbage) -- a seeded fuzz of everything read from a task;
+                3.14+: the 64 linked into the loop thread's list after a
+                real task (forged-anchor), the next of some of the last 16
+                made itself, another, the anchor, garbage, unmapped, NULL;
+                forged frames' stackpointers pointers (in the frame, past
+                it, unaligned, garbage), f_executable tagged
     stack       st-huge / st-neg / st-edge: the task coroutine's frame stack
-                top made 100000 / -5 / 4095; deep-1000: a chain of 1000
-                coroutines (under LS_PYT_WALK); deep-5000: 5000 (beyond it)
+                top made 100000 / -5 / 4095 (3.14+: the stackpointer that
+                many slots above localsplus); deep-1000: a chain of 1000
+                coroutines (under LS_PYT_WALK); deep-5000: 5000 (beyond
+                it); 3.14+ also: st-null / st-odd the stackpointer NULL /
+                3 bytes off; st-low yf_depth slots up (the awaited object is
+                then the first local, the int 3); st-tag the awaited
+                object's stackref tagged (bit 0); 3.15 st-sent: the value
+                sent (the slot above the awaited object) garbage
+    lists       3.14+: after the healthy tasks, l-sub (a Task subclass made
+                in Python) and l-skip-1 -> an int's digits -> l-skip-2 ->
+                a Future subclass's slot -> l-skip-3 (non-tasks at +152 in
+                the list); threads of their own loops: tn-ok, tn-bad with
+                tn-bad's next NULL, tu-* unmapped, tg-* garbage; th-1, th-2
+                whose thread state's head is garbage (done last); threads
+                that ended leaving o-1 / o-2, o-bad pending (the
+                interpreter's list), o-bad -> an int's digits -> unmapped;
+                the running task of tn's thread state made tn-ok, of th's
+                th-1 (in no list), of others unmapped, garbage, an int
+    lself       3.14+: l-a, l-self, whose next is itself
+    lback       3.14+: l-a, l-b, l-c, l-c -> l-a
+    lcross      3.14+: l-a -> x-1 of another thread's list (x-1, x-2, its
+                head, x-1...)
+    linterp     3.14+: a thread ended leaving o-1, o-2; o-2 -> o-1 (the
+                interpreter's list, which a census reads first)
+    lflip       3.14+: f-1..f-4; a thread flips f-1's next every 0.2 ms
+                (f-2, f-3, NULL, garbage, unmapped, itself), another runs a
+                loop making and ending 20 tasks a millisecond
+    dbg         3.14+: _asyncio's .AsyncioDebug offsets rewritten: --seed 0
+                the list node's offset 0, 1 the task's size 2**40, else
+                random offsets within the census's bounds
     shared      --many tasks whose task_coro is the outermost coroutine of
                 one real chain of 1000, or a FutureIter whose future is
                 itself (a census's time, not its memory)
@@ -79,6 +122,7 @@ import gc
 import json
 import os
 import random
+import struct
 import sys
 import threading
 import time
@@ -99,8 +143,20 @@ LAYOUT = {
              cr_frame=72, cr_state=67, f_stacktop=64, f_localsplus=72),
     13: dict(t_state=96, t_waiter=112, t_coro=120, t_name=128, t_ncancels=104,
              cr_frame=72, cr_state=67, f_stacktop=64, f_localsplus=72),
+    # 3.14+: the tasks in lists (task_node, a thread state's and the
+    # interpreter's heads), the frame's stack top a pointer (stackpointer),
+    # the awaited object yf_depth slots below it (3.15: the value sent
+    # above it), susp: the suspended frame states
+    14: dict(t_state=104, t_waiter=120, t_coro=128, t_name=136, t_ncancels=112, t_node=152,
+             cr_frame=72, cr_state=67, f_stackptr=64, f_localsplus=80, yf_depth=1,
+             susp=(-2, -1), ts_running=872, ts_head=880, interp_head=0x2a80),
+    15: dict(t_state=104, t_waiter=120, t_coro=128, t_name=136, t_ncancels=112, t_node=152,
+             cr_frame=72, cr_state=67, f_stackptr=64, f_localsplus=80, yf_depth=2,
+             susp=(1, 3), ts_running=1032, ts_head=1048, interp_head=0x2a68),
 }
 L = LAYOUT[V[1]] if V[0] == 3 and V[1] in LAYOUT else None
+LISTS = L is not None and "t_node" in L     # 3.14+: no task WeakSet
+MAIN_TS = 0                                 # the main thread's thread state (3.14+)
 KEEP = []               # everything a corrupted object points at, and the victims
 UNMAPPED = 0x00007ead00000000       # canonical, never mapped here (checked)
 
@@ -198,6 +254,20 @@ def top_slot(coro):
         expect(fr, id(coro.cr_frame), "cr_frame")
         depth = rd32(fr + L["f_stackdepth"])
         slot = rd64(fr + L["f_valuestack"]) + 8 * (depth - 1)
+    elif LISTS:
+        # 3.14+: stackpointer, a pointer past the top slot; the awaited
+        # object yf_depth slots below it; the slots are _PyStackRefs
+        st = rd8(id(coro) + L["cr_state"])
+        lo, hi = L["susp"]
+        if not lo <= st <= hi:
+            die(f"layout check failed: cr_frame_state {st}")
+        lp = id(coro) + L["cr_frame"] + L["f_localsplus"]
+        sp = rd64(id(coro) + L["cr_frame"] + L["f_stackptr"])
+        if not lp + 8 * L["yf_depth"] <= sp < lp + 8 * 4096 or (sp - lp) % 8:
+            die(f"layout check failed: stackpointer {sp:#x}, localsplus {lp:#x}")
+        slot = sp - 8 * L["yf_depth"]
+        expect(rd64(slot) & ~7, id(aw), "the stack slot of the awaited object (cr_await)")
+        return slot
     else:
         st = rd8(id(coro) + L["cr_state"])
         if not -2 <= st <= -1:
@@ -210,12 +280,114 @@ def top_slot(coro):
 
 
 def stack_count(coro):
-    """The address of the frame's stack count (3.10 f_stackdepth, 3.11+
-    stacktop), checked: the top slot is at count - 1."""
+    """The address of the frame's stack count (3.10 f_stackdepth, 3.11-3.13
+    stacktop; 3.14+ the stackpointer), checked: the top slot is at count - 1
+    (the awaited object's slot below the stackpointer)."""
     top_slot(coro)
     if V[1] == 10:
         return rd64(id(coro) + L["cr_frame"]) + L["f_stackdepth"]
+    if LISTS:
+        return id(coro) + L["cr_frame"] + L["f_stackptr"]
     return id(coro) + L["cr_frame"] + L["f_stacktop"]
+
+
+def set_stack_top(coro, n):
+    """The frame's stack made n slots high (3.14+: the stackpointer at
+    localsplus + n slots, whatever that is)."""
+    a = stack_count(coro)
+    if LISTS:
+        wr64(a, id(coro) + L["cr_frame"] + L["f_localsplus"] + 8 * n)
+    else:
+        wr32(a, n)
+
+
+# ---------------------------------------------------------------- 3.14+: the task lists
+
+def tstate():
+    """This thread's thread state (_PyThreadStateImpl)."""
+    f = ctypes.pythonapi.PyThreadState_Get
+    f.restype = ctypes.c_void_p
+    return f()
+
+
+def interp_head():
+    f = ctypes.pythonapi.PyInterpreterState_Get
+    f.restype = ctypes.c_void_p
+    return f() + L["interp_head"]
+
+
+def node(task):
+    return id(task) + L["t_node"]
+
+
+def walk(head, what):
+    """The tasks' addresses in the list at head (task_node.next from the
+    head back to it), each node's prev checked."""
+    out, prev, n = [], head, rd64(head)
+    while n != head:
+        if len(out) > 1000000 or not n:
+            die(f"layout check failed: {what}: the list does not come back to its head")
+        expect(rd64(n + 8), prev, f"{what}: a node's prev")
+        out.append(n - L["t_node"])
+        prev, n = n, rd64(n)
+    expect(rd64(head + 8), prev, f"{what}: the head's prev")
+    return out
+
+
+def check_tail(head, tasks, what):
+    """tasks are the last of the list at head, in this order."""
+    got = walk(head, what)[-len(tasks):]
+    if got != [id(t) for t in tasks]:
+        die(f"layout check failed: {what}: the list's tail {[hex(a) for a in got]} is not "
+            f"{[t.get_name() for t in tasks]}")
+
+
+def set_next(task, value, want=None):
+    """task's task_node.next made value, after checking it holds want (the
+    next node, or the head)."""
+    a = node(task)
+    if want is not None:
+        expect(rd64(a), want, f"{task.get_name()}: task_node.next")
+    wr64(a, value)
+
+
+def side_thread(names, end=False):
+    """A thread with an event loop of its own (so a task list of its own):
+    tasks named names, each awaiting a future of that loop, parked; then the
+    thread blocks for good (end: it returns, its tasks still pending: they
+    go to the interpreter's list).  {ts, tasks, fut, head}."""
+    res = {}
+    done = threading.Event()
+
+    def run():
+        try:
+            lp = asyncio.new_event_loop()
+            res["ts"] = tstate()
+
+            async def setup():
+                fut = lp.create_future()
+                ts = [asyncio.create_task(fut_body(fut), name=n) for n in names]
+                await settle(ts)
+                return fut, ts
+            res["fut"], res["tasks"] = lp.run_until_complete(setup())
+            KEEP.extend([lp, res["fut"], *res["tasks"]])
+            expect(rd64(res["ts"] + L["ts_running"]), 0, "no running task")
+            res["head"] = res["ts"] + L["ts_head"]
+            check_tail(res["head"], res["tasks"], f"thread of {names}")
+        except BaseException:
+            traceback.print_exc()
+            res["err"] = True
+        done.set()
+        if not end:
+            threading.Event().wait()
+    th = threading.Thread(target=run, daemon=True)
+    th.start()
+    if not done.wait(60) or "err" in res:
+        die(f"the thread of {names} failed (stderr)")
+    if end:
+        th.join()
+        del res["ts"], res["head"]
+    return res
 
 
 # ---------------------------------------------------------------- healthy tasks
@@ -524,12 +696,27 @@ def forged_coro(rng, code, depth, targets):
     KEEP.append(co)
     ca = ctypes.addressof(co)
     wr64(ca + 8, ctype)
-    ctypes.c_int8.from_address(ca + L["cr_state"]).value = rng.choice([-1, -1, -2, 0, 2, -128])
     fr = ca + L["cr_frame"]
-    wr64(fr + (32 if V[1] == 11 else 0), code)
-    if rng.random() < 0.7:                                  # the instruction: in the code
-        wr64(fr + 56, code + rng.randrange(0, 4096))
-    wr32(fr + L["f_stacktop"], rng.choice([0, 1, 2, 5, 64, 110, 4095, 4096, 100000, -1, -2 ** 31]))
+    if LISTS:
+        # the suspended states of this version mostly; f_executable a
+        # stackref (tagged or not); the stackpointer a pointer
+        lo, hi = L["susp"]
+        ctypes.c_int8.from_address(ca + L["cr_state"]).value = rng.choice(
+            [lo, hi, hi, -2, -1, 0, 1, 2, 3, 4, 5, -128])
+        wr64(fr, code | rng.choice([0, 0, 1, 3]))
+        if rng.random() < 0.7:                              # the instruction: in the code
+            wr64(fr + 56, code + rng.randrange(0, 4096))
+        lp = fr + L["f_localsplus"]
+        wr64(fr + L["f_stackptr"], rng.choice(
+            [lp + 8 * k for k in (0, 1, 2, 3, 5, 64, 110, 4095, 4096, 100000, -1)] +
+            [lp + 11, 0, UNMAPPED, rng.getrandbits(64)]))
+    else:
+        ctypes.c_int8.from_address(ca + L["cr_state"]).value = rng.choice([-1, -1, -2, 0, 2, -128])
+        wr64(fr + (32 if V[1] == 11 else 0), code)
+        if rng.random() < 0.7:                              # the instruction: in the code
+            wr64(fr + 56, code + rng.randrange(0, 4096))
+        wr32(fr + L["f_stacktop"], rng.choice([0, 1, 2, 5, 64, 110, 4095, 4096, 100000, -1,
+                                               -2 ** 31]))
     for k in range(min(depth, 100)):
         wr64(fr + L["f_localsplus"] + 8 * k, rng.choice(targets))
     return ca
@@ -550,9 +737,13 @@ def forged_str(rng, model):
 
 async def sc_forged(loop, out, seed):
     rng = random.Random(seed)
-    ws = task_weakset()
+    ws = None if LISTS else task_weakset()
     fut = loop.create_future()
     KEEP.append(fut)
+    if LISTS:
+        anchor = asyncio.create_task(fut_body(fut), name="forged-anchor")
+        KEEP.append(anchor)
+        await settle([anchor])
     garbage = junk(8192, 0x5A)
     real_code = chain.__code__
     forged = []
@@ -625,6 +816,24 @@ async def sc_forged(loop, out, seed):
                                             *coros[:4], *futs]))
         wr64(a + 16, rng.choice([0, id(loop), garbage, a]))        # fut_loop
         wr64(a + 48, rng.choice([0, 0, garbage, a]))               # fut_exception
+    if LISTS:
+        # 3.14+: linked into this thread's list after its last task (the
+        # anchor); the next of a node of the last 16 sometimes a forged one
+        # (itself, another forged task, the anchor, garbage, unmapped, NULL)
+        head = tstate() + L["ts_head"]
+        check_tail(head, [anchor], "forged")
+        nodes = [a + L["t_node"] for a in forged]
+        for i, a in enumerate(nodes):
+            nxt = nodes[i + 1] if i + 1 < n else head
+            if i >= n - 16 and rng.random() < 0.15:
+                nxt = rng.choice([a, *nodes, node(anchor), garbage + 1024, UNMAPPED, 0])
+            wr64(a, nxt)
+            wr64(a + 8, nodes[i - 1] if i else node(anchor))
+        set_next(anchor, nodes[0], head)
+        wr64(head + 8, nodes[-1])
+        out["forged"] = {"n": n, "seed": seed, "addrs": [hex(a) for a in forged],
+                         "anchor": hex(id(anchor))}
+        return
     # the referents: real weakrefs in the real set, made to point at them
     holders = [Thing() for _ in range(n)]
     KEEP.extend(holders)
@@ -675,9 +884,265 @@ async def sc_stack(loop, out):
     KEEP.extend(vic.values())
     await settle(list(vic.values()))
     for n, v in (("st-huge", 100000), ("st-neg", -5), ("st-edge", 4095)):
-        wr32(stack_count(vic[n].get_coro()), v)
+        set_stack_top(vic[n].get_coro(), v)
     for n, t in vic.items():
         out[n] = {"id": hex(id(t)), "fut": hex(id(fut))}
+    if LISTS:
+        await stack_ptr(loop, out, fut)
+
+
+async def stack_ptr(loop, out, fut):
+    """3.14+: the stackpointer NULL, unaligned, yf_depth slots up (the
+    awaited object is then the frame's first local, the int 3); a stack
+    slot's tag bit set (masked: the chain whole); 3.15: the value sent
+    (above the awaited object) made garbage (not read)."""
+    names = ["st-null", "st-odd", "st-low", "st-tag"] + (["st-sent"] if L["yf_depth"] > 1 else [])
+    vic = {n: asyncio.create_task(chain(3, fut), name=n) for n in names}
+    KEEP.extend(vic.values())
+    await settle(list(vic.values()))
+    for n, t in vic.items():
+        out[n] = {"id": hex(id(t)), "fut": hex(id(fut))}
+    c = {n: t.get_coro() for n, t in vic.items()}
+    wr64(stack_count(c["st-null"]), 0)
+    a = stack_count(c["st-odd"])
+    wr64(a, rd64(a) + 3)
+    lp = id(c["st-low"]) + L["cr_frame"] + L["f_localsplus"]
+    expect(rd64(lp) & ~7, id(3), "st-low: the first local (n)")
+    out["st-low"]["obj"] = hex(id(3))
+    set_stack_top(c["st-low"], L["yf_depth"])
+    for n in ("st-tag", "st-sent"):
+        if n in c:
+            slot = top_slot(c[n])
+            if n == "st-tag":
+                wr64(slot, rd64(slot) | 1)
+            else:
+                wr64(slot + 8, junk() + 64)
+
+
+# ---------------------------------------------------------------- 3.14+: list scenarios
+
+class SubTask(asyncio.Task):
+    """A Task subclass made in Python: a native task all the same."""
+
+
+class FutX(asyncio.Future):
+    """A Future whose slot s5 is at +152, where a task's task_node is."""
+    __slots__ = tuple(f"s{i}" for i in range(8))
+
+
+def not_task_at_152(obj, value, what):
+    """obj (not a task, its own: an int's digits, a FutX's slot s5) made to
+    hold value at obj + 152, where a task has task_node.next."""
+    if L["t_node"] != 152 or obj.__sizeof__() < 160:
+        die(f"layout check failed: {what}: {obj.__sizeof__()} bytes")
+    wr64(id(obj) + 152, value)
+
+
+async def sc_lists(loop, out):
+    """Every non-looping corruption of a list, one list each (a list that
+    stops hides only the rest of itself), and the running task of the
+    thread states."""
+    fut = loop.create_future()
+    KEEP.append(fut)
+    head = tstate() + L["ts_head"]
+    # this thread's list, after the healthy tasks: a Task subclass, and
+    # three tasks linked through an int's digits and a Future's slot
+    sub = SubTask(fut_body(fut), loop=loop, name="l-sub")
+    skip = [asyncio.create_task(fut_body(fut), name=f"l-skip-{i}") for i in (1, 2, 3)]
+    mine = [sub, *skip]
+    KEEP.extend(mine)
+    await settle(mine)
+    check_tail(head, mine, "this thread")
+    # threads of their own (a list each), and two that ended, their tasks
+    # left pending (the interpreter's list: o-1, then o-2, o-bad)
+    sides = {k: side_thread([f"{k}-ok", f"{k}-bad"]) for k in ("tn", "tu", "tg")}
+    sides["th"] = side_thread(["th-1", "th-2"])
+    o1 = side_thread(["o-1"], end=True)
+    o2 = side_thread(["o-2", "o-bad"], end=True)
+    ih = interp_head()
+    orph = [*o1["tasks"], *o2["tasks"]]
+    if walk(ih, "the interpreter's list") != [id(t) for t in orph]:
+        die("layout check failed: the interpreter's list does not hold the tasks of the "
+            "threads that ended")
+    for k, sd in sides.items():
+        expect(rd64(sd["ts"] + L["ts_running"]), 0, f"{k}: no running task")
+    expect(rd64(MAIN_TS + L["ts_running"]), 0, "the main thread: no running task")
+    garbage = junk(8192)
+    big = (1 << 1199) + len(sys.argv)           # 40 digits: 184 bytes, fresh
+    fx = FutX(loop=loop)
+    mark = object()
+    fx.s5 = mark
+    expect(rd64(id(fx) + 152), id(mark), "FutX.s5")
+    other = (1 << 1199) + 2 * len(sys.argv)     # another
+    KEEP.extend([big, fx, mark, other])
+    # everything is parked: from here on no task is made or finished
+    not_task_at_152(big, node(skip[1]), "an int")
+    set_next(skip[0], id(big) + 152, node(skip[1]))
+    not_task_at_152(fx, node(skip[2]), "FutX")
+    set_next(skip[1], id(fx) + 152, node(skip[2]))
+    bad = {"tn": 0, "tu": UNMAPPED, "tg": garbage + 1024}
+    for k, v in bad.items():
+        ok_, bad_ = sides[k]["tasks"]
+        set_next(bad_, v, sides[k]["head"])
+    # the interpreter's list: o-bad -> an int's +152 -> unmapped
+    not_task_at_152(other, UNMAPPED, "an int")
+    set_next(orph[-1], id(other) + 152, ih)
+    # the running task of a thread state: one of its tasks (shown running),
+    # unmapped, garbage; a task in no list (not shown); an int
+    wr64(sides["tn"]["ts"] + L["ts_running"], id(sides["tn"]["tasks"][0]))
+    wr64(sides["tu"]["ts"] + L["ts_running"], UNMAPPED)
+    wr64(sides["tg"]["ts"] + L["ts_running"], garbage)
+    wr64(sides["th"]["ts"] + L["ts_running"], id(sides["th"]["tasks"][0]))
+    wr64(MAIN_TS + L["ts_running"], id(other))
+    # last: a thread state's head -> garbage (its tasks out of reach)
+    sh = sides["th"]["head"]
+    expect(rd64(sh), node(sides["th"]["tasks"][0]), "th: the head's next")
+    wr64(sh, garbage + 2048)
+    for t in mine:
+        out[t.get_name()] = {"id": hex(id(t)), "fut": hex(id(fut))}
+    for sd in [*sides.values(), o1, o2]:
+        for t in sd["tasks"]:
+            out[t.get_name()] = {"id": hex(id(t)), "fut": hex(id(sd["fut"]))}
+    out["lists"] = {"hidden": ["th-1", "th-2"], "running": ["tn-ok"]}
+
+
+async def sc_loop(loop, out, how):
+    """A list that does not come back to its head: lself a task's next is
+    itself; lback the last of three -> the first of them; lcross -> a task
+    of another thread's list (round that list, its head a node too, for
+    good); linterp the interpreter's list (walked first): o-2 -> o-1."""
+    fut = loop.create_future()
+    KEEP.append(fut)
+    head = tstate() + L["ts_head"]
+    names = {"lself": ["l-a", "l-self"], "lback": ["l-a", "l-b", "l-c"], "lcross": ["l-a"],
+             "linterp": []}[how]
+    vic = [asyncio.create_task(fut_body(fut), name=n) for n in names]
+    KEEP.extend(vic)
+    await settle(vic)
+    if vic:
+        check_tail(head, vic, how)
+    if how == "lself":
+        set_next(vic[1], node(vic[1]), head)
+    elif how == "lback":
+        set_next(vic[2], node(vic[0]), head)
+    elif how == "lcross":
+        x = side_thread(["x-1", "x-2"])
+        set_next(vic[0], node(x["tasks"][0]), head)
+        vic += x["tasks"]
+    else:
+        o = side_thread(["o-1", "o-2"], end=True)
+        ih = interp_head()
+        if walk(ih, "the interpreter's list") != [id(t) for t in o["tasks"]]:
+            die("layout check failed: the interpreter's list")
+        set_next(o["tasks"][1], node(o["tasks"][0]), ih)
+        vic = o["tasks"]
+        fut = o["fut"]
+    for t in vic:
+        out[t.get_name()] = {"id": hex(id(t)), "fut": hex(id(t._fut_waiter))}
+
+
+async def sc_flip(loop, out, seed):
+    """While it is read: f-1's next flipped, every 0.2 ms, between f-2 (as it
+    is), f-3, NULL, garbage, unmapped and itself; and a thread whose loop
+    makes and ends tasks without pause (the census before holds tasks done
+    since, their memory freed and reused)."""
+    fut = loop.create_future()
+    KEEP.append(fut)
+    head = tstate() + L["ts_head"]
+    vic = [asyncio.create_task(fut_body(fut), name=f"f-{i}") for i in (1, 2, 3, 4)]
+    KEEP.extend(vic)
+    await settle(vic)
+    check_tail(head, vic, "flip")
+    a = node(vic[0])
+    expect(rd64(a), node(vic[1]), "f-1: task_node.next")
+    garbage = junk()
+    values = [node(vic[1]), node(vic[1]), node(vic[2]), 0, garbage + 1024, UNMAPPED, a]
+
+    def flip():
+        rng = random.Random(seed)
+        while True:
+            wr64(a, rng.choice(values))
+            time.sleep(0.0002)
+
+    def churn():
+        lp = asyncio.new_event_loop()
+        rng = random.Random(seed)
+
+        async def one(i):
+            await asyncio.sleep(rng.random() * 0.004)
+
+        async def run():
+            i = 0
+            while True:
+                for _ in range(20):
+                    asyncio.create_task(one(i), name=f"churn-{i}")
+                    i += 1
+                await asyncio.sleep(0.001)
+        lp.run_until_complete(run())
+    for fn in (churn, flip):
+        threading.Thread(target=fn, daemon=True).start()
+    for t in vic:
+        out[t.get_name()] = {"id": hex(id(t)), "fut": hex(id(fut))}
+
+
+def asyncio_debug():
+    """The address of _asyncio's debug offsets in memory (its .AsyncioDebug
+    section: 3.14 in the extension module, 3.15 in the interpreter), its
+    words checked against LAYOUT."""
+    import _asyncio
+    path = os.path.realpath(getattr(_asyncio, "__file__", None) or "/proc/self/exe")
+    with open(path, "rb") as f:
+        d = f.read()
+    etype, = struct.unpack_from("<H", d, 16)
+    phoff, = struct.unpack_from("<Q", d, 0x20)
+    shoff, = struct.unpack_from("<Q", d, 0x28)
+    phentsize, phnum, shentsize, shnum, shstrndx = struct.unpack_from("<HHHHH", d, 0x36)
+    loads = [struct.unpack_from("<IIQQ", d, phoff + i * phentsize) for i in range(phnum)]
+    low = min(ph[3] for ph in loads if ph[0] == 1)             # PT_LOAD p_vaddr
+    sh = [struct.unpack_from("<IIQQQQ", d, shoff + i * shentsize) for i in range(shnum)]
+    strtab = sh[shstrndx][4]
+    at = None
+    for name, _, flags, addr, _, size in sh:
+        if d[strtab + name:d.index(b"\0", strtab + name)] == b".AsyncioDebug":
+            at, wsize = addr, size
+    if at is None:
+        die(f"layout check failed: no .AsyncioDebug in {path}")
+    if etype == 3:                                              # ET_DYN: where it is mapped
+        with open("/proc/self/maps") as f:
+            base = [int(l.split("-")[0], 16) for l in f
+                    if l.split()[-1] == path and int(l.split()[2], 16) == 0]
+        if not base:
+            die(f"layout check failed: {path} is not mapped")
+        at += base[0] - low
+    w = [rd64(at + 8 * i) for i in range(13)]
+    for i, want in ((0, 168), (1, L["t_name"]), (5, L["t_coro"]), (6, L["t_node"]),
+                    (8, L["interp_head"]), (11, L["ts_running"]), (12, L["ts_head"])):
+        expect(w[i], want, f"AsyncioDebug word {i}")
+    return at
+
+
+async def sc_dbg(loop, out, seed):
+    """_asyncio's debug offsets (what the census takes over its own table)
+    rewritten: seed 0, the task's list node at 0 (each task read at its
+    node's address: none is a task); seed 1, the task's size 2**40 (out of
+    the census's bounds: refused); else random words within the bounds
+    the census checks (offsets within the task's or the thread state's
+    size, 16 bits for the interpreter's head)."""
+    at = asyncio_debug()
+    if seed in (0, 1):
+        wr64(at + (48 if seed == 0 else 0), 0 if seed == 0 else 2 ** 40)
+        out["dbg"] = {"seed": seed}
+        return
+    rng = random.Random(seed)
+    w = {0: rng.choice([168, 168, 64, 120, 192])}
+    tss = rd64(at + 8 * 9)
+    bounds = {1: w[0] - 8, 5: w[0] - 8, 6: w[0] - 16, 8: (1 << 16) - 1, 11: tss - 8, 12: tss - 16}
+    for i, hi in bounds.items():
+        if rng.random() < (0.3 if i in (6, 8, 12) else 0.7):     # the lists mostly found
+            w[i] = rng.choice([rng.randint(0, hi), rng.randint(0, hi) & ~7, 0, hi])
+    for i, v in w.items():
+        wr64(at + 8 * i, v)
+    out["dbg"] = {"seed": seed, "words": w}
 
 
 # ---------------------------------------------------------------- main
@@ -697,6 +1162,12 @@ async def scenario(a):
     me.set_name("main")
     if mapped(UNMAPPED):
         die(f"{UNMAPPED:#x} is mapped here")
+    if LISTS:
+        # the running task and this thread's list, where the layout says
+        ts = tstate()
+        expect(rd64(ts + L["ts_running"]), id(me), "the thread state's running task")
+        if id(me) not in walk(ts + L["ts_head"], "this thread's list"):
+            die("layout check failed: the running task is not in this thread's list")
     ok = await healthy()
     out = {}
     gc.disable()
@@ -713,10 +1184,22 @@ async def scenario(a):
         await sc_shared(loop, out, a.many, a.seconds)
     elif s == "exit":
         await sc_many(loop, out, a.many, a.seconds, depth=8)
+    elif (s.startswith("set") or s in ("curdict", "entries")) and LISTS:
+        die(f"{s}: CPython {V[0]}.{V[1]} has no task set")
     elif s.startswith("set") or s == "curdict":
         await sc_set(loop, out, s)
     elif s == "entries":
         await sc_entries(loop, out)
+    elif s in ("lists", "lself", "lback", "lcross", "linterp", "lflip", "dbg") and not LISTS:
+        die(f"{s}: CPython {V[0]}.{V[1]} has no task lists")
+    elif s == "lists":
+        await sc_lists(loop, out)
+    elif s in ("lself", "lback", "lcross", "linterp"):
+        await sc_loop(loop, out, s)
+    elif s == "lflip":
+        await sc_flip(loop, out, a.seed)
+    elif s == "dbg":
+        await sc_dbg(loop, out, a.seed)
     elif s == "forged":
         await sc_forged(loop, out, a.seed)
     elif s == "stack":
@@ -750,5 +1233,8 @@ if __name__ == "__main__":
             traceback.print_exc()
             die("the target failed (stderr)")
     th = threading.Thread(target=run, daemon=True)
+    if LISTS:
+        MAIN_TS = tstate()
     th.start()
+    threading.stack_size(0)             # the other threads (3.14+ scenarios)
     th.join()
