@@ -35,6 +35,7 @@
 #define PYT_TYPES 256               /* types classified (cache, power of two) */
 #define PYT_TASK_READ 192           /* bytes of a Task read (3.10: sizeof(TaskObj)) */
 #define PYT_IOV 1024
+#define PYT_THREADS 4096            /* 3.14+: thread states whose task lists are read */
 #define PYT_CORO_WIN (64 + 128 + 8 * LS_PYT_SLOTS) /* bytes of a coroutine read at once */
 /* Steps of all the await chains of one census (a coroutine or FutureIter
  * each, ~7 reads), each task allowed its share of what is left: tasks that
@@ -164,6 +165,7 @@ struct ls_pytasks {
     uint64_t all, eager, current;   /* the WeakSet's set, the eager set, the current-task dict */
     unsigned misses;                /* censuses since asyncio.tasks was looked for */
     uint64_t task_type;             /* _asyncio.Task */
+    bool bad_offsets;               /* 3.14+: _asyncio's debug offsets do not hold */
     bool gone;
     uint64_t steps_left;            /* of PYT_CENSUS_STEPS, in this census */
     size_t chains_left;             /* tasks it is shared by (this one included) */
@@ -173,6 +175,7 @@ struct ls_pytasks {
     struct ls_pytask *prev;
     size_t nprev, capprev;
     /* scratch, reused */
+    uint64_t ts[PYT_THREADS];       /* 3.14+: the thread states */
     uint64_t *objs;
     size_t nobjs, capobjs;
 };
@@ -443,7 +446,8 @@ static uint64_t pyt_attr(ls_pytasks *pt, uint64_t obj, const char *key)
  * the Task's name, coroutine and list node, the thread state's running
  * task and task list, the interpreter's list) say these are, taken over
  * the layout's once each is checked against the sizes it gives and the
- * bytes the census reads.  -1 while _asyncio is not loaded. */
+ * bytes the census reads.  -1 while _asyncio is not loaded (or its
+ * section unreadable), -2 when what it says does not hold. */
 static int pyt_asyncio_debug(ls_pytasks *pt)
 {
     uint64_t at = ls_py_asyncio_debug(pt->py), w[13];
@@ -455,7 +459,7 @@ static int pyt_asyncio_debug(ls_pytasks *pt)
     if (w[0] < 64 || w[0] > PYT_TASK_READ || w[1] + 8 > w[0] || w[5] + 8 > w[0] ||
         w[6] + 16 > w[0] || w[8] >= (1u << 16) || w[9] < 64 || w[9] >= (1u << 16) ||
         w[11] + 8 > w[9] || w[12] + 16 > w[9])
-        return -1;
+        return -2;
     struct pyt_layout *l = &pt->l;
     l->t_name = (uint32_t)w[1];
     l->t_coro = (uint32_t)w[5];
@@ -484,7 +488,9 @@ static int pyt_find(ls_pytasks *pt)
     if (ty && pyt_type(pt, ty)->kind == T_TASK && !pt->task_type)
         pt->task_type = ty;
     if (pt->l.t_node != LS_PY_NONE) {
-        if (pyt_asyncio_debug(pt))
+        int e = pyt_asyncio_debug(pt);
+        pt->bad_offsets = e == -2;
+        if (e)
             return -1;
         pt->all = mod;                    /* the tasks are in lists: see pyt_lists */
         return 0;
@@ -505,26 +511,40 @@ static int pyt_find(ls_pytasks *pt)
 
 static int pyt_push(ls_pytasks *pt, uint64_t v);
 
-/* 3.14+: the thread states of the first interpreter (at most 64). */
-static size_t pyt_threads(ls_pytasks *pt, uint64_t *interp, uint64_t *ts, size_t max)
+/* 3.14+: the thread states of the first interpreter, at most
+ * PYT_THREADS (newest first: the main thread is the last; past the bound,
+ * TRUNCATED), into pt->ts. */
+static size_t pyt_threads(ls_pytasks *pt, uint64_t *interp, uint32_t *flags)
 {
     const struct ls_py_cfg *c = &pt->py->cfg;
     size_t n = 0;
     *interp = pyt_ptr(pt, c->runtime + c->runtime_interp_head);
-    for (uint64_t t = *interp ? pyt_ptr(pt, *interp + c->interp_threads_head) : 0; t && n < max;
-         t = pyt_ptr(pt, t + c->tstate_next))
-        ts[n++] = t;
+    uint64_t t = *interp ? pyt_ptr(pt, *interp + c->interp_threads_head) : 0;
+    for (; t && n < PYT_THREADS; t = pyt_ptr(pt, t + c->tstate_next))
+        pt->ts[n++] = t;
+    if (t)
+        *flags |= LS_PYT_TRUNCATED;
     return n;
 }
 
 /* 3.14+: the tasks of one list (a circular doubly linked list through
  * each task's task_node, from a head in a thread state or the
- * interpreter), appended to pt->objs.  A list that does not come back to
- * its head ends at LS_PYT_MAX_TASKS tasks in all. */
+ * interpreter), appended to pt->objs.  A list that comes back to a node
+ * rather than to its head (Brent's cycle check: a mark moved to the
+ * current node at each power of two) ends there, READ_ERROR; every list
+ * ends at LS_PYT_MAX_TASKS tasks in all, TRUNCATED. */
 static void pyt_list(ls_pytasks *pt, uint64_t head, uint32_t *flags)
 {
-    uint64_t node = pyt_ptr(pt, head);
+    uint64_t node = pyt_ptr(pt, head), mark = 0, power = 1, steps = 0;
     while (node != head) {
+        if (node == mark) {
+            *flags |= LS_PYT_READ_ERROR;  /* a loop that misses the head */
+            return;
+        }
+        if (++steps == power) {
+            mark = node;
+            power *= 2;
+        }
         if (node < 4096 || node - pt->l.t_node < 4096) {
             *flags |= LS_PYT_READ_ERROR;
             return;
@@ -548,14 +568,14 @@ static void pyt_list(ls_pytasks *pt, uint64_t head, uint32_t *flags)
  * that ended), and the running task of each thread. */
 static size_t pyt_lists(ls_pytasks *pt, uint32_t *flags, uint64_t *running, size_t max)
 {
-    uint64_t interp, ts[64];
-    size_t nts = pyt_threads(pt, &interp, ts, 64), nrunning = 0;
+    uint64_t interp;
+    size_t nts = pyt_threads(pt, &interp, flags), nrunning = 0;
     if (!interp)
         return 0;
     pyt_list(pt, interp + pt->l.interp_tasks_head, flags);
     for (size_t i = 0; i < nts; i++) {
-        pyt_list(pt, ts[i] + pt->l.ts_tasks_head, flags);
-        uint64_t r = pyt_ptr(pt, ts[i] + pt->l.ts_running_task);
+        pyt_list(pt, pt->ts[i] + pt->l.ts_tasks_head, flags);
+        uint64_t r = pyt_ptr(pt, pt->ts[i] + pt->l.ts_running_task);
         if (r && nrunning < max)
             running[nrunning++] = r;
     }
@@ -1080,6 +1100,10 @@ int ls_pytasks_census(ls_pytasks *pt, struct ls_pyt_census *c)
     if (!pt->all && pt->misses++ % 16 == 0)
         pyt_find(pt);
     if (!pt->all) {
+        if (pt->bad_offsets && !pt->gone) {
+            c->flags |= LS_PYT_READ_ERROR;   /* asyncio is there, but unreadable */
+            return -1;
+        }
         c->flags |= pt->gone ? LS_PYT_GONE : LS_PYT_NO_ASYNCIO;
         return pt->gone ? -1 : 0;
     }

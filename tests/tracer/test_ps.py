@@ -394,6 +394,35 @@ def tasks():
        "a second census: the same tasks")
     check(p.poll() is None, "the target is still running")
     print(tout)
+    # tasks of a loop started before 200 other threads (3.14+ keeps a task
+    # list per thread state, newest thread first: the main one is last)
+    src = os.path.join(tmpdir(), "threads.py")
+    with open(src, "w") as f:
+        f.write(THREADS)
+    p = start([py, src], f"threads.py under {py}")
+    rc, out, err = ps("--json", p.pid)
+    eq((rc, err), (0, ""), "ps --json beside 200 threads")
+    js = json.loads(out)
+    eq((sorted(t["name"] for t in js["tasks"]), js["truncated"], js["read_error"]),
+       (["Task-1", "mine-0", "mine-1", "mine-2"], False, False), "the tasks beside 200 threads")
+
+
+THREADS = """
+import asyncio, threading
+ev = threading.Event()
+for _ in range(200):
+    threading.Thread(target=ev.wait, daemon=True).start()
+async def body(f):
+    await f
+async def main():
+    f = asyncio.get_running_loop().create_future()
+    for i in range(3):
+        asyncio.create_task(body(f), name=f"mine-{i}")
+    await asyncio.sleep(0)
+    print("ready", flush=True)
+    await f
+asyncio.run(main())
+"""
 
 
 # ---------------------------------------------------------------- errors
