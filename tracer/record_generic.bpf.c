@@ -6,8 +6,9 @@
  * epoll_pwait2 is a loop thread; so is one that enters poll, ppoll,
  * select or pselect6 and has never entered one of those (--wait-calls
  * auto, the default: a poll loop; glibc's resolver polling on an epoll
- * loop thread stays a blocking call), or any (--wait-calls all).  Inside
- * that call it is idle.  The entry ends an
+ * loop thread stays a blocking call), or any (--wait-calls all); a poll or
+ * select on no descriptor is a sleep, never a wait.  Inside that call it
+ * is idle.  The entry ends an
  * iteration's busy stretch (and any off-CPU episode: the loop waits
  * again), the return starts the next one.  Iterations are summed per
  * window and sent when a window of window_ns has passed, at an entry.
@@ -65,9 +66,12 @@ static __always_inline void window_send(__u32 tid, struct ls_gloop *g, __u64 now
     g->w.start_ns = now;
 }
 
-static __always_inline int wait_enter(bool poll)
+/* poll: the call is poll, ppoll, select or pselect6; nfds its count of
+ * descriptors: none (CPython 3.10's time.sleep is select(0, ...)) makes it
+ * a sleep, not a wait. */
+static __always_inline int wait_enter(bool poll, __u64 nfds)
 {
-    if (!generic || !from_target())
+    if (!generic || !from_target() || (poll && !nfds))
         return 0;
     __u32 tid = (__u32)bpf_get_current_pid_tgid();
     __u64 now = bpf_ktime_get_ns();
@@ -140,19 +144,22 @@ static __always_inline int wait_exit(void)
  * of the machine, a test of the thread group and of the syscall number:
  * cheaper per epoll_wait, dearer for every other syscall.
  * Measured in tests/bench/results/generic_overhead.txt. */
-#define LS_WAIT_CALL(name, poll)                                                 \
+#define LS_WAIT_CALL(name, poll, nfds_arg)                                       \
     SEC("tracepoint/syscalls/sys_enter_" #name)                                  \
-    int on_enter_##name(void *ctx) { return wait_enter(poll); }                  \
+    int on_enter_##name(struct trace_event_raw_sys_enter *ctx)                   \
+    {                                                                            \
+        return wait_enter(poll, ctx->args[nfds_arg]);                            \
+    }                                                                            \
     SEC("tracepoint/syscalls/sys_exit_" #name)                                   \
     int on_exit_##name(void *ctx) { return wait_exit(); }
 
-LS_WAIT_CALL(epoll_wait, false)
-LS_WAIT_CALL(epoll_pwait, false)
-LS_WAIT_CALL(epoll_pwait2, false)
-LS_WAIT_CALL(poll, true)
-LS_WAIT_CALL(ppoll, true)
-LS_WAIT_CALL(select, true)
-LS_WAIT_CALL(pselect6, true)
+LS_WAIT_CALL(epoll_wait, false, 2)     /* (maxevents: not looked at) */
+LS_WAIT_CALL(epoll_pwait, false, 2)
+LS_WAIT_CALL(epoll_pwait2, false, 2)
+LS_WAIT_CALL(poll, true, 1)            /* poll(fds, nfds, ...) */
+LS_WAIT_CALL(ppoll, true, 1)
+LS_WAIT_CALL(select, true, 0)          /* select(nfds, ...) */
+LS_WAIT_CALL(pselect6, true, 0)
 
 static __always_inline bool is_epoll_call(long nr)
 {
@@ -172,7 +179,10 @@ int BPF_PROG(on_wait_enter, struct pt_regs *regs, long id)
 {
     if (!from_target() || !is_wait_call(id))
         return 0;
-    return wait_enter(!is_epoll_call(id));
+    bool poll = !is_epoll_call(id);
+    /* poll, ppoll: nfds second; select, pselect6: first */
+    __u64 nfds = id == 7 || id == 271 ? BPF_CORE_READ(regs, si) : BPF_CORE_READ(regs, di);
+    return wait_enter(poll, nfds);
 }
 
 SEC("tp_btf/sys_exit")

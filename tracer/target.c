@@ -239,7 +239,8 @@ void ls_find_waiting_threads(recorder *r)
 {
     static const long calls[] = { SYS_epoll_wait, SYS_epoll_pwait, 441 /* epoll_pwait2 */,
                                   SYS_poll, SYS_ppoll, SYS_select, SYS_pselect6 };
-    int ncalls = r->wait_calls != LS_WAIT_EPOLL ? (int)(sizeof(calls) / sizeof(calls[0])) : LS_EPOLL_CALLS;
+    int ncalls = r->wait_calls != LS_WAIT_EPOLL ? (int)(sizeof(calls) / sizeof(calls[0]))
+                                                : LS_EPOLL_CALLS;
     char path[64];
     snprintf(path, sizeof(path), "/proc/%d/task", r->pid);
     DIR *d = opendir(path);
@@ -259,13 +260,24 @@ void ls_find_waiting_threads(recorder *r)
             continue;
         buf[n] = 0;
         long nr = strtol(buf, &end, 10);
-        bool waits = false;
-        for (int i = 0; i < ncalls; i++)
-            waits |= end != buf && nr == calls[i];
-        if (!waits)
+        /* its first two arguments: a poll or select on no descriptor is a
+         * sleep (CPython 3.10's time.sleep), not a wait */
+        char *a1;
+        unsigned long arg0 = strtoul(end, &a1, 16), arg1 = strtoul(a1, NULL, 16);
+        bool nofd = (nr == SYS_poll || nr == SYS_ppoll) ? !arg1
+                    : (nr == SYS_select || nr == SYS_pselect6) ? !arg0 : false;
+        int call = -1;
+        for (int i = 0; i < ncalls && call < 0; i++)
+            if (end != buf && nr == calls[i])
+                call = i;
+        if (call < 0 || nofd)
             continue;
         int64_t now = ls_now();
-        struct ls_gloop g = { .in_wait = 1, .enter_ns = (uint64_t)now, .w.start_ns = (uint64_t)now };
+        /* asleep in epoll_*: an epoll loop, whose poll and select calls
+         * are blocking calls from now on (--wait-calls auto) */
+        bool epoll = call < LS_EPOLL_CALLS;
+        struct ls_gloop g = { .in_wait = 1, .enter_ns = (uint64_t)now, .epoll = epoll,
+                              .polls = !epoll, .w.start_ns = (uint64_t)now };
         uint32_t key = (uint32_t)tid;
         if (bpf_map__update_elem(r->skel->maps.gloops, &key, sizeof(key), &g, sizeof(g),
                                  BPF_NOEXIST) == 0)

@@ -5,6 +5,8 @@
  *
  *   ev_poll_blocking [--seconds S]
  *
+ * The loop watches a pipe (as a server watches its sockets: a poll on no
+ * descriptor at all is a sleep to the recorder, not a wait).
  * Every 250 ms a timer callback (slow_timer_cb) calls usleep(50 ms) on the
  * loop thread: a blocking bug the recorder must report, with this file's
  * line of the usleep.  Prints "pid N" first, then "cb T0 T1 TID" per call
@@ -37,6 +39,11 @@ static void slow_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
     fflush(stdout);
 }
 
+static void pipe_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+    (void)loop, (void)w, (void)revents;
+}
+
 static void stop_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
     (void)w, (void)revents;
@@ -55,6 +62,14 @@ int main(int argc, char **argv)
     }
     printf("pid %d\n", (int)getpid());
     fflush(stdout);
+    int fds[2];
+    if (pipe(fds)) {
+        perror("ev_poll_blocking: pipe");
+        return 1;
+    }
+    ev_io io;
+    ev_io_init(&io, pipe_cb, fds[0], EV_READ);
+    ev_io_start(loop, &io);
     ev_timer slow, stop;
     ev_timer_init(&slow, slow_timer_cb, 0.25, 0.25);
     ev_timer_init(&stop, stop_cb, seconds, 0);
