@@ -311,7 +311,8 @@ int ls_recorder_run(recorder *r, const char **why)
             snprintf(fail, sizeof(fail), "poll: %s", strerror(errno));
             break;
         }
-        ls_metrics_io(r, ls_now());   /* never blocks */
+        if (r->metrics)
+            ls_metrics_io(r, ls_now());   /* never blocks */
         /* As SCHED_IDLE a drain goes on until the ring is empty (or
          * LS_DRAIN_IDLE_NS): the recorder must keep up on the CPU time the
          * service leaves, or the watchdog raises it (tracer/README.md,

@@ -129,7 +129,6 @@ static int pyt_layout(unsigned minor, struct pyt_layout *l)
         t.t_must_cancel_bit = 2; t.t_log_destroy = 110; t.t_log_destroy_bit = 3;
         t.t_ncancels = 112; t.t_waiter = 120; t.t_coro = 128; t.t_name = 136;
         t.t_node = 152;
-        t.ts_running_task = minor == 14 ? 872 : 1032;
         t.ts_tasks_head = minor == 14 ? 880 : 1048;
         t.interp_tasks_head = minor == 14 ? 0x2a80 : 0x2a68;
         t.f_localsplus = 80; t.f_stacktop = N; t.f_stackptr = 64;
@@ -1270,6 +1269,7 @@ ls_pytasks *ls_pytasks_new(ls_py *py, const char **why)
         pt->l.f_stackptr = d->stackpointer;
         pt->l.cr_frame = d->gi_iframe;
         pt->l.cr_state = d->gi_frame_state;
+        pt->l.ts_running_task = c->tstate_running_task;   /* pystack_tables.c's */
     }
     return pt;
 }
