@@ -313,9 +313,10 @@ int evl_gather(evl_future *const *futs, size_t n, unsigned flags, intptr_t *resu
 
 /* ------------------------------------------------- task-level asyncio API
  *
- * CPython 3.11's Task.cancelling/uncancel, shield, wait, as_completed,
+ * CPython 3.11.7's Task.cancelling/uncancel, shield, wait, as_completed,
  * timeout and TaskGroup, with their semantics and the same number of loop
- * iterations (loop/ORDERING.md rules 11-15).  As elsewhere, a raised
+ * iterations (loop/ORDERING.md rules 11-15; the timeout scopes' rule is
+ * also that of 3.12 and later, not 3.11.2's).  As elsewhere, a raised
  * exception is a negative result: CancelledError is EVL_ECANCELED,
  * TimeoutError EVL_ETIMEDOUT. */
 
@@ -409,7 +410,8 @@ intptr_t evl_as_completed_next(evl_as_completed *it, evl_future **done);
  * loop was freed (even if a task was in next then). */
 int evl_as_completed_free(evl_as_completed *it);
 
-/* A timeout scope, asyncio.timeout() / timeout_at() (3.11 timeouts.py).
+/* A timeout scope, asyncio.timeout() / timeout_at() (current asyncio's
+ * timeouts.py: CPython 3.11.7, 3.12+).
  * Caller-owned (usually on the task's stack), fields private; enter
  * initialises it.  The pattern, for `async with asyncio.timeout(d):`
  *
@@ -425,15 +427,20 @@ int evl_as_completed_free(evl_as_completed *it);
  * evl_task_cancelling counts it) from a loop callback: a timer at the
  * deadline, or call_soon when the deadline has already passed.  At exit,
  * an expired scope withdraws its request (evl_task_uncancel) and turns the
- * body's EVL_ECANCELED into EVL_ETIMEDOUT only when no other request is
- * left: in nested scopes only the outermost expired one reports the
- * timeout, and a cancellation from elsewhere stays a cancellation. */
+ * body's EVL_ECANCELED into EVL_ETIMEDOUT only when no request made since
+ * the scope was entered is left (the count is back at what enter saw): in
+ * nested scopes only the outermost expired one reports the timeout, a
+ * cancellation from elsewhere stays a cancellation, and a scope entered
+ * while the task was already being cancelled (a caught EVL_ECANCELED that
+ * was not uncancelled) still reports its own timeout (CPython 3.11.2
+ * compared the count with 0 and passed the cancellation on there). */
 typedef struct evl_timeout {
     evl_timer evl__timer;             /* call_at(when) */
     void *evl__soon;                  /* call_soon's handle, when already due */
     evl_task *evl__task;
     uint64_t evl__when;
     uint32_t evl__state;
+    uint32_t evl__cancelling;         /* the task's count at enter */
 } evl_timeout;
 
 /* Task only.  Enter the scope for the calling task with a deadline delay_ns
@@ -456,8 +463,8 @@ int evl_timeout_expired(const evl_timeout *tm);
 /* Task only, by the task that entered.  Leave the scope (__aexit__): body
  * is what the body ends with (>= 0, or the error it "raises";
  * EVL_ECANCELED is CancelledError).  Returns EVL_ETIMEDOUT when this scope
- * expired, body is EVL_ECANCELED and no other cancellation request is
- * pending on the task; otherwise body.  EVL_EINVAL if tm is not entered or
+ * expired, body is EVL_ECANCELED and, once this scope's request is
+ * withdrawn, the task's count is no higher than at enter; otherwise body.  EVL_EINVAL if tm is not entered or
  * belongs to another task (the scope is then left as it is). */
 intptr_t evl_timeout_exit(evl_timeout *tm, intptr_t body);
 

@@ -1,12 +1,18 @@
 /*
- * timeout.c -- timeout scopes: CPython 3.11's asyncio/timeouts.py.
+ * timeout.c -- timeout scopes: current asyncio's asyncio/timeouts.py
+ * (CPython 3.11.7 and 3.12+; 3.13 differs only in exception chaining).
  *
- * A scope (evl_timeout, caller-owned) remembers its task and deadline.  On
+ * A scope (evl_timeout, caller-owned) remembers its task, its deadline and
+ * the task's count of cancellation requests when it was entered.  On
  * expiry a loop callback cancels the task (one more cancellation request)
  * and marks the scope EXPIRING; at exit the scope withdraws that request
  * with uncancel and turns the body's EVL_ECANCELED into EVL_ETIMEDOUT only
- * if no request is left, which is how nested scopes and cancellations from
- * elsewhere keep their meaning (loop/ORDERING.md rule 14).
+ * if the count is then back at (or below) the one taken at entry: no
+ * request made since is left, which is how nested scopes and cancellations
+ * from elsewhere keep their meaning (loop/ORDERING.md rule 14).  CPython
+ * 3.11.2 compared with 0 instead, so a scope entered while its task was
+ * already being cancelled (a CancelledError caught and not uncancelled)
+ * passed the cancellation on where current asyncio reports the timeout.
  *
  * The expiry callback is what asyncio's is: a timer at the deadline
  * (call_at), or call_soon when the deadline is not in the future.
@@ -74,6 +80,7 @@ int evl_timeout_enter_at(evl_timeout *tm, uint64_t when)
     evl_timer_init(&tm->evl__timer);
     tm->evl__soon = NULL;
     tm->evl__task = &t->fut;
+    tm->evl__cancelling = t->ncancels;    /* self._cancelling */
     tm->evl__when = when;
     tm->evl__state = EVL__TM_ENTERED;
     int rc = evl__timeout_arm(tm, when);
@@ -124,8 +131,9 @@ intptr_t evl_timeout_exit(evl_timeout *tm, intptr_t body)
     evl__timeout_disarm(tm);
     if (tm->evl__state == EVL__TM_EXPIRING) {
         tm->evl__state = EVL__TM_EXPIRED;
-        /* Only the scope whose request was the last one converts it. */
-        if (evl_task_uncancel(&t->fut) == 0 && body == EVL_ECANCELED)
+        /* Converted only if no request made since enter is left. */
+        evl_task_uncancel(&t->fut);
+        if (t->ncancels <= tm->evl__cancelling && body == EVL_ECANCELED)
             return EVL_ETIMEDOUT;
     } else {
         tm->evl__state = EVL__TM_EXITED;

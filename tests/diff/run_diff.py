@@ -2,8 +2,11 @@
 """run_diff.py -- run one differential scenario in CPython asyncio and in libevl.
 
     run_diff.py SCENARIO --bin PATH/diff_scenarios [--virtual] [--retries N]
+                [--python PATH [--oracle X.Y]]
 
-Runs py/SCENARIO.py (the oracle: CPython 3.11 asyncio) and
+Runs py/SCENARIO.py (the oracle: CPython 3.11 asyncio, or the --python
+interpreter; with --oracle X.Y the test is skipped, exit status 77, when
+that interpreter is older than X.Y or missing) and
 `diff_scenarios SCENARIO [--virtual]`, compares the printed lines and exits
 0 when they are equal.  With --virtual both sides run on a virtual clock:
 libevl with EVL_LOOP_VIRTUAL_CLOCK, asyncio with vloop.py (asyncio's own
@@ -54,6 +57,17 @@ def run(cmd, timeout, env=None):
     return p.stdout.splitlines(), err
 
 
+def python_version(python):
+    """(major, minor) of the interpreter python, or None if it cannot run."""
+    try:
+        p = subprocess.run([python, "-c", "import sys; print(*sys.version_info[:2])"],
+                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                           timeout=30)
+        return tuple(int(x) for x in p.stdout.split()) if p.returncode == 0 else None
+    except (OSError, ValueError, subprocess.TimeoutExpired):
+        return None
+
+
 def compare(name, py_cmd, py_env, c_cmd, timeout):
     """One attempt.  Returns (report, retryable): report is None when both
     agree; retryable when the sides ran fine and only their outputs differ."""
@@ -85,13 +99,25 @@ def main():
     ap.add_argument("--retry-log", metavar="FILE",
                     help="append a line here when a test passes only on retry")
     ap.add_argument("--timeout", type=float, default=30.0)
+    ap.add_argument("--python", default=sys.executable,
+                    help="the interpreter of the asyncio side (default: this one)")
+    ap.add_argument("--oracle", metavar="X.Y",
+                    help="skip (exit 77) unless --python is CPython X.Y or later")
     args = ap.parse_args()
 
     script = os.path.join(HERE, "py", f"{args.scenario}.py")
     if not os.path.exists(script):
         print(f"run_diff.py: no such scenario: {script}", file=sys.stderr)
         return 2
-    py_cmd = [sys.executable, "-u", script]
+    if args.oracle:
+        want = tuple(int(x) for x in args.oracle.split("."))
+        have = python_version(args.python)
+        if have is None or have < want:
+            what = ".".join(map(str, have)) if have else "none"
+            print(f"{args.scenario}: skipped: its oracle is CPython {args.oracle} or later, "
+                  f"the asyncio side would run on {args.python} ({what})")
+            return 77
+    py_cmd = [args.python, "-u", script]
     c_cmd = [args.bin, args.scenario] + (["--virtual"] if args.virtual else [])
     clock = "virtual" if args.virtual else "real"
     py_env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")  # keep the tree clean

@@ -581,6 +581,98 @@ intptr_t sc_tasks_timeout_cancel(void *arg)
     return 0;
 }
 
+/* ------------------------------------------- tasks_timeout_cancelling */
+
+/* Sleep until cancelled; catch it and do not uncancel. */
+static void caught(const char *name)
+{
+    if (evl_sleep(EVL_SEC(1)) == EVL_ECANCELED)
+        say("%s caught, cancelling %d", name, cancelling());
+}
+
+static intptr_t tcc_a(void *arg)
+{
+    (void)arg;
+    caught("a");
+    evl_timeout cm;
+    must(evl_timeout_enter(&cm, EVL_MS(10)), "evl_timeout_enter");
+    intptr_t r = evl_timeout_exit(&cm, evl_sleep(EVL_SEC(1)));
+    if (r < 0)
+        return r;
+    say("a not reached");
+    return 1;
+}
+
+static intptr_t tcc_b(void *arg)
+{
+    caught("b");
+    evl_timeout cm;
+    must(evl_timeout_enter(&cm, 0), "evl_timeout_enter");
+    intptr_t r = evl_timeout_exit(&cm, evl_await(arg));
+    if (r == EVL_ETIMEDOUT) {
+        say("b timeout");
+        return 2;
+    }
+    if (r == EVL_ECANCELED) {
+        say("b cancellation kept, expired %s cancelling %d", tf(evl_timeout_expired(&cm)),
+            cancelling());
+        return r;
+    }
+    return 0;
+}
+
+static intptr_t tcc_c(void *arg)
+{
+    (void)arg;
+    caught("c");
+    uint64_t when = evl_now(evl_loop_current()) + EVL_MS(10);
+    evl_timeout outer, inner;
+    must(evl_timeout_enter_at(&outer, when), "evl_timeout_enter_at");
+    must(evl_timeout_enter_at(&inner, when), "evl_timeout_enter_at");
+    intptr_t r = evl_timeout_exit(&inner, evl_sleep(EVL_SEC(1)));
+    if (r == EVL_ECANCELED)
+        say("c inner expired %s cancelling %d, passes it on", tf(evl_timeout_expired(&inner)),
+            cancelling());
+    r = evl_timeout_exit(&outer, r);
+    if (r == EVL_ETIMEDOUT)
+        say("c outer timeout, expired %s cancelling %d", tf(evl_timeout_expired(&outer)),
+            cancelling());
+    else if (r < 0)
+        return r;
+    return 3;
+}
+
+intptr_t sc_tasks_timeout_cancelling(void *arg)
+{
+    (void)arg;
+    evl_task *a = spawn("a", tcc_a, NULL);
+    evl_sleep(0);
+    say("cancel a -> %d", evl_cancel(a));
+    const char *ra = str_of(evl_await(a));
+    say("a -> %s, %s, cancelling %d", ra, tstate(a), evl_task_cancelling(a));
+    evl_future_unref(a);
+
+    evl_future *fut = must_ptr(evl_future_new(NULL), "evl_future_new");
+    evl_task *b = spawn("b", tcc_b, fut);
+    evl_sleep(0);
+    say("cancel b -> %d", evl_cancel(b));
+    evl_sleep(0);
+    say("cancel b again -> %d", evl_cancel(b));
+    const char *rb = str_of(evl_await(b));
+    say("b -> %s, %s, fut cancelled %s", rb, tstate(b),
+        tf(evl_future_state(fut) == EVL_FUTURE_CANCELLED));
+    evl_future_unref(b);
+    evl_future_unref(fut);
+
+    evl_task *c = spawn("c", tcc_c, NULL);
+    evl_sleep(0);
+    say("cancel c -> %d", evl_cancel(c));
+    const char *rc = str_of(evl_await(c));
+    say("c -> %s, %s", rc, tstate(c));
+    evl_future_unref(c);
+    return 0;
+}
+
 /* ------------------------------------------------- tasks_taskgroup_ok */
 
 static intptr_t tg_quick(void *arg)

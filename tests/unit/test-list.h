@@ -87,6 +87,7 @@
     XX(tasklevel_wait_cancelled) \
     XX(tasklevel_as_completed_errors) \
     XX(tasklevel_timeout_errors) \
+    XX(tasklevel_timeout_cancelling) \
     XX(tasklevel_taskgroup_errors) \
     XX(tasklevel_trace_records) \
     XX(tasklevel_loop_free_inside) \

@@ -382,6 +382,63 @@ TEST_IMPL(tasklevel_timeout_errors)
     return 0;
 }
 
+/* Current asyncio's rule (CPython 3.11.7, 3.12+): at exit an expired scope
+ * compares the count left after its uncancel with the count when it was
+ * entered, not with 0 (3.11.2's rule, which libevl followed before). */
+static intptr_t timeout_cancelling_main(void *arg)
+{
+    evl_timeout tm;
+    /* A cancellation caught and not uncancelled: the count stays 1. */
+    ASSERT_EQ(evl_cancel(evl_current_task()), 1);
+    ASSERT_ERR(evl_sleep(0), EVL_ECANCELED);
+    ASSERT_EQ(evl_task_cancelling(NULL), 1);
+
+    /* Entered at 1, expires (2), exit withdraws its request (1): the
+     * timeout is this scope's (3.11.2: EVL_ECANCELED). */
+    ASSERT_EQ(evl_timeout_enter(&tm, EVL_MS(10)), 0);
+    ASSERT_ERR(evl_sleep(EVL_SEC(1)), EVL_ECANCELED);
+    ASSERT_EQ(evl_task_cancelling(NULL), 2);
+    ASSERT_ERR(evl_timeout_exit(&tm, EVL_ECANCELED), EVL_ETIMEDOUT);
+    ASSERT_EQ(evl_task_cancelling(NULL), 1);
+
+    /* Entered at 1, cancelled from elsewhere (2), then expired (3): one
+     * request newer than the scope is left, the cancellation stays. */
+    ASSERT_EQ(evl_timeout_enter(&tm, 0), 0);
+    ASSERT_EQ(evl_cancel(evl_current_task()), 1);
+    ASSERT_ERR(evl_sleep(0), EVL_ECANCELED);     /* the expiry runs first */
+    ASSERT_EQ(evl_timeout_expired(&tm), 1);
+    ASSERT_EQ(evl_task_cancelling(NULL), 3);
+    ASSERT_ERR(evl_timeout_exit(&tm, EVL_ECANCELED), EVL_ECANCELED);
+    ASSERT_EQ(evl_task_cancelling(NULL), 2);
+    ASSERT_EQ(evl_task_uncancel(NULL), 1);
+
+    /* Entered at 1, the old request withdrawn inside (0), expired (1):
+     * below the entry count after exit's uncancel is a timeout too. */
+    ASSERT_EQ(evl_timeout_enter(&tm, EVL_MS(10)), 0);
+    ASSERT_EQ(evl_task_uncancel(NULL), 0);
+    ASSERT_ERR(evl_sleep(EVL_SEC(1)), EVL_ECANCELED);
+    ASSERT_ERR(evl_timeout_exit(&tm, EVL_ECANCELED), EVL_ETIMEDOUT);
+    ASSERT_EQ(evl_task_cancelling(NULL), 0);
+
+    /* Entered at 1 and not expired: the body's cancellation is its own. */
+    ASSERT_EQ(evl_cancel(evl_current_task()), 1);
+    ASSERT_ERR(evl_sleep(0), EVL_ECANCELED);
+    ASSERT_EQ(evl_timeout_enter(&tm, EVL_SEC(1)), 0);
+    ASSERT_ERR(evl_timeout_exit(&tm, EVL_ECANCELED), EVL_ECANCELED);
+    ASSERT_EQ(evl_timeout_expired(&tm), 0);
+    ASSERT_EQ(evl_task_cancelling(NULL), 1);
+    ASSERT_EQ(evl_task_uncancel(NULL), 0);
+    return 0;
+}
+
+TEST_IMPL(tasklevel_timeout_cancelling)
+{
+    size_t heap0 = test_heap_in_use();
+    ASSERT_EQ(run_main(timeout_cancelling_main, NULL), 0);
+    ASSERT_HEAP_BACK_TO(heap0);
+    return 0;
+}
+
 /* --------------------------------------------------------------- taskgroup */
 
 static evl_taskgroup *tg_shared;
