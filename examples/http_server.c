@@ -15,7 +15,9 @@
  *
  * Usage: http_server [--port P] [--seconds S]
  * Prints "pid N" and "port P"; serves until S seconds passed (0: forever)
- * or SIGINT/SIGTERM.  examples/demo.sh drives it and records it.
+ * or SIGINT/SIGTERM, then shuts down as asyncio.Runner.close does: every
+ * task still pending (evl_all_tasks) is cancelled and awaited.
+ * examples/demo.sh drives it and records it.
  */
 #define _GNU_SOURCE
 #include "evl.h"
@@ -129,9 +131,33 @@ static intptr_t stopper(void *arg)
 {
     int sfd = (int)(intptr_t)arg;
     struct signalfd_siginfo si;
-    evl_read(sfd, &si, sizeof(si));
+    if (evl_read(sfd, &si, sizeof(si)) < 0)
+        return 0;                     /* cancelled by the shutdown */
     evl_stop(evl_loop_current());
     return 0;
+}
+
+/* asyncio.Runner.close's _cancel_all_tasks: cancel every task not done yet
+ * (the acceptor, the stopper, open connections, a /leak task waiting for
+ * its reply) and run the loop until all of them are done.  Returns how
+ * many there were. */
+static size_t cancel_all_tasks(evl_loop *loop)
+{
+    size_t n = evl_all_tasks(loop, NULL, 0);
+    evl_task **ts = n ? malloc(n * sizeof(*ts)) : NULL;
+    if (!ts)
+        return 0;
+    n = evl_all_tasks(loop, ts, n);   /* none can have come or gone */
+    for (size_t i = 0; i < n; i++)
+        evl_cancel(ts[i]);
+    evl_future *all = evl_gather_new(loop, ts, n, EVL_GATHER_COLLECT);
+    if (all)
+        evl_run_until_complete(loop, all);
+    evl_future_unref(all);
+    for (size_t i = 0; i < n; i++)
+        evl_future_unref(ts[i]);
+    free(ts);
+    return n;
 }
 
 static void on_timeout(evl_loop *loop, void *arg)
@@ -179,17 +205,13 @@ int main(int argc, char **argv)
     if (seconds > 0)
         evl_call_later(loop, (uint64_t)(seconds * 1e9), on_timeout, NULL);
     evl_run(loop);
-    /* Stop accepting; connection tasks still open are reported as leaks by
-     * evl_loop_free (they are: nothing closed them). */
-    evl_cancel(ac);
-    evl_cancel(st);
-    evl_run_until_complete(loop, ac);
-    evl_run_until_complete(loop, st);
     evl_future_unref(ac);
     evl_future_unref(st);
+    size_t cancelled = cancel_all_tasks(loop);
     int leaked = evl_loop_free(loop);
     close(lfd);
     close(sfd);
-    printf("served %ld connections; %d tasks still pending at exit\n", next_conn - 1, leaked);
+    printf("served %ld connections; %zu tasks cancelled at exit, %d still pending\n",
+           next_conn - 1, cancelled, leaked);
     return 0;
 }

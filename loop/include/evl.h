@@ -270,6 +270,26 @@ int evl_task_state(const evl_task *task);            /* enum evl_task_state */
 /* 1 if fut is a task (made by evl_spawn). */
 int evl_is_task(const evl_future *fut);
 
+/* asyncio.all_tasks(loop): the tasks of loop that are not done yet (the
+ * calling task too, if it is one of them), oldest first.  The first
+ * min(n, count) go to tasks[], each with a new reference (unref each);
+ * returns the count, which may be more than n (call with n 0 to size the
+ * array).  loop NULL means the current loop (0 outside one).  The graceful
+ * shutdown of asyncio.Runner.close, once the main task is done:
+ *
+ *     size_t n = evl_all_tasks(loop, NULL, 0);
+ *     evl_task **ts = malloc(n * sizeof(*ts));
+ *     n = evl_all_tasks(loop, ts, n);
+ *     for (size_t i = 0; i < n; i++)
+ *         evl_cancel(ts[i]);
+ *     evl_future *g = evl_gather_new(loop, ts, n, EVL_GATHER_COLLECT);
+ *     evl_run_until_complete(loop, g);      (every one is done now)
+ *     evl_future_unref(g);
+ *     (evl_future_unref each ts[i], free(ts))
+ *
+ * (examples/http_server.c does this on SIGINT/SIGTERM.) */
+size_t evl_all_tasks(evl_loop *loop, evl_task **tasks, size_t n);
+
 /* Task only.  Suspend until fut is done; return its result or error.  An
  * already-done future returns at once without suspending.  Returns
  * EVL_ECANCELED if the calling task is cancelled meanwhile, EVL_EINVAL when

@@ -464,6 +464,21 @@ intptr_t evl_await(evl_future *f)
     return evl__task_wait(t, f, reason[what->kind], obj, 0);
 }
 
+/* asyncio.all_tasks: the pending-task list is newest first, so the i-th
+ * from its head is number count - 1 - i in creation order. */
+size_t evl_all_tasks(evl_loop *loop, evl_task **tasks, size_t n)
+{
+    if (!loop)
+        loop = evl_loop_current();
+    if (!loop)
+        return 0;
+    size_t count = (size_t)loop->ntasks, i = count;
+    for (evl__task *t = loop->tasks; t; t = t->next)
+        if (--i < n)
+            tasks[i] = evl_future_ref(&t->fut);
+    return count;
+}
+
 /* asyncio Task.cancelling / uncancel: NULL is the calling task. */
 static evl__task *evl__task_arg(const evl_task *task, int *err)
 {

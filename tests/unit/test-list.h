@@ -55,6 +55,7 @@
     XX(task_names_and_ids) \
     XX(task_states) \
     XX(task_parent_ids) \
+    XX(task_all_tasks) \
     XX(task_yield_round_robin) \
     XX(task_large_stack_use) \
     XX(task_stack_reuse) \

@@ -374,6 +374,82 @@ TEST_IMPL(task_parent_ids)
     return 0;
 }
 
+/* evl_all_tasks is asyncio.all_tasks: the tasks not done yet, oldest
+ * first, each with a reference; then asyncio.Runner.close's shutdown. */
+static intptr_t at_sleeper(void *arg)
+{
+    intptr_t r = evl_sleep(EVL_SEC(3600));
+    return arg && r == EVL_ECANCELED ? 5 : r;    /* arg: swallows it */
+}
+
+static intptr_t at_main(void *arg)
+{
+    evl_loop *loop = evl_loop_current();
+    evl_task *me = evl_current_task(), *ts[8];
+    ASSERT_EQ(evl_all_tasks(NULL, NULL, 0), 1);
+    ASSERT_EQ(evl_all_tasks(NULL, ts, 8), 1);
+    ASSERT_PTR_EQ(ts[0], me);
+    evl_future_unref(ts[0]);
+    evl_task *a = evl_spawn(NULL, "a", mark_ran, NULL);
+    evl_task *b = evl_spawn(NULL, "b", at_sleeper, (void *)1);
+    evl_task *c = evl_spawn(NULL, "c", at_sleeper, NULL);
+    /* Not started yet counts; fewer slots than tasks: the oldest. */
+    ts[2] = NULL;
+    ASSERT_EQ(evl_all_tasks(loop, ts, 2), 4);
+    ASSERT_PTR_EQ(ts[0], me);
+    ASSERT_PTR_EQ(ts[1], a);
+    ASSERT_NULL(ts[2]);                          /* not written */
+    evl_future_unref(ts[0]);
+    evl_future_unref(ts[1]);
+    ASSERT_EQ(evl_yield(), 0);                   /* a ran and is done */
+    ASSERT_EQ(evl_task_state(a), EVL_TASK_FINISHED);
+    ASSERT_EQ(evl_all_tasks(loop, ts, 8), 3);
+    ASSERT_PTR_EQ(ts[0], me);
+    ASSERT_PTR_EQ(ts[1], b);
+    ASSERT_PTR_EQ(ts[2], c);
+    for (int i = 0; i < 3; i++)
+        evl_future_unref(ts[i]);
+    evl_future_unref(a);
+    evl_future_unref(b);
+    evl_future_unref(c);
+    return 0;                                    /* b and c left running */
+}
+
+TEST_IMPL(task_all_tasks)
+{
+    size_t heap0 = test_heap_in_use();
+    evl_task *ts[4];
+    ASSERT_EQ(evl_all_tasks(NULL, ts, 4), 0);    /* no loop runs here */
+    evl_loop *loop = test_loop(EVL_LOOP_VIRTUAL_CLOCK, 0);
+    ASSERT_EQ(evl_all_tasks(loop, ts, 4), 0);
+    evl_task *m = evl_spawn(loop, "main", at_main, NULL);
+    ASSERT_EQ(evl_all_tasks(loop, NULL, 0), 1);  /* a loop not running */
+    ASSERT_EQ(evl_run_until_complete(loop, m), 0);
+    evl_future_unref(m);
+
+    /* Runner.close: cancel what is left, gather it, run until done.  The
+     * array's references are the only ones left on b and c. */
+    size_t n = evl_all_tasks(loop, ts, 4);
+    ASSERT_EQ(n, 2);
+    ASSERT_STR_EQ(evl_task_name(ts[0]), "b");
+    ASSERT_STR_EQ(evl_task_name(ts[1]), "c");
+    for (size_t i = 0; i < n; i++)
+        ASSERT_EQ(evl_cancel(ts[i]), 1);
+    evl_future *all = evl_gather_new(loop, ts, n, EVL_GATHER_COLLECT);
+    ASSERT_NOT_NULL(all);
+    ASSERT_EQ(evl_run_until_complete(loop, all), 0);
+    evl_future_unref(all);
+    ASSERT_EQ(evl_all_tasks(loop, NULL, 0), 0);
+    ASSERT_EQ(evl_task_state(ts[0]), EVL_TASK_FINISHED);   /* swallowed it */
+    ASSERT_EQ(evl_future_result(ts[0]), 5);
+    ASSERT_EQ(evl_task_state(ts[1]), EVL_TASK_CANCELLED);
+    for (size_t i = 0; i < n; i++)
+        evl_future_unref(ts[i]);
+    ASSERT_LOOP_FREE(loop, 0);
+    ASSERT_HEAP_BACK_TO(heap0);
+    return 0;
+}
+
 /* sleep(0) is a round-robin yield. */
 static intptr_t yielder(void *arg)
 {
