@@ -52,13 +52,15 @@ extern "C" {
     XX(EINVAL,      (-EINVAL),      "invalid argument")                       \
     XX(ENOMEM,      (-ENOMEM),      "not enough memory")                      \
     XX(ETIMEDOUT,   (-ETIMEDOUT),   "operation timed out")                    \
+    XX(EOVERFLOW,   (-EOVERFLOW),   "value would overflow")                   \
     XX(EDEADLK,     (-EDEADLK),     "nothing left that could complete the future") \
     XX(ENOTTASK,    (-4001),        "not called from inside a task")          \
     XX(ENOTDONE,    (-4002),        "future is not done yet")                 \
     XX(EDONE,       (-4003),        "future is already done")                 \
     XX(EWRONGLOOP,  (-4004),        "object belongs to another loop")         \
     XX(ECLOSING,    (-4005),        "loop is closing")                        \
-    XX(EABANDONED,  (-4006),        "future abandoned: nothing can complete it")
+    XX(EABANDONED,  (-4006),        "future abandoned: nothing can complete it") \
+    XX(EGROUP,      (-4007),        "unhandled errors in a task group")
 
 enum evl_errno {
 #define EVL__ERR_ENUM(name, value, msg) EVL_##name = value,
@@ -484,8 +486,9 @@ int evl_timeout_expired(const evl_timeout *tm);
  * is what the body ends with (>= 0, or the error it "raises";
  * EVL_ECANCELED is CancelledError).  Returns EVL_ETIMEDOUT when this scope
  * expired, body is EVL_ECANCELED and, once this scope's request is
- * withdrawn, the task's count is no higher than at enter; otherwise body.  EVL_EINVAL if tm is not entered or
- * belongs to another task (the scope is then left as it is). */
+ * withdrawn, the task's count is no higher than at enter; otherwise body.
+ * EVL_EINVAL if tm is not entered or belongs to another task (the scope is
+ * then left as it is). */
 intptr_t evl_timeout_exit(evl_timeout *tm, intptr_t body);
 
 /* asyncio.TaskGroup (3.11 taskgroups.py).  The pattern, for
@@ -495,7 +498,7 @@ intptr_t evl_timeout_exit(evl_timeout *tm, intptr_t body);
  *     evl_future_unref(evl_taskgroup_spawn(g, "a", fn_a, arg));
  *     intptr_t body = ...;                     (the body's outcome)
  *     intptr_t r = evl_taskgroup_exit(g, body < 0 ? body : 0);
- *     int errs[4];
+ *     int errs[4];                             (r == EVL_EGROUP: these)
  *     size_t nerr = evl_taskgroup_errors(g, errs, 4);
  *     evl_taskgroup_free(g);
  *
@@ -505,7 +508,11 @@ intptr_t evl_timeout_exit(evl_timeout *tm, intptr_t body);
  * "taskgroup") until every child is done.  A parent cancelled from
  * elsewhere, in the body or during exit, cancels the children and exit
  * returns EVL_ECANCELED when no child failed.  Children are cancelled in
- * spawn order (asyncio's order is that of a set). */
+ * spawn order (asyncio's order is that of a set).  Where asyncio raises
+ * its ExceptionGroup (one error or more: failed children, the body's
+ * error), exit returns EVL_EGROUP, never the error itself, so it cannot be
+ * taken for an error of the body propagating on its own; the codes are in
+ * evl_taskgroup_errors. */
 typedef struct evl_taskgroup evl_taskgroup;
 /* How many child error codes a group keeps (evl_taskgroup_errors). */
 #define EVL_TASKGROUP_ERRORS 16
@@ -527,10 +534,10 @@ evl_task *evl_taskgroup_spawn(evl_taskgroup *g, const char *name, evl_task_fn fn
  *    request was its only one);
  *  - EVL_ECANCELED: the parent was cancelled from elsewhere and no child
  *    failed;
- *  - otherwise asyncio's ExceptionGroup: the first error of the group's
- *    list, children's errors in the order they ended and then body's
- *    (when body < 0 and not EVL_ECANCELED); evl_taskgroup_errors has the
- *    count and the codes.
+ *  - EVL_EGROUP: asyncio's BaseExceptionGroup, when a child failed or body
+ *    is an error other than EVL_ECANCELED (also when that error is the
+ *    only one); evl_taskgroup_errors has the count and the codes,
+ *    children's errors in the order they ended, then body's.
  * EVL_EINVAL if called twice or by another task, EVL_ENOTTASK. */
 intptr_t evl_taskgroup_exit(evl_taskgroup *g, intptr_t body);
 /* The number of errors (failed children, then the body's error once exit
@@ -714,7 +721,8 @@ evl_future *evl_executor_submit(evl_loop *loop, evl_work_fn fn, void *arg);
  *  - RuntimeError and ValueError (releasing an unlocked lock, waiting on a
  *    condition whose lock is not held, releasing a bounded semaphore above
  *    its initial value, task_done called too often) are EVL_EINVAL;
- *    QueueFull and QueueEmpty are EVL_EAGAIN.
+ *    QueueFull and QueueEmpty are EVL_EAGAIN; a semaphore value that would
+ *    pass INT64_MAX is EVL_EOVERFLOW.
  *  - Waiting tasks are linked into the object: do not move, copy or free
  *    an object while a task waits on it (a woken task unlinks itself when
  *    it resumes, so "waits" includes woken but not yet resumed).  After
@@ -835,9 +843,10 @@ int evl_sem_init(evl_sem *sem, int64_t value, unsigned flags);
  * unit taken; one handed to this task meanwhile is passed on). */
 int evl_sem_acquire(evl_sem *sem);
 /* Give one unit back and hand one to the first waiter not woken yet.
- * Returns 0, or EVL_EINVAL for a bounded semaphore already at its initial
- * value (BoundedSemaphore's "released too many times"; nothing changes)
- * or a value that would overflow. */
+ * Returns 0; EVL_EINVAL for a bounded semaphore already at its initial
+ * value (BoundedSemaphore's ValueError "released too many times");
+ * EVL_EOVERFLOW when the value is INT64_MAX already (asyncio's integers
+ * have no limit).  Nothing changes on an error. */
 int evl_sem_release(evl_sem *sem);
 /* 1 if an acquire would wait (asyncio's locked()). */
 int evl_sem_locked(const evl_sem *sem);

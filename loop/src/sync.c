@@ -357,7 +357,7 @@ int evl_sem_release(evl_sem *sem)
     if (sem->evl__bounded && sem->evl__value >= sem->evl__bound)
         return EVL_EINVAL;
     if (sem->evl__value == INT64_MAX)
-        return EVL_EINVAL;
+        return EVL_EOVERFLOW;
     sem->evl__value++;
     evl__sem_wake_up_next(sem);
     return 0;

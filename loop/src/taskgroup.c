@@ -207,7 +207,7 @@ intptr_t evl_taskgroup_exit(evl_taskgroup *g, intptr_t body)
     if (body < 0 && body != EVL_ECANCELED)
         evl__tg_add_error(g, (int)body);
     if (g->nerrors)
-        return g->errors[0];          /* the ExceptionGroup */
+        return EVL_EGROUP;            /* the ExceptionGroup: evl_taskgroup_errors */
     return body < 0 ? body : 0;       /* __aexit__ returned None */
 }
 

@@ -741,7 +741,7 @@ intptr_t sc_tasks_taskgroup_error(void *arg)
     if (body == EVL_ECANCELED)
         say("body cancelled, cancelling %d", cancelling());
     intptr_t r = evl_taskgroup_exit(g, body);
-    if (r >= 0) {
+    if (r != EVL_EGROUP) {
         say("not reached");
     } else {
         int errs[1];
@@ -773,7 +773,7 @@ intptr_t sc_tasks_taskgroup_errors(void *arg)
         say("body cancelled, cancelling %d, raises", cancelling());
         body = -EIO;
     }
-    if (evl_taskgroup_exit(g, body) < 0)
+    if (evl_taskgroup_exit(g, body) == EVL_EGROUP)
         say("group errors %zu", evl_taskgroup_errors(g, NULL, 0));
     evl_taskgroup_free(g);
     say("after group cancelling %d", cancelling());
@@ -783,7 +783,7 @@ intptr_t sc_tasks_taskgroup_errors(void *arg)
     evl_sleep(0);
     evl_task *n = must_ptr(evl_taskgroup_spawn(g2, "n", sibling, "n"), "spawn");
     say("body raises");
-    if (evl_taskgroup_exit(g2, -EIO) < 0) {
+    if (evl_taskgroup_exit(g2, -EIO) == EVL_EGROUP) {
         int errs[2];
         size_t k = evl_taskgroup_errors(g2, errs, 2);
         say("group2 errors %zu first %s", k, str_of(errs[0]));
@@ -841,7 +841,7 @@ intptr_t sc_tasks_taskgroup_exit_error(void *arg)
     evl_future_unref(must_ptr(evl_taskgroup_spawn(g, "s", sibling, "s"), "spawn"));
     evl_future_unref(must_ptr(evl_taskgroup_spawn(g, "f", bad, &wf), "spawn"));
     say("body end");
-    if (evl_taskgroup_exit(g, 0) < 0)
+    if (evl_taskgroup_exit(g, 0) == EVL_EGROUP)
         say("group errors %zu", evl_taskgroup_errors(g, NULL, 0));
     evl_taskgroup_free(g);
     say("after group cancelling %d", cancelling());

@@ -17,7 +17,7 @@ static const struct {
 
 TEST_IMPL(error_table)
 {
-    ASSERT_GE(NTABLE, 14);
+    ASSERT_GE(NTABLE, 16);
     for (size_t i = 0; i < NTABLE; i++) {
         ASSERT_LT(table[i].value, 0);
         ASSERT_STR_EQ(evl_strerror(table[i].value), table[i].msg);
@@ -32,6 +32,15 @@ TEST_IMPL(error_table)
     ASSERT_EQ(EVL_ETIMEDOUT, -ETIMEDOUT);
     ASSERT_EQ(EVL_ENOTTASK, -4001);
     ASSERT_EQ(EVL_EABANDONED, -4006);
+    ASSERT_EQ(EVL_EGROUP, -4007);
+    ASSERT_EQ(EVL_EOVERFLOW, -EOVERFLOW);
+    /* The codes that used to share one are distinct. */
+    ASSERT_NE(EVL_EGROUP, -EIO);
+    ASSERT_NE(EVL_EOVERFLOW, EVL_EINVAL);
+    ASSERT_STR_EQ(evl_err_name(EVL_EGROUP), "EGROUP");
+    ASSERT_STR_EQ(evl_strerror(EVL_EGROUP), "unhandled errors in a task group");
+    ASSERT_STR_EQ(evl_err_name(EVL_EOVERFLOW), "EOVERFLOW");
+    ASSERT_STR_EQ(evl_strerror(EVL_EOVERFLOW), "value would overflow");
     ASSERT_STR_EQ(evl_err_name(EVL_ENOTTASK), "ENOTTASK");
     ASSERT_STR_EQ(evl_strerror(EVL_ENOTTASK), "not called from inside a task");
     ASSERT_STR_EQ(evl_err_name(0), "OK");
@@ -49,7 +58,7 @@ TEST_IMPL(error_unknown)
     ASSERT_STR_EQ(evl_strerror(-99999), "unknown error");
     ASSERT_STR_EQ(evl_err_name(-99999), "EUNKNOWN");
     ASSERT_STR_EQ(evl_strerror(-4000), "unknown error");
-    ASSERT_STR_EQ(evl_err_name(-4007), "EUNKNOWN");
+    ASSERT_STR_EQ(evl_err_name(-4008), "EUNKNOWN");
     ASSERT_STR_EQ(evl_strerror(12345), "unknown error");
     ASSERT_STR_EQ(evl_err_name(7), "EUNKNOWN");
     return 0;

@@ -190,7 +190,11 @@ TEST_IMPL(sync_sem_invalid)
     ASSERT_EQ(evl_sem_init(&sem, 0, 0), 0);
     ASSERT_EQ(evl_sem_locked(&sem), 1);
     ASSERT_EQ(evl_sem_init(&sem, INT64_MAX, 0), 0);
-    ASSERT_ERR(evl_sem_release(&sem), EVL_EINVAL);     /* would overflow */
+    ASSERT_ERR(evl_sem_release(&sem), EVL_EOVERFLOW);  /* would overflow */
+    ASSERT_EQ(evl_sem_value(&sem), INT64_MAX);
+    /* Bounded at INT64_MAX: its bound is what it meets first. */
+    ASSERT_EQ(evl_sem_init(&sem, INT64_MAX, EVL_SEM_BOUNDED), 0);
+    ASSERT_ERR(evl_sem_release(&sem), EVL_EINVAL);
     ASSERT_EQ(evl_sem_value(&sem), INT64_MAX);
     return 0;
 }

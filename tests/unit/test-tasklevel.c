@@ -477,7 +477,7 @@ static intptr_t taskgroup_main(void *arg)
     errno = 0;
     ASSERT_NULL(evl_taskgroup_spawn(g, "late", sleep_ms, NULL));
     ASSERT_EQ(errno, ECANCELED);
-    ASSERT_ERR(evl_taskgroup_exit(g, EVL_ECANCELED), -EIO);
+    ASSERT_ERR(evl_taskgroup_exit(g, EVL_ECANCELED), EVL_EGROUP);
     int errs[EVL_TASKGROUP_ERRORS + 4];
     for (size_t i = 0; i < sizeof errs / sizeof errs[0]; i++)
         errs[i] = 1;
@@ -489,12 +489,32 @@ static intptr_t taskgroup_main(void *arg)
     evl_taskgroup_free(g);
 
     /* A body error is appended after the children's; the group keeps the
-     * parent's count untouched when it did not cancel it. */
+     * parent's count untouched when it did not cancel it.  Alone, it is a
+     * group error all the same (asyncio wraps it in an ExceptionGroup). */
     g = evl_taskgroup_new();
     evl_future_unref(evl_taskgroup_spawn(g, "ok", sleep_ms, (void *)10));
-    ASSERT_ERR(evl_taskgroup_exit(g, -ENOENT), -ENOENT);
+    ASSERT_ERR(evl_taskgroup_exit(g, -ENOENT), EVL_EGROUP);
     ASSERT_EQ(evl_taskgroup_errors(g, errs, 1), 1);
     ASSERT_ERR(errs[0], -ENOENT);
+    evl_taskgroup_free(g);
+
+    /* One child failing is an ExceptionGroup of one; a plain cancellation
+     * from elsewhere is not a group error. */
+    g = evl_taskgroup_new();
+    evl_future_unref(evl_taskgroup_spawn(g, "bad", sleep_then_fail, (void *)10));
+    ASSERT_ERR(evl_taskgroup_exit(g, 0), EVL_EGROUP);
+    ASSERT_EQ(evl_taskgroup_errors(g, errs, 2), 1);
+    ASSERT_ERR(errs[0], -EIO);
+    /* The group's request came while exit waited: 3.11 leaves it counted
+     * (tasks_taskgroup_exit_error). */
+    ASSERT_EQ(evl_task_uncancel(NULL), 0);
+    evl_taskgroup_free(g);
+    g = evl_taskgroup_new();
+    evl_future_unref(evl_taskgroup_spawn(g, "ok", sleep_ms, (void *)10));
+    ASSERT_EQ(evl_cancel(evl_current_task()), 1);
+    ASSERT_ERR(evl_taskgroup_exit(g, 0), EVL_ECANCELED);
+    ASSERT_EQ(evl_taskgroup_errors(g, NULL, 0), 0);
+    ASSERT_EQ(evl_task_uncancel(NULL), 0);
     evl_taskgroup_free(g);
 
     /* Freed without exit while a child runs: the child goes on and the
