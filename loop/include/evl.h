@@ -299,10 +299,21 @@ size_t evl_all_tasks(evl_loop *loop, evl_task **tasks, size_t n);
  *
  * EVL_ECANCELED also comes back when fut itself was cancelled (a task that
  * ended CANCELLED, a cancelled future), as CancelledError does in asyncio.
- * To tell the two apart do what asyncio code does: look at the calling
- * task's own count of cancellation requests, evl_task_cancelling(NULL)
- * (below): greater than 0 means the caller is being cancelled; 0 means the
- * cancellation was fut's. */
+ * To tell "I was cancelled" from "what I awaited was cancelled" do what
+ * asyncio code does: look at the calling task's own count of cancellation
+ * requests, evl_task_cancelling(NULL) (below):
+ *
+ *     intptr_t r = evl_await(child);
+ *     if (r == EVL_ECANCELED && evl_task_cancelling(NULL) > 0)
+ *         return r;          (we are being cancelled: pass it on)
+ *     if (r == EVL_ECANCELED)
+ *         ...                (child was cancelled; we go on)
+ *
+ * The count goes down only by evl_task_uncancel: after a cancellation the
+ * task caught and did not withdraw it stays above 0, so code that swallows
+ * one should uncancel it (asyncio code must too), or compare with the
+ * count taken before the await.  When both happen (fut cancelled, then the
+ * caller before it resumed) the count is above 0: the caller's wins. */
 intptr_t evl_await(evl_future *fut);
 
 /* Task only.  Sleep for ns; 0 yields: the task goes to the back of the ready

@@ -87,6 +87,7 @@
     XX(tasklevel_wait_errors) \
     XX(tasklevel_wait_cancelled) \
     XX(tasklevel_as_completed_errors) \
+    XX(tasklevel_await_cancel_whose) \
     XX(tasklevel_timeout_errors) \
     XX(tasklevel_timeout_cancelling) \
     XX(tasklevel_taskgroup_errors) \

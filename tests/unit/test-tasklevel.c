@@ -312,6 +312,54 @@ TEST_IMPL(tasklevel_as_completed_errors)
     return 0;
 }
 
+/* evl.h's evl_await: EVL_ECANCELED for "I was cancelled" and for "what I
+ * awaited was cancelled", told apart by evl_task_cancelling(NULL). */
+static int whose_cancelling = -1;
+
+static intptr_t whose_waiter(void *arg)
+{
+    intptr_t r = evl_await(arg);
+    whose_cancelling = evl_task_cancelling(NULL);
+    return r == EVL_ECANCELED && whose_cancelling > 0 ? r : 0;   /* evl.h's pattern */
+}
+
+static intptr_t whose_main(void *arg)
+{
+    for (int mode = 0; mode < 3; mode++) {
+        evl_task *child = evl_spawn(NULL, "child", sleep_ms, (void *)1000);
+        evl_task *w = evl_spawn(NULL, "waiter", whose_waiter, child);
+        ASSERT_EQ(evl_sleep(0), 0);              /* both wait now */
+        whose_cancelling = -1;
+        if (mode == 0) {                         /* the child is cancelled */
+            ASSERT_EQ(evl_cancel(child), 1);
+            ASSERT_EQ(evl_await(w), 0);
+            ASSERT_EQ(whose_cancelling, 0);
+        } else if (mode == 1) {                  /* the waiter is */
+            ASSERT_EQ(evl_cancel(w), 1);         /* (which cancels the child) */
+            ASSERT_ERR(evl_await(w), EVL_ECANCELED);
+            ASSERT_EQ(whose_cancelling, 1);
+        } else {                                 /* the child, then the waiter */
+            ASSERT_EQ(evl_cancel(child), 1);
+            ASSERT_EQ(evl_sleep(0), 0);          /* the child ends; w is woken */
+            ASSERT_EQ(evl_task_state(child), EVL_TASK_CANCELLED);
+            ASSERT_EQ(evl_task_state(w), EVL_TASK_READY);
+            ASSERT_EQ(evl_cancel(w), 1);
+            ASSERT_ERR(evl_await(w), EVL_ECANCELED);
+            ASSERT_EQ(whose_cancelling, 1);
+        }
+        ASSERT_EQ(evl_task_state(child), EVL_TASK_CANCELLED);
+        evl_future_unref(child);
+        evl_future_unref(w);
+    }
+    return 0;
+}
+
+TEST_IMPL(tasklevel_await_cancel_whose)
+{
+    ASSERT_EQ(run_main(whose_main, NULL), 0);
+    return 0;
+}
+
 /* ----------------------------------------------------------------- timeout */
 
 static evl_timeout *tm_shared;
