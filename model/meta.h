@@ -153,6 +153,13 @@
 /* tasks beyond the flight recorder's task map */
 #define LS_META_FLIGHT_UNTRACKED_TASKS "flight_untracked_tasks"
 
+/* ---- a process group's (record -p PID,PID..., --children, --cgroup, --comm) */
+/* processes recorded (rows of the processes table that were attached) */
+#define LS_META_PROCESSES "processes"
+/* processes the selection matched that were not recorded: gone before they
+ * were attached, not ours to read, past the group's 64 */
+#define LS_META_PROCESSES_UNRECORDED "processes_unrecorded"
+
 /* ---- written by the derivation (model/derive.c) */
 /* the derived tables' definitions the derived rows follow; absent until derived */
 #define LS_META_MODEL_VERSION "model_version"

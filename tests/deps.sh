@@ -5,7 +5,7 @@ LOOPSCOPE_PACKAGES="build-essential cmake pkg-config clang llvm libbpf-dev bpfto
   systemtap-sdt-dev libuv1-dev libev-dev bpftrace python3 chromium curl wrk
   iproute2 util-linux nodejs redis-server libprotobuf-c-dev protobuf-c-compiler
   protobuf-compiler python3-protobuf tmux libncurses-dev python3-uvloop strace valgrind
-  libglib2.0-dev prometheus"
+  libglib2.0-dev prometheus nginx-light"
 
 loopscope_install_deps() {
   local missing="" p

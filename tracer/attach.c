@@ -188,6 +188,15 @@ int ls_attach_all(recorder *r)
         r->links[r->nlinks++] = e;
         r->links[r->nlinks++] = x;
     }
+    if (r->watch_procs) {             /* a group's --children (group.c) */
+        struct bpf_program *p[] = { s->progs.on_fork, s->progs.on_exec };
+        for (int i = 0; i < 2; i++) {
+            struct bpf_link *l = bpf_program__attach(p[i]);
+            if (!l)
+                return ls_error("cannot attach %s: %s", bpf_program__name(p[i]), strerror(errno));
+            r->links[r->nlinks++] = l;
+        }
+    }
     if (!r->no_blocking) {
         struct bpf_link *l = bpf_program__attach(s->progs.on_switch);
         if (!l)

@@ -29,6 +29,8 @@ static void usage(FILE *f)
 {
     fputs("usage: loopscope record -p PID [-o FILE] [-d SECONDS] [options]\n"
           "       loopscope record [-o FILE] [-d SECONDS] [options] -- CMD [ARGS...]\n"
+          "       loopscope record {-p PID,PID... | --cgroup PATH | --comm NAME} [--children]\n"
+          "                        [-o FILE] [-d SECONDS] [options]\n"
           "\n"
           "Attach to a running program (or start one) and record it into a SQLite\n"
           "trace: the task lifecycle of a libevl program, or in the generic loop mode\n"
@@ -36,7 +38,8 @@ static void usage(FILE *f)
           "threads' iterations and blocking calls.  Ends on Ctrl-C/SIGTERM, after\n"
           "--duration, or when the target exits.\n"
           "\n"
-          "  -p, --pid PID        attach to this running process\n"
+          "  -p, --pid PID[,PID...]  attach to this running process; several: one\n"
+          "                       trace of them all (a process group, below)\n"
           "  -o, --output FILE    trace database to write (default: trace.db)\n"
           "  -d, --duration SEC   stop after SEC seconds\n"
           "  -f, --force          replace FILE if it exists (only once the new trace is done)\n"
@@ -84,6 +87,14 @@ static void usage(FILE *f)
           "                       fits: bytes with a K, M or G suffix (powers of 1024),\n"
           "                       at least 8M; meta\n"
           "                       stop_reason is \"max size reached\"\n"
+          "\n"
+          "Process groups (one trace, each process in it; see tracer/README.md):\n"
+          "      --children       also the processes the selected ones fork, as they\n"
+          "                       appear (a pre-fork server's workers), and their own\n"
+          "      --cgroup PATH    every process in this cgroup (v2; under /sys/fs/cgroup\n"
+          "                       or from its root), as they come, until stopped\n"
+          "      --comm NAME      every process named NAME (/proc/PID/comm), as they come,\n"
+          "                       until stopped\n"
           "\n"
           "Flight recorder (libevl or generic mode; see tracer/README.md):\n"
           "      --flight-recorder WINDOW  keep the last WINDOW (e.g. 30s, 500ms, 2m) of\n"
@@ -161,8 +172,34 @@ static int parse_dur(const char *s, int64_t *out)
     return -1;
 }
 
-static int parse(recorder *r, int argc, char **argv)
+#define LS_GROUP_PIDS 64
+
+/* -p PID[,PID...]: the first into r->pid, every one into sel (a group
+ * when more than one). */
+static int parse_pids(recorder *r, struct ls_group_sel *sel, pid_t *pids, const char *arg)
 {
+    const char *p = arg;
+    for (;;) {
+        char *end;
+        errno = 0;
+        long v = strtol(p, &end, 10);
+        if (end == p || errno || v <= 0 || v > INT_MAX || (*end && *end != ','))
+            return 1 + ls_error("invalid pid '%s' (a process id, or several joined by ',')", arg);
+        if (sel->npids == LS_GROUP_PIDS)
+            return 1 + ls_error("too many pids in '%s' (at most %d)", arg, LS_GROUP_PIDS);
+        pids[sel->npids++] = (pid_t)v;
+        if (!*end)
+            break;
+        p = end + 1;
+    }
+    sel->pids = pids;
+    r->pid = pids[0];
+    return 0;
+}
+
+static int parse(recorder *r, struct ls_group_sel *sel, int argc, char **argv)
+{
+    static pid_t pids[LS_GROUP_PIDS];
     static const struct option opts[] = {
         { "pid", required_argument, NULL, 'p' },
         { "output", required_argument, NULL, 'o' },
@@ -188,6 +225,9 @@ static int parse(recorder *r, int argc, char **argv)
         { "priority", required_argument, NULL, 1006 },
         { "backlog", required_argument, NULL, 1007 },
         { "metrics", required_argument, NULL, 1011 },
+        { "children", no_argument, NULL, 1012 },
+        { "cgroup", required_argument, NULL, 1013 },
+        { "comm", required_argument, NULL, 1014 },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
@@ -197,13 +237,24 @@ static int parse(recorder *r, int argc, char **argv)
     optind = 1;
     while ((c = getopt_long(argc, argv, "+p:o:d:t:fqh", opts, NULL)) != -1) {
         switch (c) {
-        case 'p': {
-            long v = strtol(optarg, &end, 10);
-            if (*end || v <= 0 || v > INT_MAX)
-                return 1 + ls_error("invalid pid '%s'", optarg);
-            r->pid = (pid_t)v;
+        case 'p':
+            if (sel->npids)
+                return 1 + ls_error("-p given twice (several pids: -p PID,PID,...)");
+            if (parse_pids(r, sel, pids, optarg))
+                return 1;
             break;
-        }
+        case 1012:
+            sel->children = true;
+            break;
+        case 1013:
+            sel->cgroup = optarg;
+            break;
+        case 1014:
+            if (!*optarg || strlen(optarg) > 15)
+                return 1 + ls_error("invalid --comm '%s' (a process name, 1..15 bytes as in "
+                                    "/proc/PID/comm)", optarg);
+            sel->comm = optarg;
+            break;
         case 'o':
             r->out = optarg;
             break;
@@ -229,6 +280,7 @@ static int parse(recorder *r, int argc, char **argv)
                 return 1 + ls_error("invalid --ringbuf-kb '%s' (a power of two, %d..2097152)",
                                     optarg, LS_MIN_RINGBUF_KB);
             r->ringbuf_kb = (unsigned)v;
+            r->ringbuf_given = true;
             break;
         }
         case 't':
@@ -359,8 +411,22 @@ static int parse(recorder *r, int argc, char **argv)
     }
     if (optind < argc)
         r->cmd = argv + optind;
-    if (!r->pid == !r->cmd)
+    if (sel->cgroup && sel->comm)
+        return 1 + ls_error("give --cgroup or --comm, not both");
+    bool group = sel->npids > 1 || sel->children || sel->cgroup || sel->comm;
+    if ((sel->cgroup || sel->comm) && (r->pid || r->cmd))
+        return 1 + ls_error("--%s selects the processes itself: no -p or -- CMD with it",
+                            sel->cgroup ? "cgroup" : "comm");
+    if (!r->pid == !r->cmd && !sel->cgroup && !sel->comm)
         return 1 + ls_error("give either -p PID or -- CMD (see 'loopscope record --help')");
+    if (group && r->cmd)
+        return 1 + ls_error("--children with -- CMD: start the command, then -p its pid "
+                            "--children");
+    if (group && (r->flight_window_ns || r->max_size || r->metrics_addr || backlog))
+        return 1 + ls_error("--%s does not apply to a process group yet (-p with several "
+                            "pids, --children, --cgroup, --comm)",
+                            r->flight_window_ns ? "flight-recorder" : r->max_size ? "max-size"
+                            : r->metrics_addr ? "metrics" : "backlog");
     if (r->metrics_addr && r->flight_window_ns)
         return 1 + ls_error("--metrics does not apply to --flight-recorder yet (its records "
                             "are decoded only when a trigger fires)");
@@ -372,7 +438,7 @@ static int parse(recorder *r, int argc, char **argv)
                             r->max_size ? "max-size" : "flight-recorder",
                             r->max_size ? "the cap is checked against what is stored"
                                         : "its window is in memory already");
-    if (!backlog && !r->max_size && !r->flight_window_ns)
+    if (!backlog && !r->max_size && !r->flight_window_ns && !group)
         r->backlog_limit = LS_BACKLOG_DEFAULT;
     const char *t = getenv("LOOPSCOPE_TEST_BACKLOG");
     r->backlog_test_hold = t && !strcmp(t, "hold");
@@ -453,9 +519,12 @@ int cmd_record(int argc, char **argv)
     const char *why = "";
     r->argc = argc;
     r->argv = argv;
-    int err = parse(r, argc, argv);
+    struct ls_group_sel sel = { 0 };
+    int err = parse(r, &sel, argc, argv);
     if (err)
         return err;
+    if (sel.npids > 1 || sel.children || sel.cgroup || sel.comm)
+        return ls_group_record(r, &sel, &why);   /* group.c: its own summary */
     if ((err = ls_recorder_open(r))) {
         ls_recorder_free(r);
         return err;

@@ -119,6 +119,9 @@ int ls_recorder_open(recorder *r)
     r->skel->rodata->window_ns = LS_WINDOW_NS;
     r->skel->rodata->wait_all = r->wait_calls == LS_WAIT_ALL;
     r->skel->rodata->wait_auto = r->wait_calls == LS_WAIT_AUTO;
+    r->skel->rodata->watch_procs = r->watch_procs;
+    bpf_program__set_autoload(r->skel->progs.on_fork, r->watch_procs);
+    bpf_program__set_autoload(r->skel->progs.on_exec, r->watch_procs);
     r->dec->configure(r);             /* its programs; the generic flag */
     if (!r->syscalls) {
         bpf_program__set_autoload(r->skel->progs.on_sys_enter, false);
@@ -136,6 +139,12 @@ int ls_recorder_open(recorder *r)
         bpf_map__set_max_entries(r->skel->maps.offcpu, 1);
     if (r->no_blocking)
         bpf_map__set_max_entries(r->skel->maps.oncpu_open, 1);
+    /* A group's member: a few open at once (64 loop threads blocked at
+     * once in one process of a group are counted as lost): each is 64 KiB. */
+    if (r->member && !r->no_blocking) {
+        bpf_map__set_max_entries(r->skel->maps.offcpu, LS_MEMBER_EPISODES);
+        bpf_map__set_max_entries(r->skel->maps.oncpu_open, LS_MEMBER_EPISODES);
+    }
     if ((err = record_bpf__load(r->skel)))
         return ls_error("cannot load the BPF programs: %s%s", strerror(-err),
                         err == -EPERM || err == -EACCES ? " (needs CAP_SYS_ADMIN)" : "");
@@ -173,7 +182,7 @@ int ls_recorder_open(recorder *r)
     if (!r->rb)
         return ls_error("cannot create the ring buffer reader: %s", strerror(errno));
     r->start_ns = ls_now();
-    if (r->store)
+    if (r->store || r->member)        /* a group member's: to its processes row (group.c) */
         ls_write_meta(r, r->argc, r->argv);
     /* Recording only stores events: what is derived from them is replayed
      * once they are all in (ls_output_finish), off the target's time. */
@@ -278,6 +287,10 @@ int ls_recorder_run(recorder *r, const char **why)
     while (!stop) {
         if (ls_stop_signal) {
             *why = ls_stop_signal == SIGINT ? "interrupted (SIGINT)" : "terminated by signal";
+            break;
+        }
+        if (atomic_load(&r->stop_req)) {  /* its group stops it (group.c) */
+            *why = r->stop_why;
             break;
         }
         int64_t now = ls_now();
@@ -388,7 +401,7 @@ int ls_output_finish(recorder *r, const char *why)
     ls_store_syscalls(r);
     if (!r->offline)
         r->end_ns = r->capped_ns ? r->capped_ns : ls_now();
-    if (r->store)
+    if (r->store || r->member)
         ls_write_end_meta(r, why);
     ls_tasks_free(r->rows);           /* everything is in: the derivation's table next */
     r->rows = NULL;

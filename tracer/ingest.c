@@ -137,6 +137,11 @@ void ls_ingest_msg(recorder *r, const void *data, size_t size)
         ls_on_block(r, h);
         return;
     }
+    if (h->type == LS_MSG_PROC) {     /* a group member's fork or exec (group.c) */
+        if (r->member)
+            ls_group_proc(r, (uint32_t)h->loop, (uint32_t)h->arg);
+        return;
+    }
     if (h->type == LS_MSG_PYTASK) {   /* not a loop's: decode_asyncio.c */
         if (h->len >= sizeof(struct ls_pytask_ev))
             ls_asyncio_msg(r, h->ts, (const struct ls_pytask_ev *)(const void *)(h + 1));

@@ -17,6 +17,7 @@ const volatile bool generic = false;
 const volatile __u64 window_ns = 20000000;
 const volatile bool wait_all = false;
 const volatile bool wait_auto = false;
+const volatile bool watch_procs = false;
 volatile __u32 recorder_polling = 0;
 
 /* The maps more than one family uses (record.bpf.h). */
@@ -27,6 +28,36 @@ struct ls_map_step_off step_off SEC(".maps");
 struct ls_map_offcpu offcpu SEC(".maps");
 struct ls_map_oncpu_open oncpu_open SEC(".maps");
 struct ls_map_gloops gloops SEC(".maps");
+
+/* A process group with --children (tracer/group.c): the target made a
+ * process (not a thread), or it runs another program now; its group
+ * attaches to the first and attaches again to the second. */
+static __always_inline void proc_send(__u32 kind, __u32 pid)
+{
+    struct ls_msg_hdr *h = bpf_ringbuf_reserve(&events, sizeof(*h), 0);
+    if (!h) {
+        stat_add(LS_STAT_DROPPED_MSGS, 1);
+        return;
+    }
+    fill_hdr(h, LS_MSG_PROC, kind, pid);
+    bpf_ringbuf_submit(h, 0);
+}
+
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
+{
+    if (watch_procs && parent->tgid == target_tgid && child->pid == child->tgid)
+        proc_send(LS_PROC_FORK, (__u32)child->tgid);
+    return 0;
+}
+
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(on_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
+{
+    if (watch_procs && p->tgid == target_tgid)
+        proc_send(LS_PROC_EXEC, (__u32)p->tgid);
+    return 0;
+}
 
 /* A batch message as it sits in the ring (data: h.len bytes of records). */
 struct batch_msg {

@@ -55,6 +55,7 @@ extern const volatile __u64 window_ns;
 extern const volatile bool wait_all;   /* --wait-calls all */
 extern const volatile bool wait_auto;  /* --wait-calls auto: poll/select on threads
                                         * that never wait in epoll */
+extern const volatile bool watch_procs;  /* a process group's --children: forks, execs */
 
 /* Written by the recorder while it runs (.bss): nonzero while it drains
  * the ring on a short timer of its own (ls_recorder_run), so a batch

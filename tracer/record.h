@@ -24,7 +24,11 @@ enum ls_msg_type {
                              * the target until the recorder reads them */
     LS_MSG_PYTASK = 8,      /* generic mode, CPython: payload struct ls_pytask_ev
                              * (loop 0: not a loop's message) */
+    LS_MSG_PROC = 9,        /* a process group (--children): the target forked a
+                             * process (loop LS_PROC_FORK, arg its pid) or exec'd
+                             * (loop LS_PROC_EXEC); no payload */
 };
+enum { LS_PROC_FORK = 1, LS_PROC_EXEC = 2 };
 
 /* An asyncio Task of a CPython target made (its type's tp_init ran) or
  * being destroyed (tp_finalize: the last moment it can be read), from the

@@ -33,6 +33,7 @@
 
 
 #define LS_MAX_LINKS 32
+#define LS_MEMBER_EPISODES 16     /* a group member's open episodes (engine.c) */
 #define LS_MAX_DEPTH 64
 #define LS_STACK_IDS 4096         /* distinct stacks remembered for dedup */
 #define LS_MAX_LOOPS 1024         /* loop ids accepted per recording */
@@ -85,6 +86,7 @@ typedef struct recorder {
     bool wait_raw;            /* --wait-hook raw: raw sys_enter/sys_exit */
     bool quiet;
     unsigned ringbuf_kb;
+    bool ringbuf_given;       /* --ringbuf-kb was given (a group's members take less) */
     double block_threshold_ms;
     bool no_blocking;
     bool syscalls;
@@ -183,6 +185,13 @@ typedef struct recorder {
     const ls_live_hooks *live;
     struct ls_live *live_state;
     struct ls_metrics *metrics;   /* --metrics: the endpoint and its sink (metrics.c) */
+    /* A process group's member (group.c): one process of the group,
+     * recorded on a thread of its own into the group's sinks; it watches
+     * its forks and execs when watch_procs (--children). */
+    struct ls_member *member;
+    bool watch_procs;
+    _Atomic bool stop_req;    /* the run loop stops at its next turn (why: stop_why) */
+    const char *stop_why;
     /* What the recorder itself counted (meta): */
     uint64_t records;         /* records accepted */
     uint64_t rejected;        /* records refused as malformed (bad size,
@@ -318,6 +327,19 @@ int ls_live_sink_add(recorder *r);
  * LS_LIVE_TICK_NS from the main loop (a hook may stop it); its end. */
 void ls_live_tick(recorder *r, int64_t now, const char **why, bool *stop);
 void ls_live_stopped(recorder *r, const char *why);
+
+/* group.c: record a process group (cmd_record.c: -p PID,PID..., --children,
+ * --cgroup, --comm) into r's trace: 0, or non-zero after one error line;
+ * a member's fork or exec (LS_MSG_PROC, ingest.c). */
+struct ls_group_sel {
+    pid_t *pids;
+    int npids;
+    bool children;
+    const char *cgroup;       /* a cgroup v2 directory, or NULL */
+    const char *comm;         /* a process name (/proc/PID/comm), or NULL */
+};
+int ls_group_record(recorder *r, const struct ls_group_sel *sel, const char **why);
+void ls_group_proc(recorder *r, uint32_t kind, uint32_t pid);
 
 /* engine.c: finish a trace (end meta, the derived tables replayed from
  * its events, indexes) and close it; 0 or non-zero after one error line. */

@@ -15,6 +15,24 @@ CREATE TABLE loops(
   stopped_ns INTEGER            -- loop_stop; NULL if still running at the end
 );
 
+-- A process group's recording (record -p PID,PID..., --children, --cgroup,
+-- --comm): a row per process recorded, in the order they were attached (a
+-- process that execs is attached again: a second row).  Each process's
+-- loop, task and stack ids are its own plus id << 40, so that two processes'
+-- never meet; loops.pid says whose a loop is.  A single process's trace has
+-- no rows (added in schema 4 without a new version: readers look for it).
+CREATE TABLE processes(
+  id INTEGER PRIMARY KEY,       -- 0, 1, ...: the id range of its loops, tasks and stacks
+  pid INTEGER NOT NULL,
+  parent_pid INTEGER,           -- the member it was forked from; NULL if selected
+  binary TEXT,                  -- its executable
+  mode TEXT,                    -- libevl or generic
+  runtime TEXT,                 -- meta runtime's words, for this process
+  attached_ns INTEGER,          -- when recording it began
+  ended_ns INTEGER,             -- when it ended; NULL while it was still recorded at the end
+  end_reason TEXT               -- why: target exited, exec'd, recording stopped ...
+);
+
 CREATE TABLE tasks(
   id INTEGER PRIMARY KEY,       -- libevl task id (process-unique)
   loop_id INTEGER NOT NULL,

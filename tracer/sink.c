@@ -33,6 +33,8 @@ void ls_sink_meta(recorder *r, const char *key, const char *fmt, ...)
     EACH(meta, key, buf);
 }
 
+void ls_sink_process(recorder *r, const ls_proc_rec *p) { EACH(process, p); }
+
 void ls_sink_loop(recorder *r, uint64_t loop, uint32_t pid, uint32_t tid, int64_t seen)
 {
     EACH(loop, loop, pid, tid, seen);

@@ -47,10 +47,21 @@ typedef struct ls_sink_block {
     const char *task_name;    /* generic mode: the asyncio task's name, else NULL */
 } ls_block_rec;
 
+/* A process of a group (group.c; the processes table, tracer/SCHEMA.md):
+ * given when it is attached and again when it ends. */
+typedef struct ls_sink_proc {
+    uint32_t id;              /* its place in the group: ids + (id << 40) */
+    uint32_t pid, parent;     /* parent 0: selected, not forked */
+    const char *binary, *mode, *runtime;   /* NULL: not known (yet) */
+    int64_t attached, ended;  /* ended 0: still recorded */
+    const char *end_reason;
+} ls_proc_rec;
+
 typedef struct ls_sink_ops {
     const char *name;
     /* How the trace was recorded, what was counted: a meta row. */
     void (*meta)(void *s, const char *key, const char *value);
+    void (*process)(void *s, const ls_proc_rec *p);
     void (*loop)(void *s, uint64_t loop, uint32_t pid, uint32_t tid, int64_t seen);
     void (*loop_stop)(void *s, uint64_t loop, int64_t stopped);
     void (*task)(void *s, const ls_task_rec *t);
@@ -96,6 +107,7 @@ typedef struct ls_sink {
 int ls_sink_add(struct recorder *r, const ls_sink_ops *ops, void *s);
 void ls_sink_meta(struct recorder *r, const char *key, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+void ls_sink_process(struct recorder *r, const ls_proc_rec *p);
 void ls_sink_loop(struct recorder *r, uint64_t loop, uint32_t pid, uint32_t tid, int64_t seen);
 void ls_sink_loop_stop(struct recorder *r, uint64_t loop, int64_t stopped);
 void ls_sink_task(struct recorder *r, const ls_task_rec *t);

@@ -12,6 +12,8 @@ static void st_meta(void *s, const char *key, const char *value)
     ls_store_meta(s, key, "%s", value);
 }
 
+static void st_process(void *s, const ls_proc_rec *p) { ls_store_process(s, p); }
+
 static void st_loop(void *s, uint64_t loop, uint32_t pid, uint32_t tid, int64_t seen)
 {
     ls_store_loop(s, loop, pid, tid, seen);
@@ -104,6 +106,7 @@ static int st_end(void *s, int64_t end_ns)
 const ls_sink_ops ls_store_sink = {
     .name = "store",
     .meta = st_meta,
+    .process = st_process,
     .loop = st_loop,
     .loop_stop = st_loop_stop,
     .task = st_task,

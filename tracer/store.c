@@ -10,6 +10,7 @@
  */
 #define _GNU_SOURCE
 #include "store.h"
+#include "sink.h"
 #include "evl-probes.h"
 #include "evchunk.h"
 #include "ls_schema.h"
@@ -37,7 +38,7 @@ struct ls_store {
     char *path;               /* final name */
     char *tmp;                /* written here when replacing (--force) */
     ls_chunkw *events;        /* the event chunks being written */
-    sqlite3_stmt *ins_task, *fin_task, *ins_loop, *stop_loop, *ins_meta;
+    sqlite3_stmt *ins_task, *fin_task, *ins_loop, *stop_loop, *ins_meta, *ins_proc;
     sqlite3_stmt *ins_stack, *ins_frame, *ins_block, *leak_task, *ins_unknown;
     sqlite3_stmt *ins_named, *ins_window, *ins_hist, *ins_await;
     int64_t last_commit;
@@ -210,6 +211,9 @@ ls_store *ls_store_create(const char *path, bool force, char *err, size_t errlen
         "INSERT OR IGNORE INTO loops(id,pid,tid,started_ns) VALUES(?,?,?,?)");
     s->stop_loop = store_prepare(s, "UPDATE loops SET stopped_ns=? WHERE id=?");
     s->ins_meta = store_prepare(s, "INSERT OR REPLACE INTO meta(key,value) VALUES(?,?)");
+    s->ins_proc = store_prepare(s,
+        "INSERT OR REPLACE INTO processes(id,pid,parent_pid,binary,mode,runtime,attached_ns,"
+        "ended_ns,end_reason) VALUES(?,?,?,?,?,?,?,?,?)");
     s->ins_stack = store_prepare(s, "INSERT INTO stacks(id, depth) VALUES(?,?)");
     s->ins_frame = store_prepare(s,
         "INSERT INTO frames(stack_id,depth,address,function,file,line,module) "
@@ -223,7 +227,7 @@ ls_store *ls_store_create(const char *path, bool force, char *err, size_t errlen
     if (!s->ins_await ||!s->events || !s->ins_task || !s->fin_task || !s->ins_loop ||
         !s->stop_loop || !s->ins_meta || !s->ins_stack || !s->ins_frame || !s->ins_block ||
         !s->leak_task || !s->ins_unknown || !s->ins_named || !s->ins_window ||
-        !s->ins_hist)
+        !s->ins_hist || !s->ins_proc)
         goto fail_db;
     /* Who writes it: while this process lives, a viewer leaves the trace
      * as it is (viewer/complete.c); once it is gone without end_ns, the
@@ -334,6 +338,29 @@ void ls_store_loop(ls_store *s, uint64_t loop, uint32_t pid, uint32_t tid, int64
     sqlite3_bind_int64(s->ins_loop, 3, tid);
     sqlite3_bind_int64(s->ins_loop, 4, started);
     step(s, s->ins_loop);
+}
+
+void ls_store_process(ls_store *s, const ls_proc_rec *p)
+{
+    if (!s)
+        return;
+    sqlite3_stmt *st = s->ins_proc;
+    sqlite3_bind_int64(st, 1, p->id);
+    sqlite3_bind_int64(st, 2, p->pid);
+    if (p->parent)
+        sqlite3_bind_int64(st, 3, p->parent);
+    else
+        sqlite3_bind_null(st, 3);
+    bind_text_or_null(st, 4, p->binary);
+    bind_text_or_null(st, 5, p->mode);
+    bind_text_or_null(st, 6, p->runtime);
+    sqlite3_bind_int64(st, 7, p->attached);
+    if (p->ended)
+        sqlite3_bind_int64(st, 8, p->ended);
+    else
+        sqlite3_bind_null(st, 8);
+    bind_text_or_null(st, 9, p->end_reason);
+    step(s, st);
 }
 
 void ls_store_loop_stop(ls_store *s, uint64_t loop, int64_t stopped)
@@ -560,7 +587,7 @@ static void finalize_all(ls_store *s)
                             s->ins_loop, s->stop_loop, s->ins_meta, s->ins_stack,
                             s->ins_frame, s->ins_block, s->leak_task,
                             s->ins_unknown, s->ins_named, s->ins_window, s->ins_hist,
-                            s->ins_await };
+                            s->ins_await, s->ins_proc };
     for (size_t i = 0; i < sizeof(sts) / sizeof(sts[0]); i++)
         sqlite3_finalize(sts[i]);
 }

@@ -36,6 +36,9 @@ void ls_store_event(ls_store *s, int64_t ts, uint64_t loop, uint64_t task, int k
                     int64_t reason, int64_t arg0, int64_t arg1);
 void ls_store_loop(ls_store *s, uint64_t loop, uint32_t pid, uint32_t tid, int64_t started);
 void ls_store_loop_stop(ls_store *s, uint64_t loop, int64_t stopped);
+struct ls_sink_proc;
+/* A process group's member (processes row id p->id, replaced as it changes). */
+void ls_store_process(ls_store *s, const struct ls_sink_proc *p);
 /* name: name_len bytes, any bytes (stored as valid UTF-8). */
 void ls_store_task_create(ls_store *s, uint64_t task, uint64_t loop, uint64_t parent,
                           const char *name, size_t name_len, const char *function,

@@ -1,0 +1,384 @@
+#!/usr/bin/env python3
+"""test_group.py -- `loopscope record` on a process group (tracer/group.c):
+-p PID,PID..., --children, --cgroup, --comm; one trace, each process in it.
+
+    test_group.py CASE --loopscope BIN
+
+Cases:
+    prefork_python  generic/prefork_server.py, a master and 3 asyncio
+                    workers, recorded with -p MASTER --children; a fourth
+                    worker forked while recording; a blocking request to
+                    each worker: every worker has its loop, every episode
+                    is in the loop of the process that answered, over the
+                    handler's own interval, with its Python frame; the
+                    processes table (parents, mode, runtime); the viewer
+                    reads the trace
+    node_cluster    generic/node_cluster.js (node:cluster, 2 workers, forked
+                    and exec'd by the primary), a third forked while
+                    recording: the same checks, with the JS frames left out
+    nginx           Debian's nginx, a master and 2 workers; a reload while
+                    recording makes 2 new workers: each of the 4 workers has
+                    its epoll loop, under its own pid
+    comm_cgroup     --comm NAME and --cgroup PATH: the processes there at
+                    the start and one started while recording are recorded;
+                    a cgroup removed while recording is said so
+    errors          a bad pid list, a dead pid in it, a cgroup that does
+                    not exist, a name nothing has, options a group does not
+                    take: one error line, exit non-zero, no file left
+
+Needs root (recording).  Exit 0 = pass, 1 = fail, 77 = skipped.
+"""
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+from lstest import Fail, check, eq, query, integrity, wait_for, tmpdir, parse_args, run_case
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+GEN = os.path.join(HERE, "generic")
+MS = 1_000_000
+PROCS = []
+CASES = {}
+A = None
+
+
+def case(fn):
+    CASES[fn.__name__] = fn
+    return fn
+
+
+def spawn(cmd, **kw):
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, **kw)
+    PROCS.append(p)
+    return p
+
+
+def request(port, route):
+    """ROUTE to a worker: the handler's (t0, t1) and the pid that did it."""
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as c:
+        c.sendall(route.encode() + b"\n")
+        got = b""
+        while not got.endswith(b"\n"):
+            b = c.recv(200)
+            if not b:
+                break
+            got += b
+    f = got.decode().split()
+    check(len(f) == 6 and f[:2] == ["done", route], f"answer to {route}: {got!r}")
+    return dict(t0=int(f[2]), t1=int(f[3]), pid=int(f[5]))
+
+
+class Group:
+    """loopscope record on a group, attached once its first line says so;
+    the "pid N: recording" lines it prints as members are attached."""
+
+    def __init__(self, *args):
+        self.db = os.path.join(tmpdir(), "group.db")
+        self.p = subprocess.Popen([A.loopscope, "record", "-o", self.db, *args],
+                                  stderr=subprocess.PIPE, text=True)
+        PROCS.append(self.p)
+        self.lines = []
+        self.first = self.p.stderr.readline()
+        check(self.first.startswith("recording a process group ("),
+              f"first line of record {args}: {self.first!r} (exit {self.p.poll()})")
+        self.members = {}             # pid -> parent (0: selected)
+
+    def wait_member(self, pid, timeout=30):
+        """Read its lines until pid's says it is recorded."""
+        end = time.monotonic() + timeout
+        while pid not in self.members:
+            check(time.monotonic() < end, f"no 'pid {pid}: recording' line: {self.lines}")
+            line = self.p.stderr.readline()
+            check(line, f"record ended before pid {pid} was recorded: {self.lines}")
+            self.lines.append(line.rstrip("\n"))
+            m = re.match(r"\r?pid (\d+): recording \((.*?)(?:, forked by (\d+))?\)$",
+                         line.rstrip("\n"))
+            if m:
+                self.members[int(m.group(1))] = int(m.group(3) or 0)
+
+    def stop(self):
+        self.p.send_signal(signal.SIGINT)
+        _, err = self.p.communicate(timeout=120)
+        self.err = err
+        eq(self.p.returncode, 0, f"record exit status ({err.strip()})")
+        integrity(self.db)
+        return self.db
+
+
+def read_workers(p, n, timeout=30):
+    """n "worker PID port P" lines of p: {pid: port}."""
+    out = {}
+    end = time.monotonic() + timeout
+    while len(out) < n:
+        check(time.monotonic() < end, f"only {len(out)} of {n} workers came up")
+        line = p.stdout.readline()
+        check(line, "the server ended")
+        m = re.match(r"worker (\d+) port (\d+)", line)
+        if m:
+            out[int(m.group(1))] = int(m.group(2))
+    return out
+
+
+def check_episodes(db, answers, frame=None):
+    """Each blocking answer has an episode over its interval in a loop of
+    the process that answered, and none in another process's loops."""
+    for a in answers:
+        rows = query(db, """SELECT b.id, l.pid, b.start_ns, b.dur_ns, b.stack_id
+                            FROM blocking b JOIN loops l ON l.id = b.loop_id
+                            WHERE b.start_ns < ? AND b.start_ns + b.dur_ns > ?""",
+                     a["t1"], a["t0"])
+        mine = [r for r in rows if r[1] == a["pid"]]
+        check(mine, f"no episode of pid {a['pid']} over its request "
+                    f"[{a['t0']}, {a['t1']}]: {rows}")
+        check(all(r[1] == a["pid"] for r in rows),
+              f"an episode over pid {a['pid']}'s request is in another process: {rows}")
+        longest = max(mine, key=lambda r: r[3])
+        check(longest[3] >= 40 * MS, f"pid {a['pid']}'s episode lasted {longest[3] / MS} ms "
+                                     f"(its handler slept 50 ms)")
+        if frame:
+            fns = [f[0] for f in query(db, "SELECT function FROM frames WHERE stack_id = ? "
+                                            "ORDER BY depth", longest[4])]
+            check(frame in fns, f"pid {a['pid']}'s episode has no frame {frame}: {fns}")
+
+
+def check_processes(db, master, workers, mode="generic"):
+    procs = {r[0]: r[1:] for r in query(db, "SELECT pid, parent_pid, mode, binary FROM processes")}
+    check(master in procs, f"no processes row for the master {master}: {procs}")
+    eq(procs[master][0], None, "the master's parent_pid (selected, not forked)")
+    for w in workers:
+        check(w in procs, f"no processes row for worker {w}: {procs}")
+        eq(procs[w][0], master, f"worker {w}'s parent_pid")
+        eq(procs[w][1], mode, f"worker {w}'s mode")
+    loops = query(db, "SELECT pid, count(*) FROM loops GROUP BY pid")
+    have = dict(loops)
+    for w in workers:
+        check(have.get(w, 0) >= 1, f"worker {w} has no loop: {loops}")
+    ids = [r[0] for r in query(db, "SELECT id FROM loops")]
+    eq(len(ids), len(set(ids)), "loop ids are distinct")
+    m = dict(query(db, "SELECT key, value FROM meta"))
+    eq(int(m["processes"]), len(procs), "meta processes")
+    return procs
+
+
+def viewer_reads(db):
+    for cmd in (["info"], ["blocking"], ["tasks"], ["timeline"]):
+        r = subprocess.run([A.loopscope, *cmd, db], capture_output=True, text=True)
+        eq(r.returncode, 0, f"loopscope {' '.join(cmd)} on the group trace ({r.stderr.strip()})")
+
+
+def pid_lines(out):
+    return [int(x) for x in re.findall(r"^pid (\d+)$", out, re.M)]
+
+
+@case
+def prefork_python():
+    srv = spawn([sys.executable, os.path.join(GEN, "prefork_server.py"), "--workers", "3"])
+    master = int(srv.stdout.readline().split()[1])
+    workers = read_workers(srv, 3)
+    g = Group("-p", str(master), "--children")
+    for w in [master, *workers]:
+        g.wait_member(w)
+    os.kill(master, signal.SIGUSR1)           # a worker after the recording began
+    late = read_workers(srv, 1)
+    g.wait_member(next(iter(late)))
+    eq(g.members[next(iter(late))], master, "the late worker's parent, as record says")
+    workers.update(late)
+    answers = [request(port, "sleep") for port in workers.values()]
+    for a, w in zip(answers, workers):
+        eq(a["pid"], w, "the worker that answered")
+    request(next(iter(workers.values())), "good")
+    db = g.stop()
+    check_processes(db, master, workers)
+    check_episodes(db, answers, frame="sleep_work")
+    viewer_reads(db)
+    os.kill(master, signal.SIGTERM)
+    srv.wait(timeout=30)
+
+
+@case
+def node_cluster():
+    srv = spawn(["node", os.path.join(GEN, "node_cluster.js"), "2"])
+    master = int(srv.stdout.readline().split()[1])
+    workers = read_workers(srv, 2)
+    g = Group("-p", str(master), "--children")
+    for w in [master, *workers]:
+        g.wait_member(w)
+    os.kill(master, signal.SIGUSR2)
+    late = read_workers(srv, 1)
+    g.wait_member(next(iter(late)))
+    workers.update(late)
+    # a worker forked and exec'd while recording is attached as node, not
+    # as the primary it was a copy of for a moment
+    answers = [request(port, "sleep") for port in workers.values()]
+    db = g.stop()
+    procs = check_processes(db, master, workers)
+    for w in workers:
+        check(os.path.basename(procs[w][2]).startswith("node"),
+              f"worker {w}'s binary: {procs[w][2]}")
+    check_episodes(db, answers)
+    viewer_reads(db)
+    os.kill(master, signal.SIGTERM)
+    srv.wait(timeout=30)
+
+
+def nginx_workers(master):
+    out = subprocess.run(["pgrep", "-P", str(master)], capture_output=True, text=True).stdout
+    return sorted(int(x) for x in out.split())
+
+
+@case
+def nginx():
+    d = tmpdir()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    conf = os.path.join(d, "nginx.conf")
+    with open(conf, "w") as f:
+        f.write(f"""worker_processes 2;
+daemon off;
+pid {d}/nginx.pid;
+error_log {d}/error.log;
+events {{ worker_connections 64; }}
+http {{
+  access_log off;
+  client_body_temp_path {d}/body;
+  proxy_temp_path {d}/proxy;
+  fastcgi_temp_path {d}/fastcgi;
+  uwsgi_temp_path {d}/uwsgi;
+  scgi_temp_path {d}/scgi;
+  server {{ listen 127.0.0.1:{port}; location / {{ return 200 "ok\\n"; }} }}
+}}
+""")
+    srv = subprocess.Popen(["nginx", "-p", d, "-c", conf], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+    PROCS.append(srv)
+    master = srv.pid
+    first = wait_for(lambda: len(nginx_workers(master)) == 2 and nginx_workers(master), 30,
+                     "nginx's 2 workers")
+    g = Group("-p", str(master), "--children")
+    for w in [master, *first]:
+        g.wait_member(w)
+    os.kill(master, signal.SIGHUP)            # a reload: 2 new workers, the old ones leave
+    later = wait_for(lambda: (lambda w: len(w) == 2 and not set(w) & set(first) and w)(
+        nginx_workers(master)), 30, "nginx's 2 new workers")
+    for w in later:
+        g.wait_member(w)
+    for _ in range(20):
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as c:
+            c.sendall(b"GET / HTTP/1.0\r\n\r\n")
+            while c.recv(4096):
+                pass
+    db = g.stop()
+    check_processes(db, master, [*first, *later])
+    ended = dict(query(db, "SELECT pid, end_reason FROM processes"))
+    for w in first:
+        eq(ended[w], "target exited", f"the end of old worker {w}")
+    viewer_reads(db)
+    srv.terminate()
+    srv.wait(timeout=30)
+
+
+def cgroup2_root():
+    """Where the cgroup v2 hierarchy is mounted (mountinfo's 5th field)."""
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            if " - cgroup2 " in line:
+                return line.split()[4]
+    raise Fail("no cgroup2 hierarchy mounted")
+
+
+@case
+def comm_cgroup():
+    name = f"lsgrp{os.getpid() % 100000}"
+    srv = [spawn([sys.executable, os.path.join(GEN, "py_server.py"), "--comm", name])
+           for _ in range(2)]
+    pids = [int(p.stdout.readline().split()[1]) for p in srv]
+    for p in srv:
+        p.stdout.readline()                   # its port
+    g = Group("--comm", name)
+    for p in pids:
+        g.wait_member(p)
+    third = spawn([sys.executable, os.path.join(GEN, "py_server.py"), "--comm", name])
+    pid3 = int(third.stdout.readline().split()[1])
+    g.wait_member(pid3)                       # found by the next scan
+    db = g.stop()
+    got = sorted(r[0] for r in query(db, "SELECT pid FROM processes"))
+    eq(got, sorted([*pids, pid3]), "the processes named " + name)
+
+    root = cgroup2_root()
+    cg = f"{root}/loopscope-test-{os.getpid()}"
+    os.mkdir(cg)
+    try:
+        with open(f"{cg}/cgroup.procs", "w") as f:
+            f.write(str(pids[0]))
+        g = Group("--cgroup", cg)
+        g.wait_member(pids[0])
+        with open(f"{cg}/cgroup.procs", "w") as f:   # a process that joins later
+            f.write(str(pids[1]))
+        g.wait_member(pids[1])
+        with open(f"{root}/cgroup.procs", "w") as f:
+            f.write(str(pids[0]))
+        with open(f"{root}/cgroup.procs", "w") as f:
+            f.write(str(pids[1]))
+        os.rmdir(cg)
+        wait_for(lambda: (g.lines.append(g.p.stderr.readline().rstrip("\n")) or
+                          any("is gone" in l for l in g.lines)), 30, "the cgroup's end said")
+        db = g.stop()
+        got = sorted(r[0] for r in query(db, "SELECT pid FROM processes"))
+        eq(got, sorted(pids[:2]), "the processes of the cgroup")
+    finally:
+        if os.path.isdir(cg):
+            for p in pids:
+                try:
+                    with open(f"{root}/cgroup.procs", "w") as f:
+                        f.write(str(p))
+                except OSError:
+                    pass
+            os.rmdir(cg)
+
+
+@case
+def errors():
+    d = tmpdir()
+    out = os.path.join(d, "x.db")
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    me = str(os.getpid())
+    for args, pat in [
+        (["-p", "1,x"], r"invalid pid '1,x'"),
+        (["-p", "1,"], r"invalid pid '1,'"),
+        (["-p", f"{me},{dead.pid}"], rf"no process with pid {dead.pid}"),
+        (["--cgroup", "no-such-loopscope-cgroup"], r"no cgroup 'no-such-loopscope-cgroup'"),
+        (["--cgroup", d], r"is not on a cgroup file system"),
+        (["--comm", "no-such-name1"], r"no process matches comm no-such-name1"),
+        (["--comm", "x" * 16], r"invalid --comm"),
+        (["-p", f"{me},{me}", "--flight-recorder", "10s"],
+         r"--flight-recorder does not apply to a process group"),
+        (["-p", me, "--children", "--metrics", "0"], r"--metrics does not apply to a process group"),
+        (["--comm", "x", "-p", me], r"--comm selects the processes itself"),
+        (["--comm", "x", "--cgroup", "y"], r"--cgroup or --comm, not both"),
+    ]:
+        r = subprocess.run([A.loopscope, "record", "-o", out, *args], capture_output=True,
+                           text=True, timeout=60)
+        check(r.returncode != 0, f"record {args} exited 0")
+        lines = r.stderr.strip().splitlines()
+        eq(len(lines), 1, f"record {args}: one line ({r.stderr!r})")
+        check(re.search(pat, lines[0]) and lines[0].startswith("error: "),
+              f"record {args}: {lines[0]!r} (wanted {pat})")
+        check(not os.path.exists(out), f"record {args} left {out}")
+
+
+def cleanup():
+    for p in PROCS:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
+if __name__ == "__main__":
+    A = parse_args(CASES, ["loopscope"])
+    sys.exit(run_case(CASES, A, cleanup))
