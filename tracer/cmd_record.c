@@ -422,11 +422,11 @@ static int parse(recorder *r, struct ls_group_sel *sel, int argc, char **argv)
     if (group && r->cmd)
         return 1 + ls_error("--children with -- CMD: start the command, then -p its pid "
                             "--children");
-    if (group && (r->flight_window_ns || r->max_size || r->metrics_addr || backlog))
+    if (group && (r->flight_window_ns || r->max_size || backlog))
         return 1 + ls_error("--%s does not apply to a process group yet (-p with several "
                             "pids, --children, --cgroup, --comm)",
                             r->flight_window_ns ? "flight-recorder" : r->max_size ? "max-size"
-                            : r->metrics_addr ? "metrics" : "backlog");
+                            : "backlog");
     if (r->metrics_addr && r->flight_window_ns)
         return 1 + ls_error("--metrics does not apply to --flight-recorder yet (its records "
                             "are decoded only when a trigger fires)");

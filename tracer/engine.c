@@ -455,6 +455,7 @@ void ls_recorder_free(recorder *r)
     ls_blocks_free(r);
     ring_buffer__free(r->rb);
     record_bpf__destroy(r->skel);
+    r->skel = NULL;
     if (r->store && r->start_ns)      /* an error while recording: keep what was written */
         ls_store_finish(r->store, errbuf, sizeof(errbuf));
     else

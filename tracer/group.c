@@ -18,6 +18,7 @@
  */
 #define _GNU_SOURCE
 #include "recorder.h"
+#include "metrics.h"
 
 #include <ctype.h>
 #include <dirent.h>
@@ -29,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <linux/magic.h>
+#include <sys/signalfd.h>
 #include <sys/statfs.h>
 #include <time.h>
 #include <unistd.h>
@@ -39,8 +41,9 @@
 #define LS_PENDING_MAX 256        /* forks and execs reported, not yet attached */
 #define LS_MEMBER_RING_KB 8192    /* a member's ring buffer unless --ringbuf-kb */
 #define LS_GROUP_KEYS 128         /* meta keys the group keeps (ours, not the target's) */
+#define LS_TURN_MS 50             /* the group's thread looks around at least this often */
 
-enum { M_RUNNING, M_DONE, M_JOINED };
+enum { M_RUNNING, M_ENDING, M_DONE, M_JOINED };
 
 typedef struct ls_member {
     recorder r;                   /* its own recorder; r.member points back here */
@@ -253,10 +256,10 @@ static void mb_hist(void *s, uint64_t loop, int64_t lo, int64_t hi, uint64_t cou
     LOCKED(m, ls_sink_hist(gr, rm(m, loop), lo, hi, count, busy_ns));
 }
 
-static void mb_frame(void *s, int64_t stack, int depth, uint64_t pc, const ls_sym *f)
+static void mb_frame(void *s, int64_t stack, int depth, uint64_t pc, const ls_sym *f, bool app)
 {
     ls_member *m = s;
-    LOCKED(m, ls_sink_frame(gr, rms(m, stack), depth, pc, f));
+    LOCKED(m, ls_sink_frame_app(gr, rms(m, stack), depth, pc, f, app));
 }
 
 static void mb_stack(void *s, int64_t stack, int depth)
@@ -369,6 +372,7 @@ static void *member_main(void *arg)
     m->ended = ls_now();
     if (!m->failed)
         proc_row(m);
+    atomic_store(&m->state, M_ENDING);  /* no longer among ls_recorder_procs' */
     pthread_mutex_unlock(&m->g->mu);
     ls_recorder_free(r);
     atomic_store(&m->state, M_DONE);
@@ -449,6 +453,21 @@ void ls_group_proc(recorder *r, uint32_t kind, uint32_t pid)
     else
         g->pending_lost++;
     pthread_mutex_unlock(&m->g->mu);
+}
+
+int ls_recorder_procs(recorder *r, recorder **out, int max)
+{
+    ls_group *g = r->group;
+    if (!g) {
+        out[0] = r;
+        return max > 0;
+    }
+    int n = 0;
+    for (uint32_t i = 0; i < g->n && n < max; i++)
+        if (atomic_load(&g->m[i]->state) == M_RUNNING && atomic_load(&g->m[i]->opened) &&
+            !g->m[i]->failed)
+            out[n++] = &g->m[i]->r;
+    return n;
 }
 
 /* ---- finding processes */
@@ -691,6 +710,7 @@ int ls_group_record(recorder *r, const struct ls_group_sel *sel, const char **wh
     if (!g)
         return ls_error("out of memory");
     g->r = r;
+    r->group = g;
     g->sel = &s2;
     pthread_mutex_init(&g->mu, NULL);
     if (!r->ringbuf_given)
@@ -702,6 +722,13 @@ int ls_group_record(recorder *r, const struct ls_group_sel *sel, const char **wh
     }
     if ((err = ls_sink_add(r, &ls_store_sink, r->store))) {
         ls_store_abort(r->store);
+        free(g);
+        return err;
+    }
+    if (r->metrics_addr && (err = ls_metrics_start(r, r->metrics_addr))) {
+        ls_sinks_free(r);
+        ls_store_abort(r->store);
+        r->store = NULL;
         free(g);
         return err;
     }
@@ -757,20 +784,33 @@ int ls_group_record(recorder *r, const struct ls_group_sel *sel, const char **wh
                 sel->cgroup ? "; cgroup " : "", sel->cgroup ? cg : "", r->out,
                 isatty(2) ? "; Ctrl-C to stop" : "");
     announce(g, isatty(2) && !r->quiet);
+    ls_metrics_announce(r);
 
     sigset_t stop_set;
     sigemptyset(&stop_set);
     sigaddset(&stop_set, SIGINT);
     sigaddset(&stop_set, SIGTERM);
     sigaddset(&stop_set, SIGHUP);
+    int sfd = signalfd(-1, &stop_set, SFD_NONBLOCK | SFD_CLOEXEC);
     int64_t deadline = r->duration > 0 ? r->start_ns + (int64_t)(r->duration * 1e9) : 0;
     int64_t last_scan = ls_now(), last_status = r->start_ns;
     bool stopping = false, tty = !r->quiet && isatty(2);
     const char *stop_why = NULL;
     for (;;) {
-        struct timespec ts = { 0, 50 * 1000000l };
-        int sig = sigtimedwait(&stop_set, NULL, &ts);
+        /* a stop signal, a metrics client, or the next turn */
+        struct pollfd pfd[1 + 16] = { { sfd, POLLIN, 0 } };
+        pthread_mutex_lock(&g->mu);
+        nfds_t nfd = 1 + (nfds_t)ls_metrics_pollfds(r, pfd + 1, 16);
+        pthread_mutex_unlock(&g->mu);
+        poll(pfd, nfd, LS_TURN_MS);
+        struct signalfd_siginfo si;
+        int sig = read(sfd, &si, sizeof si) == (ssize_t)sizeof si ? (int)si.ssi_signo : 0;
         int64_t now = ls_now();
+        if (r->metrics) {
+            pthread_mutex_lock(&g->mu);
+            ls_metrics_io(r, now);    /* never blocks */
+            pthread_mutex_unlock(&g->mu);
+        }
         if (!stopping && sig > 0) {
             stop_why = sig == SIGINT ? "interrupted (SIGINT)" : "terminated by signal";
         } else if (!stopping && deadline && now >= deadline) {
@@ -830,6 +870,7 @@ int ls_group_record(recorder *r, const struct ls_group_sel *sel, const char **wh
             print_group_status(g, now, running);
         }
     }
+    close(sfd);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (tty)
         fputc('\n', stderr);

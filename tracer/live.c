@@ -47,7 +47,7 @@ static struct site *site_of(struct ls_live *l, int64_t id)
 
 /* ------------------------------------------------------------- the sink */
 
-static void lv_frame(void *s, int64_t stack_id, int depth, uint64_t pc, const ls_sym *f)
+static void lv_frame(void *s, int64_t stack_id, int depth, uint64_t pc, const ls_sym *f, bool app)
 {
     struct ls_live *l = s;
     (void)depth;
@@ -62,7 +62,7 @@ static void lv_frame(void *s, int64_t stack_id, int depth, uint64_t pc, const ls
         free(si->file);
         *si = (struct site){ .id = stack_id };
     }
-    if (si->have || !l->r->dec->app_frame(l->r, f))
+    if (si->have || !app)
         return;
     si->have = true;
     si->function = f->function ? strdup(f->function) : NULL;

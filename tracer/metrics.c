@@ -40,23 +40,39 @@
 #define LS_METRICS_SITES 64                 /* call sites with a series of their own */
 #define LS_METRICS_LABEL 256                /* bytes of a site label, before escaping */
 #define LS_METRICS_LOOPS 1024               /* loop threads with series of their own */
+#define LS_METRICS_OTHERS 128               /* processes with a site="other" series */
+#define LS_METRICS_PROCS 128                /* processes with series of their own */
 
 struct mloop {
     uint64_t loop;
+    uint32_t pid, tid;
     uint64_t hist[LS_HIST_BUCKETS];
     uint64_t iterations, busy_ns, wait_ns;
     uint64_t blocks[3], block_ns[3];        /* by kind (1 off-cpu, 2 on-cpu) */
 };
 
-struct msite {
-    char *label;                            /* "function file:line" */
+struct mcount {
     uint64_t blocks, block_ns;
+};
+
+/* A call site of a process (its innermost application frame). */
+struct msite {
+    uint32_t pid;
+    char *label;                            /* "function file:line" */
+    struct mcount n;
+};
+
+/* A process's episodes at sites past the first LS_METRICS_SITES. */
+struct mother {
+    uint32_t pid;
+    struct mcount n;
 };
 
 /* The site of each stack seen (direct-mapped by stack id, as live.c). */
 struct mstack {
     int64_t id;
-    int site;                               /* index in sites, -1 other, -2 not yet */
+    char *label;                            /* its site, NULL: none (yet) */
+    bool done;                              /* its innermost application frame seen */
 };
 
 struct mclient {
@@ -76,11 +92,11 @@ struct ls_metrics {
     size_t nloops;
     struct msite sites[LS_METRICS_SITES];
     size_t nsites;
-    uint64_t other_blocks, other_block_ns;
+    struct mother other[LS_METRICS_OTHERS];
+    size_t nother;
     struct mstack stacks[4096];
     ls_replay *replay;
     uint64_t scrapes;
-    char comm[64];                          /* the target's, when recording began */
     char url[INET6_ADDRSTRLEN + 32];
 };
 
@@ -108,8 +124,12 @@ static struct mloop *loop_of(struct ls_metrics *m, uint64_t loop)
 
 static void mt_loop(void *s, uint64_t loop, uint32_t pid, uint32_t tid, int64_t seen)
 {
-    (void)pid, (void)tid, (void)seen;
-    loop_of(s, loop);
+    (void)seen;
+    struct mloop *l = loop_of(s, loop);
+    if (l) {
+        l->pid = pid;
+        l->tid = tid;
+    }
 }
 
 static void mt_window(void *s, uint64_t loop, const struct ls_window *w)
@@ -124,28 +144,45 @@ static void mt_window(void *s, uint64_t loop, const struct ls_window *w)
     l->wait_ns += w->wait_ns;
 }
 
-static void mt_frame(void *s, int64_t stack, int depth, uint64_t pc, const ls_sym *f)
+static void mt_frame(void *s, int64_t stack, int depth, uint64_t pc, const ls_sym *f, bool app)
 {
     struct ls_metrics *m = s;
     (void)pc;
     if (stack <= 0)
         return;
     struct mstack *st = &m->stacks[(uint64_t)stack % (sizeof m->stacks / sizeof m->stacks[0])];
-    if (st->id != stack || depth == 0)
-        *st = (struct mstack){ stack, -2 };
-    if (st->site != -2 || !m->r->dec->app_frame || !m->r->dec->app_frame(m->r, f))
+    if (st->id != stack || depth == 0) {
+        free(st->label);
+        *st = (struct mstack){ .id = stack };
+    }
+    if (st->done || !app)
         return;
-    char label[LS_METRICS_LABEL];
-    snprintf(label, sizeof label, "%s %s:%d", f->function ? f->function : "?",
-             f->file ? f->file : "?", f->line);
-    for (size_t i = 0; i < m->nsites; i++)
-        if (!strcmp(m->sites[i].label, label)) {
-            st->site = (int)i;
-            return;
+    st->done = true;
+    if (asprintf(&st->label, "%s %s:%d", f->function ? f->function : "?",
+                 f->file ? f->file : "?", f->line) < 0)
+        st->label = NULL;
+}
+
+/* Where an episode of pid at label (NULL: none) counts: its site, or the
+ * process's "other"; NULL past every bound. */
+static struct mcount *site_count(struct ls_metrics *m, uint32_t pid, const char *label)
+{
+    if (label) {
+        for (size_t i = 0; i < m->nsites; i++)
+            if (m->sites[i].pid == pid && !strcmp(m->sites[i].label, label))
+                return &m->sites[i].n;
+        if (m->nsites < LS_METRICS_SITES && (m->sites[m->nsites].label = strdup(label))) {
+            m->sites[m->nsites].pid = pid;
+            return &m->sites[m->nsites++].n;
         }
-    st->site = -1;
-    if (m->nsites < LS_METRICS_SITES && (m->sites[m->nsites].label = strdup(label)))
-        st->site = (int)m->nsites++;
+    }
+    for (size_t i = 0; i < m->nother; i++)
+        if (m->other[i].pid == pid)
+            return &m->other[i].n;
+    if (m->nother == LS_METRICS_OTHERS)
+        return NULL;
+    m->other[m->nother].pid = pid;
+    return &m->other[m->nother++].n;
 }
 
 static void mt_block(void *s, const ls_block_rec *b)
@@ -159,12 +196,10 @@ static void mt_block(void *s, const ls_block_rec *b)
     }
     struct mstack *st = b->stack > 0
         ? &m->stacks[(uint64_t)b->stack % (sizeof m->stacks / sizeof m->stacks[0])] : NULL;
-    if (st && st->id == b->stack && st->site >= 0) {
-        m->sites[st->site].blocks++;
-        m->sites[st->site].block_ns += dur;
-    } else {
-        m->other_blocks++;
-        m->other_block_ns += dur;
+    struct mcount *c = site_count(m, l ? l->pid : 0, st && st->id == b->stack ? st->label : NULL);
+    if (c) {
+        c->blocks++;
+        c->block_ns += dur;
     }
 }
 
@@ -188,6 +223,8 @@ static void mt_free(void *s)
         close(m->lfd);
     for (size_t i = 0; i < m->nsites; i++)
         free(m->sites[i].label);
+    for (size_t i = 0; i < sizeof m->stacks / sizeof m->stacks[0]; i++)
+        free(m->stacks[i].label);
     free(m->loops);
     ls_replay_free(m->replay);
     m->r->metrics = NULL;
@@ -231,57 +268,102 @@ static void help(FILE *f, const char *name, const char *type, const char *text)
     fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, text, name, type);
 }
 
-struct task_count {
-    uint64_t n[8];
+/* Tasks by state, per process: a task's loop gives its process (loops
+ * sorted by id, each with its process's place in procs). */
+struct loop_proc {
+    uint64_t loop;
+    int p;
 };
+
+struct task_count {
+    struct loop_proc *lp;
+    size_t nlp;
+    uint64_t (*n)[8];                       /* [process][state] */
+};
+
+static int cmp_loop_proc(const void *a, const void *b)
+{
+    uint64_t x = ((const struct loop_proc *)a)->loop, y = ((const struct loop_proc *)b)->loop;
+    return x < y ? -1 : x > y;
+}
 
 static void count_task(const ls_task *t, void *ctx)
 {
     struct task_count *tc = ctx;
-    if (!t->done && t->state >= 0 && t->state < 8)
-        tc->n[t->state]++;
+    if (t->done || t->state < 0 || t->state >= 8)
+        return;
+    struct loop_proc key = { t->loop, 0 };
+    const struct loop_proc *lp = bsearch(&key, tc->lp, tc->nlp, sizeof key, cmp_loop_proc);
+    if (lp)
+        tc->n[lp->p][t->state]++;
+}
+
+/* The loop label: its id as its process knows it (a group adds its own
+ * range to each process's ids: group.c); a generic loop's is its tid. */
+static unsigned long long loop_label(const struct mloop *l)
+{
+    return (unsigned long long)(l->loop & ((1ull << 40) - 1));
+}
+
+static void proc_comm(pid_t pid, char *comm, size_t len)
+{
+    char cp[64];
+    snprintf(cp, sizeof cp, "/proc/%d/comm", (int)pid);
+    FILE *cf = fopen(cp, "re");
+    size_t n = cf ? fread(comm, 1, len - 1, cf) : 0;
+    if (cf)
+        fclose(cf);
+    /* the name may hold any byte but NUL, a newline too: only the last
+     * one is the file's */
+    if (n && comm[n - 1] == '\n')
+        n--;
+    comm[n] = 0;
 }
 
 static char *render(struct ls_metrics *m, size_t *len)
 {
-    recorder *r = m->r;
+    recorder *procs[LS_METRICS_PROCS];
+    int np = ls_recorder_procs(m->r, procs, LS_METRICS_PROCS);
     char *buf = NULL;
     FILE *f = open_memstream(&buf, len);
     if (!f)
         return NULL;
-    char pid[32];
-    snprintf(pid, sizeof pid, "pid=\"%d\"", (int)r->pid);
     help(f, "loopscope_target_info", "gauge",
-         "The process recorded: its command name and the recorder's mode.");
-    fprintf(f, "loopscope_target_info{%s,comm=\"", pid);
-    put_label(f, m->comm, sizeof m->comm);
-    fprintf(f, "\",mode=\"%s\",runtime=\"", r->dec->tasks ? "libevl" : "generic");
-    put_label(f, r->runtime, sizeof r->runtime);
-    fputs("\"} 1\n", f);
+         "A process recorded: its command name and the recorder's mode.");
+    for (int p = 0; p < np; p++) {
+        recorder *r = procs[p];
+        char comm[64];
+        proc_comm(r->pid, comm, sizeof comm);
+        fprintf(f, "loopscope_target_info{pid=\"%d\",comm=\"", (int)r->pid);
+        put_label(f, comm, sizeof comm);
+        fprintf(f, "\",mode=\"%s\",runtime=\"", r->dec && r->dec->tasks ? "libevl" : "generic");
+        put_label(f, r->runtime, sizeof r->runtime);
+        fputs("\"} 1\n", f);
+    }
 
     help(f, "loopscope_loop_iteration_seconds", "histogram",
          "Busy time of each loop iteration (between two waits), generic mode.");
     for (size_t i = 0; i < m->nloops; i++) {
         const struct mloop *l = &m->loops[i];
         uint64_t cum = 0;
+        char lab[64];
+        snprintf(lab, sizeof lab, "pid=\"%u\",loop=\"%llu\"", l->pid, loop_label(l));
         for (int b = 0; b < LS_HIST_BUCKETS; b++) {
             cum += l->hist[b];
-            fprintf(f, "loopscope_loop_iteration_seconds_bucket{%s,loop=\"%llu\",le=\"%.9g\"} %llu\n",
-                    pid, (unsigned long long)l->loop, (double)(2ull << b) / 1e9,
-                    (unsigned long long)cum);
+            fprintf(f, "loopscope_loop_iteration_seconds_bucket{%s,le=\"%.9g\"} %llu\n", lab,
+                    (double)(2ull << b) / 1e9, (unsigned long long)cum);
         }
-        fprintf(f, "loopscope_loop_iteration_seconds_bucket{%s,loop=\"%llu\",le=\"+Inf\"} %llu\n",
-                pid, (unsigned long long)l->loop, (unsigned long long)cum);
-        fprintf(f, "loopscope_loop_iteration_seconds_sum{%s,loop=\"%llu\"} %.9f\n", pid,
-                (unsigned long long)l->loop, l->busy_ns / 1e9);
-        fprintf(f, "loopscope_loop_iteration_seconds_count{%s,loop=\"%llu\"} %llu\n", pid,
-                (unsigned long long)l->loop, (unsigned long long)cum);
+        fprintf(f, "loopscope_loop_iteration_seconds_bucket{%s,le=\"+Inf\"} %llu\n", lab,
+                (unsigned long long)cum);
+        fprintf(f, "loopscope_loop_iteration_seconds_sum{%s} %.9f\n", lab, l->busy_ns / 1e9);
+        fprintf(f, "loopscope_loop_iteration_seconds_count{%s} %llu\n", lab,
+                (unsigned long long)cum);
     }
     help(f, "loopscope_loop_wait_seconds_total", "counter",
          "Time loop threads spent waiting in their wait call (idle), generic mode.");
     for (size_t i = 0; i < m->nloops; i++)
-        fprintf(f, "loopscope_loop_wait_seconds_total{%s,loop=\"%llu\"} %.9f\n", pid,
-                (unsigned long long)m->loops[i].loop, m->loops[i].wait_ns / 1e9);
+        fprintf(f, "loopscope_loop_wait_seconds_total{pid=\"%u\",loop=\"%llu\"} %.9f\n",
+                m->loops[i].pid, loop_label(&m->loops[i]), m->loops[i].wait_ns / 1e9);
 
     static const char *const kinds[3] = { NULL,
 #define LS__KN(n, v, s) [v] = s,
@@ -292,62 +374,83 @@ static char *render(struct ls_metrics *m, size_t *len)
          "Blocking episodes of loop threads, by kind.");
     for (size_t i = 0; i < m->nloops; i++)
         for (int k = 1; k <= 2; k++)
-            fprintf(f, "loopscope_blocking_episodes_total{%s,loop=\"%llu\",kind=\"%s\"} %llu\n",
-                    pid, (unsigned long long)m->loops[i].loop, kinds[k],
+            fprintf(f, "loopscope_blocking_episodes_total{pid=\"%u\",loop=\"%llu\",kind=\"%s\"} "
+                       "%llu\n", m->loops[i].pid, loop_label(&m->loops[i]), kinds[k],
                     (unsigned long long)m->loops[i].blocks[k]);
     help(f, "loopscope_blocking_seconds_total", "counter",
          "Time loop threads spent blocked in episodes, by kind.");
     for (size_t i = 0; i < m->nloops; i++)
         for (int k = 1; k <= 2; k++)
-            fprintf(f, "loopscope_blocking_seconds_total{%s,loop=\"%llu\",kind=\"%s\"} %.9f\n",
-                    pid, (unsigned long long)m->loops[i].loop, kinds[k],
+            fprintf(f, "loopscope_blocking_seconds_total{pid=\"%u\",loop=\"%llu\",kind=\"%s\"} "
+                       "%.9f\n", m->loops[i].pid, loop_label(&m->loops[i]), kinds[k],
                     m->loops[i].block_ns[k] / 1e9);
-    help(f, "loopscope_blocking_site_episodes_total", "counter",
-         "Blocking episodes by call site (the innermost application frame); "
-         "sites past the first 64 are site=\"other\".");
-    for (size_t i = 0; i < m->nsites; i++) {
-        fprintf(f, "loopscope_blocking_site_episodes_total{%s,site=\"", pid);
-        put_label(f, m->sites[i].label, LS_METRICS_LABEL);
-        fprintf(f, "\"} %llu\n", (unsigned long long)m->sites[i].blocks);
+    /* a site's two families: its episodes, then its time */
+    static const char *const site_fam[2][2] = {
+        { "loopscope_blocking_site_episodes_total",
+          "Blocking episodes by call site (the innermost application frame); "
+          "sites past the first 64 are site=\"other\"." },
+        { "loopscope_blocking_site_seconds_total",
+          "Time blocked by call site, as loopscope_blocking_site_episodes_total." },
+    };
+    for (int k = 0; k < 2; k++) {
+        help(f, site_fam[k][0], "counter", site_fam[k][1]);
+        for (size_t i = 0; i < m->nsites; i++) {
+            fprintf(f, "%s{pid=\"%u\",site=\"", site_fam[k][0], m->sites[i].pid);
+            put_label(f, m->sites[i].label, LS_METRICS_LABEL);
+            if (k)
+                fprintf(f, "\"} %.9f\n", m->sites[i].n.block_ns / 1e9);
+            else
+                fprintf(f, "\"} %llu\n", (unsigned long long)m->sites[i].n.blocks);
+        }
+        for (size_t i = 0; i < m->nother; i++)
+            if (k)
+                fprintf(f, "%s{pid=\"%u\",site=\"other\"} %.9f\n", site_fam[k][0],
+                        m->other[i].pid, m->other[i].n.block_ns / 1e9);
+            else
+                fprintf(f, "%s{pid=\"%u\",site=\"other\"} %llu\n", site_fam[k][0],
+                        m->other[i].pid, (unsigned long long)m->other[i].n.blocks);
     }
-    fprintf(f, "loopscope_blocking_site_episodes_total{%s,site=\"other\"} %llu\n", pid,
-            (unsigned long long)m->other_blocks);
-    help(f, "loopscope_blocking_site_seconds_total", "counter",
-         "Time blocked by call site, as loopscope_blocking_site_episodes_total.");
-    for (size_t i = 0; i < m->nsites; i++) {
-        fprintf(f, "loopscope_blocking_site_seconds_total{%s,site=\"", pid);
-        put_label(f, m->sites[i].label, LS_METRICS_LABEL);
-        fprintf(f, "\"} %.9f\n", m->sites[i].block_ns / 1e9);
-    }
-    fprintf(f, "loopscope_blocking_site_seconds_total{%s,site=\"other\"} %.9f\n", pid,
-            m->other_block_ns / 1e9);
 
-    struct task_count tc = { { 0 } };
-    ls_replay_each_task(m->replay, count_task, &tc);
+    uint64_t (*n)[8] = calloc((size_t)(np ? np : 1), sizeof *n);
+    struct task_count tc = { calloc(m->nloops ? m->nloops : 1, sizeof *tc.lp), 0, n };
+    for (size_t i = 0; tc.lp && i < m->nloops; i++)
+        for (int p = 0; p < np; p++)
+            if ((uint32_t)procs[p]->pid == m->loops[i].pid)
+                tc.lp[tc.nlp++] = (struct loop_proc){ m->loops[i].loop, p };
+    if (n && tc.lp) {
+        qsort(tc.lp, tc.nlp, sizeof *tc.lp, cmp_loop_proc);
+        ls_replay_each_task(m->replay, count_task, &tc);
+    }
+    free(tc.lp);
     help(f, "loopscope_tasks", "gauge",
          "Live tasks by state (libevl, and CPython asyncio's census), as last seen.");
     static const char *const states[] = { "created", "ready", "running", "suspended" };
-    for (int s = 0; s < 4; s++)
-        fprintf(f, "loopscope_tasks{%s,state=\"%s\"} %llu\n", pid, states[s],
-                (unsigned long long)tc.n[s]);
-    help(f, "loopscope_tasks_created_total", "counter", "Tasks made.");
-    fprintf(f, "loopscope_tasks_created_total{%s} %llu\n", pid,
-            (unsigned long long)r->tasks_created);
-    help(f, "loopscope_tasks_finished_total", "counter", "Tasks ended.");
-    fprintf(f, "loopscope_tasks_finished_total{%s} %llu\n", pid,
-            (unsigned long long)r->tasks_finished);
-
-    help(f, "loopscope_dropped_messages_total", "counter",
-         "Messages the kernel side could not hand over (ring buffer full).");
-    fprintf(f, "loopscope_dropped_messages_total{%s} %llu\n", pid,
-            (unsigned long long)ls_stat(r, LS_STAT_DROPPED_MSGS));
-    help(f, "loopscope_lost_records_total", "counter",
-         "Records libevl's loops dropped while the recorder held every buffer they lend.");
-    fprintf(f, "loopscope_lost_records_total{%s} %llu\n", pid,
-            (unsigned long long)ls_loop_lost(r));
-    help(f, "loopscope_rejected_total", "counter", "Malformed records or messages rejected.");
-    fprintf(f, "loopscope_rejected_total{%s} %llu\n", pid,
-            (unsigned long long)(r->rejected + r->rejected_msgs));
+    for (int p = 0; n && p < np; p++)
+        for (int st = 0; st < 4; st++)
+            fprintf(f, "loopscope_tasks{pid=\"%d\",state=\"%s\"} %llu\n", (int)procs[p]->pid,
+                    states[st], (unsigned long long)n[p][st]);
+    free(n);
+    /* per process: what its recorder counted */
+    struct { const char *name, *type, *help; } per[] = {
+        { "loopscope_tasks_created_total", "counter", "Tasks made." },
+        { "loopscope_tasks_finished_total", "counter", "Tasks ended." },
+        { "loopscope_dropped_messages_total", "counter",
+          "Messages the kernel side could not hand over (ring buffer full)." },
+        { "loopscope_lost_records_total", "counter",
+          "Records libevl's loops dropped while the recorder held every buffer they lend." },
+        { "loopscope_rejected_total", "counter", "Malformed records or messages rejected." },
+    };
+    for (size_t k = 0; k < sizeof per / sizeof per[0]; k++) {
+        help(f, per[k].name, per[k].type, per[k].help);
+        for (int p = 0; p < np; p++) {
+            recorder *r = procs[p];
+            uint64_t v = k == 0 ? r->tasks_created : k == 1 ? r->tasks_finished
+                       : k == 2 ? ls_stat(r, LS_STAT_DROPPED_MSGS)
+                       : k == 3 ? (r->member ? 0 : ls_loop_lost(r))  /* its thread's table */
+                       : r->rejected + r->rejected_msgs;
+            fprintf(f, "%s{pid=\"%d\"} %llu\n", per[k].name, (int)r->pid, (unsigned long long)v);
+        }
+    }
 
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
@@ -584,18 +687,6 @@ int ls_metrics_start(recorder *r, const char *spec)
     }
     snprintf(m->url, sizeof m->url, "http://%s%s%s:%d/metrics", strchr(hb, ':') ? "[" : "", hb,
              strchr(hb, ':') ? "]" : "", got);
-    char cp[64];
-    snprintf(cp, sizeof cp, "/proc/%d/comm", (int)r->pid);
-    FILE *cf = fopen(cp, "r");
-    if (cf) {
-        /* the name may hold any byte but NUL, a newline too: only the
-         * last one is the file's */
-        size_t n = fread(m->comm, 1, sizeof m->comm - 1, cf);
-        if (n && m->comm[n - 1] == '\n')
-            n--;
-        m->comm[n] = 0;
-        fclose(cf);
-    }
     return 0;
 }
 

@@ -189,6 +189,7 @@ typedef struct recorder {
      * recorded on a thread of its own into the group's sinks; it watches
      * its forks and execs when watch_procs (--children). */
     struct ls_member *member;
+    struct ls_group *group;   /* the group's own recorder: its members (group.c) */
     bool watch_procs;
     _Atomic bool stop_req;    /* the run loop stops at its next turn (why: stop_why) */
     const char *stop_why;
@@ -340,6 +341,9 @@ struct ls_group_sel {
 };
 int ls_group_record(recorder *r, const struct ls_group_sel *sel, const char **why);
 void ls_group_proc(recorder *r, uint32_t kind, uint32_t pid);
+/* The recorders of r's processes: r itself, or a group's running members
+ * (called with the group's lock held: its sinks' calls are); how many. */
+int ls_recorder_procs(recorder *r, recorder **out, int max);
 
 /* engine.c: finish a trace (end meta, the derived tables replayed from
  * its events, indexes) and close it; 0 or non-zero after one error line. */

@@ -82,9 +82,16 @@ void ls_sink_hist(recorder *r, uint64_t loop, int64_t lo, int64_t hi, uint64_t c
     EACH(hist, loop, lo, hi, count, busy_ns);
 }
 
+void ls_sink_frame_app(recorder *r, int64_t stack, int depth, uint64_t pc, const ls_sym *f,
+                       bool app)
+{
+    EACH(frame, stack, depth, pc, f, app);
+}
+
 void ls_sink_frame(recorder *r, int64_t stack, int depth, uint64_t pc, const ls_sym *f)
 {
-    EACH(frame, stack, depth, pc, f);
+    bool app = r->dec && r->dec->app_frame && r->dec->app_frame(r, f);
+    ls_sink_frame_app(r, stack, depth, pc, f, app);
 }
 
 void ls_sink_stack(recorder *r, int64_t stack, int depth) { EACH(stack, stack, depth); }

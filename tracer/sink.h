@@ -80,8 +80,10 @@ typedef struct ls_sink_ops {
     void (*window)(void *s, uint64_t loop, const struct ls_window *w);
     void (*hist)(void *s, uint64_t loop, int64_t lo, int64_t hi, uint64_t count,
                  uint64_t busy_ns);
-    /* A new stack: its frames from depth 0 (innermost), then its depth. */
-    void (*frame)(void *s, int64_t stack, int depth, uint64_t pc, const ls_sym *f);
+    /* A new stack: its frames from depth 0 (innermost), then its depth;
+     * app: the frame is the application's, by its decoder's rule
+     * (decode.h, app_frame), not a library's or the runtime's. */
+    void (*frame)(void *s, int64_t stack, int depth, uint64_t pc, const ls_sym *f, bool app);
     void (*stack)(void *s, int64_t stack, int depth);
     void (*block)(void *s, const ls_block_rec *b);
     /* Asyncio traces: a task's await chain (a stack given before) when a
@@ -122,7 +124,11 @@ void ls_sink_event(struct recorder *r, ls_event *e);
 void ls_sink_window(struct recorder *r, uint64_t loop, const struct ls_window *w);
 void ls_sink_hist(struct recorder *r, uint64_t loop, int64_t lo, int64_t hi, uint64_t count,
                   uint64_t busy_ns);
+/* A frame, whether the application's by r's decoder; _app: as app says
+ * (a group passing on its member's). */
 void ls_sink_frame(struct recorder *r, int64_t stack, int depth, uint64_t pc, const ls_sym *f);
+void ls_sink_frame_app(struct recorder *r, int64_t stack, int depth, uint64_t pc,
+                       const ls_sym *f, bool app);
 void ls_sink_stack(struct recorder *r, int64_t stack, int depth);
 void ls_sink_block(struct recorder *r, const ls_block_rec *b);
 void ls_sink_await_stack(struct recorder *r, uint64_t task, int64_t ts, int64_t stack);

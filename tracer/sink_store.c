@@ -65,8 +65,9 @@ static void st_hist(void *s, uint64_t loop, int64_t lo, int64_t hi, uint64_t cou
     ls_store_hist(s, loop, lo, hi, count, busy_ns);
 }
 
-static void st_frame(void *s, int64_t stack, int depth, uint64_t pc, const ls_sym *f)
+static void st_frame(void *s, int64_t stack, int depth, uint64_t pc, const ls_sym *f, bool app)
 {
+    (void)app;
     ls_store_frame(s, stack, depth, pc, f);
 }
 

@@ -341,6 +341,62 @@ def comm_cgroup():
             os.rmdir(cg)
 
 
+def scrape(url):
+    import urllib.request
+    with urllib.request.urlopen(url, timeout=10) as r:
+        return r.read().decode()
+
+
+def series(text, name):
+    """{labels: value} of a metric family's samples."""
+    out = {}
+    for line in text.splitlines():
+        m = re.match(rf"{name}\{{(.*)\}} (\S+)$", line)
+        if m:
+            out[m.group(1)] = float(m.group(2))
+    return out
+
+
+@case
+def metrics():
+    """-p A,B --metrics: one endpoint, each process's series under its pid."""
+    srv = [spawn([sys.executable, os.path.join(GEN, "py_server.py")]) for _ in range(2)]
+    pids, ports = [], []
+    for p in srv:
+        pids.append(int(p.stdout.readline().split()[1]))
+        ports.append(int(p.stdout.readline().split()[1]))
+    g = Group("-p", f"{pids[0]},{pids[1]}", "--metrics", "0")
+    for p in pids:
+        g.wait_member(p)
+    url = None
+    while not url:
+        line = g.p.stderr.readline()
+        check(line, f"no metrics line: {g.lines}")
+        g.lines.append(line.rstrip())
+        m = re.match(r"metrics: (http://\S+)", line)
+        url = m and m.group(1)
+    want = {pids[0]: 2, pids[1]: 3}
+    for pid, port in zip(pids, ports):
+        for _ in range(want[pid]):
+            request(port, "sleep")
+    def counts():
+        eps = series(scrape(url), "loopscope_blocking_episodes_total")
+        got = {p: 0 for p in pids}
+        for lab, v in eps.items():
+            m = re.match(r'pid="(\d+)",loop="(\d+)",kind="off-cpu"', lab)
+            if m and int(m.group(1)) in got:
+                got[int(m.group(1))] += int(v)
+        return got == want and got
+    wait_for(counts, 30, lambda: f"episodes per pid {want} in {url}")
+    text = scrape(url)
+    info = series(text, "loopscope_target_info")
+    for p in pids:
+        check(any(f'pid="{p}"' in lab for lab in info), f"no target_info for pid {p}: {info}")
+    for p in pids:
+        check(f'loopscope_tasks_created_total{{pid="{p}"}}' in text, f"no tasks_created of {p}")
+    g.stop()
+
+
 @case
 def errors():
     d = tmpdir()
@@ -358,7 +414,7 @@ def errors():
         (["--comm", "x" * 16], r"invalid --comm"),
         (["-p", f"{me},{me}", "--flight-recorder", "10s"],
          r"--flight-recorder does not apply to a process group"),
-        (["-p", me, "--children", "--metrics", "0"], r"--metrics does not apply to a process group"),
+        (["-p", me, "--children", "--backlog", "8M"], r"--backlog does not apply to a process group"),
         (["--comm", "x", "-p", me], r"--comm selects the processes itself"),
         (["--comm", "x", "--cgroup", "y"], r"--cgroup or --comm, not both"),
     ]:
