@@ -19,39 +19,44 @@
 
 #define NODE_LIMIT 60
 
-/* Application frames of the episodes compared; what each blocked in. */
+/* Application frames of the stacks of the episodes compared, each stack
+ * once with its episodes (n) and their blocked time: a stack's frames are
+ * read once however many episodes share it (per episode, a deep stack
+ * under many episodes was their product). */
 static const char frames_cte[] =
-    "WITH fr AS (SELECT b.id AS ep, b.dur_ns AS dur, a.depth AS depth,"
-    "   coalesce(a.function, '?') AS fn, a.file AS file, a.line AS line,"
-    "   coalesce(y.name, k.name, '?') AS call"
-    "   FROM blocking b JOIN app_frames a ON a.stack_id = b.stack_id"
-    "   LEFT JOIN syscalls y ON y.nr = b.syscall LEFT JOIN blocking_kinds k ON k.id = b.kind"
-    "   WHERE b.dur_ns >= ?1)";
+    "WITH eps AS (SELECT stack_id AS st, count(*) AS n, total(dur_ns) AS dur FROM blocking"
+    "   WHERE dur_ns >= ?1 AND stack_id IS NOT NULL GROUP BY stack_id),"
+    " fr AS (SELECT e.st AS st, e.n AS n, e.dur AS dur, a.depth AS depth,"
+    "   coalesce(a.function, '?') AS fn, a.file AS file, a.line AS line"
+    "   FROM eps e JOIN app_frames a ON a.stack_id = e.st)";
 
 /* Functions: episodes through them (once each, recursion or not), their
  * blocked time, the lines seen. */
 static const char nodes_sql[] =
-    " SELECT o.fn, o.file, count(*), CAST(total(o.dur) AS INTEGER), l.lines"
-    " FROM (SELECT fn, file, ep, max(dur) AS dur FROM fr GROUP BY fn, file, ep) o"
+    " SELECT o.fn, o.file, sum(o.n), CAST(total(o.dur) AS INTEGER), l.lines"
+    " FROM (SELECT fn, file, st, max(n) AS n, max(dur) AS dur FROM fr GROUP BY fn, file, st) o"
     " LEFT JOIN (SELECT fn, file, group_concat(line, ',') AS lines FROM"
     "   (SELECT DISTINCT fn, file, line FROM fr WHERE line IS NOT NULL ORDER BY fn, file, line)"
     "   GROUP BY fn, file) l ON l.fn = o.fn AND l.file IS o.file"
     " GROUP BY o.fn, o.file";
 
-/* Caller -> callee: adjacent application frames of one episode. */
+/* Caller -> callee: adjacent application frames of one stack. */
 static const char edges_sql[] =
-    ", e AS (SELECT ep, dur, fn, file, lead(fn) OVER w AS cfn, lead(file) OVER w AS cfile"
-    "   FROM fr WINDOW w AS (PARTITION BY ep ORDER BY depth))"
-    " SELECT cfn, cfile, fn, file, count(*), CAST(total(dur) AS INTEGER)"
-    " FROM (SELECT DISTINCT ep, dur, cfn, cfile, fn, file FROM e WHERE cfn IS NOT NULL)"
+    ", e AS (SELECT st, n, dur, fn, file, lead(fn) OVER w AS cfn, lead(file) OVER w AS cfile"
+    "   FROM fr WINDOW w AS (PARTITION BY st ORDER BY depth))"
+    " SELECT cfn, cfile, fn, file, sum(n), CAST(total(dur) AS INTEGER)"
+    " FROM (SELECT DISTINCT st, n, dur, cfn, cfile, fn, file FROM e WHERE cfn IS NOT NULL)"
     " GROUP BY cfn, cfile, fn, file";
 
-/* Site (the innermost application frame) -> what the loop blocked in. */
+/* Site (the innermost application frame of a stack) -> what each episode
+ * on it blocked in. */
 static const char calls_sql[] =
-    ", s AS (SELECT ep, dur, fn, file, call,"
-    "   row_number() OVER (PARTITION BY ep ORDER BY depth) AS rn FROM fr)"
-    " SELECT fn, file, call, count(*), CAST(total(dur) AS INTEGER) FROM s WHERE rn = 1"
-    " GROUP BY fn, file, call";
+    ", s AS (SELECT st, fn, file, min(depth) FROM fr GROUP BY st)"
+    " SELECT s.fn, s.file, coalesce(y.name, k.name, '?') AS call, count(*),"
+    "   CAST(total(b.dur_ns) AS INTEGER)"
+    " FROM blocking b JOIN s ON s.st = b.stack_id"
+    " LEFT JOIN syscalls y ON y.nr = b.syscall LEFT JOIN blocking_kinds k ON k.id = b.kind"
+    " WHERE b.dur_ns >= ?1 GROUP BY s.fn, s.file, call";
 
 struct gnode {
     char *key;                /* "fn\x1f" short file, or "\x01" call */

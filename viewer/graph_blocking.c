@@ -26,23 +26,29 @@ static void heat(char *buf, size_t n, double share)
 }
 
 static const char blocking_setup[] =
-    /* One row per frame of every episode that has a stack. */
+    /* One row per stack: its episodes and their blocked time, so that a
+     * stack's frames are read once however many episodes share it (per
+     * episode, a deep stack under many episodes was their product). */
+    "CREATE TEMP TABLE g_st AS"
+    " SELECT stack_id AS st, count(*) AS n, sum(dur_ns) AS dur FROM blocking"
+    " WHERE stack_id IS NOT NULL GROUP BY stack_id;"
+    /* One row per frame of every stack of an episode. */
     "CREATE TEMP TABLE g_fr AS"
-    " SELECT b.id AS ep, b.dur_ns AS dur, f.depth AS depth,"
+    " SELECT s.st AS st, s.n AS n, s.dur AS dur, f.depth AS depth,"
     "   coalesce(f.function, printf('0x%x', f.address)) AS fn, coalesce(f.module, '') AS module,"
     "   f.file AS file, f.line AS line,"
     "   EXISTS (SELECT 1 FROM app_frames a WHERE a.stack_id = f.stack_id AND a.depth = f.depth) AS app"
-    " FROM blocking b JOIN frames f ON f.stack_id = b.stack_id;"
+    " FROM g_st s JOIN frames f ON f.stack_id = s.st;"
     "CREATE INDEX temp.g_fr_fn ON g_fr(fn, module);"
-    "CREATE INDEX temp.g_fr_ep ON g_fr(ep, depth);"
+    "CREATE INDEX temp.g_fr_st ON g_fr(st, depth);"
     /* One row per function, heaviest first: ids give the creation order.
      * cum counts an episode once however often the function is on its
      * stack (recursion); flat is the episodes where it is innermost. */
     "CREATE TEMP TABLE g_node AS"
-    " WITH once AS (SELECT fn, module, ep, max(dur) AS dur, max(depth = 0) AS leaf, max(app) AS app"
-    "   FROM g_fr GROUP BY fn, module, ep)"
+    " WITH once AS (SELECT fn, module, st, max(n) AS n, max(dur) AS dur, max(depth = 0) AS leaf,"
+    "   max(app) AS app FROM g_fr GROUP BY fn, module, st)"
     " SELECT row_number() OVER (ORDER BY sum(dur) DESC, sum(leaf * dur) DESC, fn, module) AS id,"
-    "   fn, module, max(app) AS app, sum(dur) AS cum, sum(leaf * dur) AS flat, count(*) AS episodes"
+    "   fn, module, max(app) AS app, sum(dur) AS cum, sum(leaf * dur) AS flat, sum(n) AS episodes"
     " FROM once GROUP BY fn, module;"
     "CREATE UNIQUE INDEX temp.g_node_fn ON g_node(fn, module);";
 
@@ -53,11 +59,12 @@ static const char blocking_nodes_sql[] =
     "     WHERE x.fn = n.fn AND x.module = n.module AND line IS NOT NULL ORDER BY line))"
     " FROM g_node n ORDER BY n.id";
 
-/* Caller (one frame deeper) -> callee, each episode counted once per pair. */
+/* Caller (one frame deeper) -> callee, each stack (its episodes) counted
+ * once per pair. */
 static const char blocking_edges_sql[] =
     "SELECT c.id, e.id, sum(p.dur) FROM"
-    " (SELECT DISTINCT a.ep, a.dur, b.fn AS cfn, b.module AS cmod, a.fn AS efn, a.module AS emod"
-    "  FROM g_fr a JOIN g_fr b ON b.ep = a.ep AND b.depth = a.depth + 1) p"
+    " (SELECT DISTINCT a.st, a.dur, b.fn AS cfn, b.module AS cmod, a.fn AS efn, a.module AS emod"
+    "  FROM g_fr a JOIN g_fr b ON b.st = a.st AND b.depth = a.depth + 1) p"
     " JOIN g_node c ON c.fn = p.cfn AND c.module = p.cmod"
     " JOIN g_node e ON e.fn = p.efn AND e.module = p.emod"
     " WHERE c.id <= ?1 AND e.id <= ?1"
@@ -74,7 +81,8 @@ int graph_blocking(ls_trace *t, Agraph_t *g, const struct graph_opts *o, const c
         return 1;
     sqlite3_stmt *st = ls_prepare(t,
         "SELECT count(*), coalesce(sum(dur_ns), 0),"
-        "  (SELECT count(DISTINCT ep) FROM g_fr), (SELECT count(*) FROM g_node) FROM blocking");
+        "  (SELECT coalesce(sum(n), 0) FROM g_st WHERE st IN (SELECT st FROM g_fr)),"
+        "  (SELECT count(*) FROM g_node) FROM blocking");
     if (!st)
         return 1;
     sqlite3_step(st);
