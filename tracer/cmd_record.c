@@ -197,7 +197,9 @@ static int parse_pids(recorder *r, struct ls_group_sel *sel, pid_t *pids, const 
     return 0;
 }
 
-static int parse(recorder *r, struct ls_group_sel *sel, int argc, char **argv)
+/* The command line (record's, or the agent's: its options and its
+ * configuration file's lines as options before them, cmd_agent). */
+static int parse(recorder *r, struct ls_group_sel *sel, int argc, char **argv, bool agent)
 {
     static pid_t pids[LS_GROUP_PIDS];
     static const struct option opts[] = {
@@ -228,6 +230,8 @@ static int parse(recorder *r, struct ls_group_sel *sel, int argc, char **argv)
         { "children", no_argument, NULL, 1012 },
         { "cgroup", required_argument, NULL, 1013 },
         { "comm", required_argument, NULL, 1014 },
+        { "dir", required_argument, NULL, 1015 },
+        { "max-total", required_argument, NULL, 1016 },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
@@ -247,13 +251,28 @@ static int parse(recorder *r, struct ls_group_sel *sel, int argc, char **argv)
             sel->children = true;
             break;
         case 1013:
-            sel->cgroup = optarg;
+            if (sel->ncgroup == LS_SEL_MAX)
+                return 1 + ls_error("too many --cgroup (at most %d)", LS_SEL_MAX);
+            sel->cgroup[sel->ncgroup++] = optarg;
             break;
         case 1014:
             if (!*optarg || strlen(optarg) > 15)
                 return 1 + ls_error("invalid --comm '%s' (a process name, 1..15 bytes as in "
                                     "/proc/PID/comm)", optarg);
-            sel->comm = optarg;
+            if (sel->ncomm == LS_SEL_MAX)
+                return 1 + ls_error("too many --comm (at most %d)", LS_SEL_MAX);
+            sel->comm[sel->ncomm++] = optarg;
+            break;
+        case 1015:
+        case 1016:
+            if (!agent)
+                return 1 + ls_error("--%s is the agent's (loopscope agent)",
+                                    c == 1015 ? "dir" : "max-total");
+            if (c == 1015)
+                sel->dir = optarg;
+            else if (parse_size(optarg, &sel->dir_cap) < 0 || sel->dir_cap < (8u << 20))
+                return 1 + ls_error("invalid --max-total '%s' (bytes with an optional K, M or "
+                                    "G suffix, at least 8M)", optarg);
             break;
         case 'o':
             r->out = optarg;
@@ -411,23 +430,47 @@ static int parse(recorder *r, struct ls_group_sel *sel, int argc, char **argv)
     }
     if (optind < argc)
         r->cmd = argv + optind;
-    if (sel->cgroup && sel->comm)
+    bool looks = sel->ncgroup || sel->ncomm;
+    if (agent) {
+        if (r->cmd || sel->npids)
+            return 1 + ls_error("the agent selects processes with --comm and --cgroup "
+                                "(no -p, no -- CMD)");
+        if (!looks)
+            return 1 + ls_error("the agent needs a selection: --comm NAME or --cgroup PATH "
+                                "(on the command line or in its --config file)");
+        if (!r->flight_window_ns)
+            r->flight_window_ns = 30000000000ll;
+        if (!triggers) {              /* a stall of 100 ms */
+            r->trig_block_ns = 100000000ll;
+            triggers = true;
+        }
+        if (!memory)
+            r->flight_memory = 32ull << 20;
+        memory = true;
+        if (!r->metrics_addr)
+            r->metrics_addr = "127.0.0.1:9464";
+        if (!sel->dir)
+            sel->dir = "/var/lib/loopscope";
+        if (!sel->dir_cap)
+            sel->dir_cap = 1ull << 30;
+    } else if (sel->ncgroup && sel->ncomm) {
         return 1 + ls_error("give --cgroup or --comm, not both");
-    bool group = sel->npids > 1 || sel->children || sel->cgroup || sel->comm;
-    if ((sel->cgroup || sel->comm) && (r->pid || r->cmd))
+    }
+    bool group = agent || sel->npids > 1 || sel->children || looks;
+    if (looks && !agent && (r->pid || r->cmd))
         return 1 + ls_error("--%s selects the processes itself: no -p or -- CMD with it",
-                            sel->cgroup ? "cgroup" : "comm");
-    if (!r->pid == !r->cmd && !sel->cgroup && !sel->comm)
+                            sel->ncgroup ? "cgroup" : "comm");
+    if (!agent && !r->pid == !r->cmd && !looks)
         return 1 + ls_error("give either -p PID or -- CMD (see 'loopscope record --help')");
     if (group && r->cmd)
         return 1 + ls_error("--children with -- CMD: start the command, then -p its pid "
                             "--children");
-    if (group && (r->flight_window_ns || r->max_size || backlog))
+    if (group && ((r->flight_window_ns && !agent) || r->max_size || backlog))
         return 1 + ls_error("--%s does not apply to a process group yet (-p with several "
                             "pids, --children, --cgroup, --comm)",
                             r->flight_window_ns ? "flight-recorder" : r->max_size ? "max-size"
                             : "backlog");
-    if (r->metrics_addr && r->flight_window_ns)
+    if (r->metrics_addr && r->flight_window_ns && !agent)
         return 1 + ls_error("--metrics does not apply to --flight-recorder yet (its records "
                             "are decoded only when a trigger fires)");
     if (!r->flight_window_ns && (triggers || tail || memory))
@@ -520,10 +563,10 @@ int cmd_record(int argc, char **argv)
     r->argc = argc;
     r->argv = argv;
     struct ls_group_sel sel = { 0 };
-    int err = parse(r, &sel, argc, argv);
+    int err = parse(r, &sel, argc, argv, false);
     if (err)
         return err;
-    if (sel.npids > 1 || sel.children || sel.cgroup || sel.comm)
+    if (sel.npids > 1 || sel.children || sel.ncgroup || sel.ncomm)
         return ls_group_record(r, &sel, &why);   /* group.c: its own summary */
     if ((err = ls_recorder_open(r))) {
         ls_recorder_free(r);
@@ -534,5 +577,195 @@ int cmd_record(int argc, char **argv)
     if (r->trace_done)
         print_summary(r, why);
     ls_recorder_free(r);
+    return err;
+}
+
+/* ---- loopscope agent */
+
+/* The agent's arguments: its configuration file's lines (`key value`,
+ * `key = value` or `key`, as the long option --key; # to the end of a
+ * line is a comment) first, then its command line, which wins where an
+ * option can be given once.  The strings live in *keep (free it). */
+static int agent_args(const char *config, int argc, char **argv, int *nargc, char ***nargv,
+                      char **keep)
+{
+    char *text = NULL;
+    size_t tlen = 0;
+    if (config) {
+        FILE *f = fopen(config, "re");
+        if (!f)
+            return 1 + ls_error("cannot read the configuration '%s': %s", config,
+                                strerror(errno));
+        char chunk[4096];
+        size_t n;
+        FILE *m = open_memstream(&text, &tlen);
+        while (m && (n = fread(chunk, 1, sizeof(chunk), f)) > 0 && tlen < (1u << 20))
+            fwrite(chunk, 1, n, m);
+        fclose(f);
+        if (!m || fclose(m))
+            return 1 + ls_error("out of memory");
+        if (tlen >= (1u << 20)) {
+            free(text);
+            return 1 + ls_error("the configuration '%s' is over 1 MiB", config);
+        }
+    }
+    /* at most two arguments a line, and the command line's */
+    size_t lines = 1;
+    for (size_t i = 0; i < tlen; i++)
+        lines += text[i] == '\n';
+    char **v = calloc(2 * lines + (size_t)argc + 1, sizeof(*v));
+    char *store = malloc(2 * tlen + 4 * lines + 1);   /* "--" before each key */
+    if (!v || !store) {
+        free(v);
+        free(store);
+        free(text);
+        return 1 + ls_error("out of memory");
+    }
+    int n = 0;
+    size_t o = 0;
+    v[n++] = argv[0];
+    for (char *save, *line = text ? strtok_r(text, "\n", &save) : NULL; line;
+         line = strtok_r(NULL, "\n", &save)) {
+        line[strcspn(line, "#")] = 0;
+        char *key = line + strspn(line, " \t\r");
+        size_t klen = strcspn(key, " \t\r=");
+        if (!klen)
+            continue;
+        char *val = key + klen;
+        val += strspn(val, " \t\r");
+        if (*val == '=')
+            val += 1 + strspn(val + 1, " \t\r");
+        size_t vlen = strlen(val);
+        while (vlen && strchr(" \t\r", val[vlen - 1]))
+            vlen--;
+        v[n++] = store + o;
+        o += (size_t)sprintf(store + o, "--%.*s", (int)klen, key) + 1;
+        if (vlen) {
+            v[n++] = store + o;
+            memcpy(store + o, val, vlen);
+            store[o + vlen] = 0;
+            o += vlen + 1;
+        }
+    }
+    free(text);
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-c") || !strcmp(argv[i], "--config")) {
+            i++;
+            continue;
+        }
+        if (!strncmp(argv[i], "--config=", 9))
+            continue;
+        v[n++] = argv[i];
+    }
+    *nargc = n;
+    *nargv = v;
+    keep[0] = store;
+    keep[1] = (char *)v;
+    return 0;
+}
+
+static const char *agent_config;
+static int agent_argc;
+static char **agent_argv;
+static char *agent_keep[2];
+
+static recorder agent_defaults(void)
+{
+    return (recorder){ .ringbuf_kb = 65536, .block_threshold_ms = 10, .census_ms = 10,
+                       .task_probe_rate = 2000, .priority = LS_PRIO_IDLE, .pidfd = -1,
+                       .go_pipe = -1 };
+}
+
+/* SIGHUP: the configuration again; what it says from now on (processes
+ * already recorded keep the options they were attached with). */
+static int agent_reload(recorder *r, struct ls_group_sel *sel)
+{
+    int nargc;
+    char **nargv, *keep[2];
+    if (agent_args(agent_config, agent_argc, agent_argv, &nargc, &nargv, keep))
+        return 1;
+    recorder t = agent_defaults();
+    struct ls_group_sel ns = { .reload = agent_reload };
+    if (parse(&t, &ns, nargc, nargv, true)) {
+        free(keep[0]);
+        free(keep[1]);
+        return 1;
+    }
+    *sel = ns;
+    r->flight_window_ns = t.flight_window_ns;
+    r->flight_tail_ns = t.flight_tail_ns;
+    r->flight_memory = t.flight_memory;
+    r->trig_block_ns = t.trig_block_ns;
+    r->trig_leak = t.trig_leak;
+    r->block_threshold_ms = t.block_threshold_ms;
+    r->census_ms = t.census_ms;
+    r->no_tasks = t.no_tasks;
+    r->no_blocking = t.no_blocking;
+    r->quiet = t.quiet;
+    free(agent_keep[0]);
+    free(agent_keep[1]);
+    agent_keep[0] = keep[0];
+    agent_keep[1] = keep[1];
+    return 0;
+}
+
+int cmd_agent(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            fputs("usage: loopscope agent [-c FILE] [--comm NAME]... [--cgroup PATH]...\n"
+                  "                       [--dir DIR] [--max-total SIZE] [--metrics [HOST:]PORT]\n"
+                  "                       [--flight-recorder WINDOW] [--trigger T]... [options]\n"
+                  "\n"
+                  "Watch a host's event-loop processes and keep a flight recorder on each:\n"
+                  "every process whose name is a --comm, or that is in a --cgroup, is attached\n"
+                  "as it appears and let go as it exits; each trigger writes a trace of that\n"
+                  "process into DIR (COMM-PID-N.db), whose traces are kept under --max-total\n"
+                  "(the oldest removed first); /metrics serves every process's loop lag,\n"
+                  "blocking episodes by kind and call site, tasks by state and the agent's own\n"
+                  "cost in Prometheus's text format.  SIGHUP reads the configuration again;\n"
+                  "SIGTERM or Ctrl-C detaches from everything.\n"
+                  "\n"
+                  "  -c, --config FILE    options, one a line: `comm python3`, `trigger =\n"
+                  "                       blocking>=200ms` (the long options without --);\n"
+                  "                       the command line's come after the file's\n"
+                  "      --comm NAME      processes named NAME (/proc/PID/comm); repeatable\n"
+                  "      --cgroup PATH    processes in this cgroup (v2: from its root, or a\n"
+                  "                       path); repeatable\n"
+                  "      --dir DIR        where the traces go (default /var/lib/loopscope)\n"
+                  "      --max-total SIZE their total size at most (default 1G)\n"
+                  "      --metrics [HOST:]PORT  the endpoint (default 127.0.0.1:9464)\n"
+                  "      --flight-recorder WINDOW  each process's window in memory (default 30s)\n"
+                  "      --trigger T      blocking>=DUR (default blocking>=100ms) or leak\n"
+                  "      --flight-memory SIZE  each process's memory for its window (default 32M)\n"
+                  "      and record's --tail, -t, --no-tasks, --census-ms, --wait-calls, -q\n"
+                  "\n"
+                  "example: loopscope agent --comm python3 --comm node --dir /var/lib/loopscope\n"
+                  "         (examples/loopscope-agent.service runs it under systemd)\n", stdout);
+            return 0;
+        }
+        if ((!strcmp(argv[i], "-c") || !strcmp(argv[i], "--config")) && i + 1 < argc)
+            agent_config = argv[i + 1];
+        else if (!strncmp(argv[i], "--config=", 9))
+            agent_config = argv[i] + 9;
+    }
+    agent_argc = argc;
+    agent_argv = argv;
+    int nargc;
+    char **nargv;
+    if (agent_args(agent_config, argc, argv, &nargc, &nargv, agent_keep))
+        return 1;
+    recorder rr = agent_defaults();
+    recorder *r = &rr;
+    r->argc = argc;
+    r->argv = argv;
+    struct ls_group_sel sel = { .reload = agent_reload };
+    int err = parse(r, &sel, nargc, nargv, true);
+    if (!err) {
+        const char *why = "";
+        err = ls_group_record(r, &sel, &why);
+    }
+    free(agent_keep[0]);
+    free(agent_keep[1]);
     return err;
 }

@@ -393,6 +393,8 @@ static void on_msg(recorder *r, const void *data, size_t size)
         flight_block(r, h, now);
         return;
     }
+    if (h->type == LS_MSG_PYTASK || h->type == LS_MSG_PROC)
+        return;                       /* not a loop's (ingest.c) */
     /* The loop's entry: its sampler, its snapshot (as when recording). */
     struct ls_loop_info *li = ls_loop_seen(r, h->loop, h->pid, h->tid, (int64_t)h->ts);
     if (!li) {
@@ -541,6 +543,8 @@ static bool take(recorder *r, const void *data, size_t size, bool ref)
     if (ref && !(data = ls_read_ref(r, data, &size)))
         return true;
     on_msg(r, data, size);
+    if (r->flight_live)               /* the agent's: its metrics too */
+        ls_take_msg(r, data, size);
     return true;
 }
 

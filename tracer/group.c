@@ -23,6 +23,7 @@
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
@@ -31,6 +32,7 @@
 #include <string.h>
 #include <linux/magic.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
 #include <sys/statfs.h>
 #include <time.h>
 #include <unistd.h>
@@ -57,6 +59,7 @@ typedef struct ls_member {
     bool failed;                  /* could not be attached */
     _Atomic bool opened;          /* attached (or failed to be) */
     bool announced;               /* the group's thread said so */
+    char *out;                    /* the agent: its flight traces' name */
     const char *why;
     int64_t attached, ended;
     char mode[16], runtime[128], binary[PATH_MAX];
@@ -70,9 +73,11 @@ typedef struct ls_group {
     recorder *r;                  /* the trace's: the options, the sinks */
     const struct ls_group_sel *sel;
     pthread_mutex_t mu;           /* the sinks, and everything below */
-    ls_member *m[LS_GROUP_MAX];
+    ls_member *m[LS_GROUP_MAX];   /* the members not joined yet */
     uint32_t n;
-    uint64_t refused;             /* processes past LS_GROUP_MAX */
+    uint32_t next_k;              /* the next member's place (never reused) */
+    uint64_t recorded;            /* members attached */
+    uint64_t refused;             /* processes past LS_GROUP_MAX at once */
     uint64_t failed;              /* could not be attached (gone, not ours ...) */
     struct ls_pending pending[LS_PENDING_MAX];
     int npending;
@@ -370,8 +375,10 @@ static void *member_main(void *arg)
     m->why = why;
     pthread_mutex_lock(&m->g->mu);
     m->ended = ls_now();
-    if (!m->failed)
+    if (!m->failed) {
         proc_row(m);
+        m->g->recorded++;
+    }
     atomic_store(&m->state, M_ENDING);  /* no longer among ls_recorder_procs' */
     pthread_mutex_unlock(&m->g->mu);
     ls_recorder_free(r);
@@ -379,7 +386,7 @@ static void *member_main(void *arg)
     return NULL;
 }
 
-/* Is pid a running member? (under the lock) */
+/* Is pid a member that has not ended? (under the lock) */
 static bool is_member(ls_group *g, pid_t pid)
 {
     for (uint32_t i = 0; i < g->n; i++)
@@ -413,9 +420,23 @@ static void member_start(ls_group *g, pid_t pid, pid_t parent)
                      .census_ms = t->census_ms, .task_probe_rate = t->task_probe_rate,
                      .priority_given = t->priority_given, .no_tasks = t->no_tasks,
                      .priority = t->priority, .pidfd = -1, .go_pipe = -1, .member = m,
-                     .watch_procs = g->sel->children };
+                     .watch_procs = g->sel->children,
+                     .flight_window_ns = t->flight_window_ns, .flight_tail_ns = t->flight_tail_ns,
+                     .flight_memory = t->flight_memory, .trig_block_ns = t->trig_block_ns,
+                     .trig_leak = t->trig_leak, .flight_live = t->flight_window_ns != 0 };
+    if (g->sel->dir) {                /* the agent: DIR/COMM-PID.db, traces COMM-PID-N.db */
+        char comm[64];
+        ls_proc_comm(pid, comm, sizeof(comm));
+        for (char *c = comm; *c; c++)
+            if (!isalnum((unsigned char)*c) && *c != '_' && *c != '.')
+                *c = '_';
+        if (asprintf(&m->out, "%s/%s-%d.db", g->sel->dir, comm[0] ? comm : "process",
+                     (int)pid) < 0)
+            m->out = NULL;
+        r->out = m->out;
+    }
     m->g = g;
-    m->k = g->n;
+    m->k = g->next_k++;
     m->pid = pid;
     m->parent = parent;
     m->attached = ls_now();
@@ -507,11 +528,11 @@ static void add_descendants(ls_group *g, pid_t pid, int depth)
         closedir(d);
 }
 
-/* --cgroup: its processes now (false: the cgroup is gone). */
-static bool scan_cgroup(ls_group *g)
+/* A --cgroup's processes now (false: the cgroup is gone). */
+static bool scan_cgroup(ls_group *g, const char *cg)
 {
     char path[PATH_MAX + 32];
-    snprintf(path, sizeof(path), "%s/cgroup.procs", g->sel->cgroup);
+    snprintf(path, sizeof(path), "%s/cgroup.procs", cg);
     FILE *f = fopen(path, "re");
     if (!f)
         return false;
@@ -523,7 +544,7 @@ static bool scan_cgroup(ls_group *g)
     return true;
 }
 
-/* --comm: every process of that name now (ours excepted). */
+/* Every process with a --comm name now (ours excepted). */
 static void scan_comm(ls_group *g)
 {
     DIR *d = opendir("/proc");
@@ -532,17 +553,11 @@ static void scan_comm(ls_group *g)
         pid_t pid = parse_pid(e->d_name);
         if (!pid || pid == getpid())
             continue;
-        char path[64], comm[64];
-        snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
-        FILE *f = fopen(path, "re");
-        size_t n = f ? fread(comm, 1, sizeof(comm) - 1, f) : 0;
-        if (f)
-            fclose(f);
-        if (n && comm[n - 1] == '\n')
-            n--;
-        comm[n] = 0;
-        if (n && !strcmp(comm, g->sel->comm))
-            member_start(g, pid, 0);
+        char comm[64];
+        ls_proc_comm(pid, comm, sizeof(comm));
+        for (int i = 0; comm[0] && i < g->sel->ncomm; i++)
+            if (!strcmp(comm, g->sel->comm[i]))
+                member_start(g, pid, 0);
     }
     if (d)
         closedir(d);
@@ -569,8 +584,9 @@ static bool cgroup2_root(char *out, size_t len)
 }
 
 /* A cgroup: a directory of a cgroup file system (v2, or a v1 hierarchy),
- * given as its path, or from the v2 hierarchy's root (system.slice/x.service). */
-static int resolve_cgroup(const char *arg, char *out, size_t len)
+ * given as its path, or from the v2 hierarchy's root (system.slice/x.service):
+ * its path into out, or what is wrong with it into err (non-zero). */
+static int cgroup_path(const char *arg, char *out, size_t len, char *err, size_t elen)
 {
     char p[PATH_MAX], root[PATH_MAX];
     struct statfs sf;
@@ -579,17 +595,17 @@ static int resolve_cgroup(const char *arg, char *out, size_t len)
     else if (cgroup2_root(root, sizeof(root)))
         snprintf(p, sizeof(p), "%s/%s", root, arg[0] == '/' ? arg + 1 : arg);
     else
-        return ls_error("no cgroup '%s': no cgroup v2 hierarchy is mounted", arg);
+        return snprintf(err, elen, "no cgroup v2 hierarchy is mounted");
     if (statfs(p, &sf) != 0)
-        return ls_error("no cgroup '%s': %s: %s", arg, p, strerror(errno));
+        return snprintf(err, elen, "%s: %s", p, strerror(errno));
     if (sf.f_type != CGROUP2_SUPER_MAGIC && sf.f_type != CGROUP_SUPER_MAGIC)
-        return ls_error("no cgroup '%s': %s is not on a cgroup file system", arg, p);
+        return snprintf(err, elen, "%s is not on a cgroup file system", p);
     char procs[PATH_MAX + 16];
     snprintf(procs, sizeof(procs), "%s/cgroup.procs", p);
     if (access(procs, R_OK) != 0)
-        return ls_error("no cgroup '%s': cannot read %s: %s", arg, procs, strerror(errno));
+        return snprintf(err, elen, "cannot read %s: %s", procs, strerror(errno));
     if (strlen(p) >= len)
-        return ls_error("cgroup path too long: '%s'", arg);
+        return snprintf(err, elen, "its path is too long");
     memcpy(out, p, strlen(p) + 1);
     return 0;
 }
@@ -610,10 +626,7 @@ static void group_end_meta(ls_group *g, const char *why, int64_t end)
     ls_sink_meta(r, LS_META_STOP_REASON, "%s", why);
     for (int i = 0; i < g->nsum; i++)
         ls_sink_meta(r, g->sum_key[i], "%llu", (unsigned long long)g->sum[i]);
-    uint32_t recorded = 0;
-    for (uint32_t i = 0; i < g->n; i++)
-        recorded += !g->m[i]->failed;
-    ls_sink_meta(r, LS_META_PROCESSES, "%u", recorded);
+    ls_sink_meta(r, LS_META_PROCESSES, "%llu", (unsigned long long)g->recorded);
     ls_sink_meta(r, LS_META_PROCESSES_UNRECORDED, "%llu",
                  (unsigned long long)(g->refused + g->failed + g->pending_lost));
 }
@@ -627,33 +640,31 @@ static void stop_all(ls_group *g, const char *why)
         }
 }
 
-/* Join the members that are done (one that exec'd is attached again
- * unless restart is false); how many still run. */
+/* Join the members that are done, and let them go (one that exec'd is
+ * attached again unless restart is false); how many still run. */
 static uint32_t reap(ls_group *g, bool restart)
 {
     uint32_t running = 0;
-    for (uint32_t i = 0; i < g->n; i++) {
+    for (uint32_t i = 0; i < g->n;) {
         ls_member *m = g->m[i];
         int st = atomic_load(&m->state);
-        if (st == M_DONE) {
-            if (m->th)
-                pthread_join(m->th, NULL);
-            atomic_store(&m->state, M_JOINED);
-            if (m->failed) {
-                g->failed++;
-                if (!g->r->quiet)
-                    fprintf(stderr, "%spid %d: not recorded: %s\n", isatty(2) ? "\r" : "",
-                            (int)m->pid, m->why);
-            }
-            if (m->exec && restart && kill(m->pid, 0) == 0) {
-                pthread_mutex_lock(&g->mu);
-                m->exec = false;      /* so that is_member lets it in again */
-                member_start(g, m->pid, m->parent);
-                pthread_mutex_unlock(&g->mu);
-            }
-        } else if (st == M_RUNNING) {
-            running++;
+        if (st != M_DONE) {
+            running += st == M_RUNNING;
+            i++;
+            continue;
         }
+        pthread_join(m->th, NULL);
+        if (m->failed && !g->r->quiet)
+            fprintf(stderr, "%spid %d: not recorded: %s\n", isatty(2) ? "\r" : "",
+                    (int)m->pid, m->why);
+        pthread_mutex_lock(&g->mu);
+        g->failed += m->failed;
+        g->m[i] = g->m[--g->n];       /* its slot to the last member */
+        if (m->exec && restart && kill(m->pid, 0) == 0)
+            member_start(g, m->pid, m->parent);
+        pthread_mutex_unlock(&g->mu);
+        free(m->out);
+        free(m);
     }
     return running;
 }
@@ -689,41 +700,132 @@ static void print_group_status(ls_group *g, int64_t now, uint32_t running)
             running, (unsigned long long)loops, (unsigned long long)blocks);
 }
 
-int ls_group_record(recorder *r, const struct ls_group_sel *sel, const char **why)
+/* The agent: DIR's finished traces (*.db without a -wal beside them)
+ * under cap bytes, the oldest removed first. */
+static void dir_cap(const char *dir, uint64_t cap)
 {
-    char errbuf[512], cg[PATH_MAX];
+    struct ent {
+        char name[256];
+        int64_t mtime;
+        uint64_t size;
+    } *v = NULL;
+    size_t n = 0, capn = 0;
+    uint64_t total = 0;
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        size_t len = strlen(e->d_name);
+        struct stat st;
+        char wal[272];
+        snprintf(wal, sizeof(wal), "%s-wal", e->d_name);
+        /* a trace being written has its WAL beside it: left alone */
+        if (len < 4 || len >= 256 || strcmp(e->d_name + len - 3, ".db") ||
+            fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) || !S_ISREG(st.st_mode) ||
+            faccessat(dirfd(d), wal, F_OK, AT_SYMLINK_NOFOLLOW) == 0)
+            continue;
+        if (n == capn) {
+            capn = capn ? 2 * capn : 64;
+            struct ent *nv = realloc(v, capn * sizeof(*v));
+            if (!nv)
+                break;
+            v = nv;
+        }
+        memcpy(v[n].name, e->d_name, len + 1);
+        v[n].mtime = (int64_t)st.st_mtim.tv_sec * 1000000000ll + st.st_mtim.tv_nsec;
+        v[n].size = (uint64_t)st.st_size;
+        total += v[n++].size;
+    }
+    while (total > cap && n) {
+        size_t old = 0;
+        for (size_t i = 1; i < n; i++)
+            if (v[i].mtime < v[old].mtime)
+                old = i;
+        if (unlinkat(dirfd(d), v[old].name, 0) == 0)
+            total -= v[old].size;
+        v[old] = v[--n];
+    }
+    if (d)
+        closedir(d);
+    free(v);
+}
+
+/* The selection's cgroups resolved (into cg, at most LS_SEL_MAX); a
+ * missing one is an error, unless the agent waits for it (said, and its
+ * cg left empty: looked for again at each scan). */
+static int resolve_all(const struct ls_group_sel *sel, char (*cg)[PATH_MAX], bool wait)
+{
+    char err[PATH_MAX + 64];
+    for (int i = 0; i < sel->ncgroup; i++)
+        if (cgroup_path(sel->cgroup[i], cg[i], PATH_MAX, err, sizeof(err))) {
+            cg[i][0] = 0;
+            if (!wait)
+                return ls_error("no cgroup '%s': %s", sel->cgroup[i], err);
+            fprintf(stderr, "agent: no cgroup '%s' yet (%s): looked for every %lld ms\n",
+                    sel->cgroup[i], err, LS_SCAN_NS / 1000000);
+        }
+    return 0;
+}
+
+/* Every selection that finds processes by looking: attach what it finds. */
+static void scan_all(ls_group *g, char (*cg)[PATH_MAX], bool *cg_ok, bool tty)
+{
+    const struct ls_group_sel *sel = g->sel;
+    char err[PATH_MAX + 64];
+    for (int i = 0; i < sel->ncgroup; i++) {
+        if (!cg[i][0] && cgroup_path(sel->cgroup[i], cg[i], PATH_MAX, err, sizeof(err))) {
+            cg[i][0] = 0;             /* the agent's: not there yet */
+            continue;
+        }
+        bool ok = scan_cgroup(g, cg[i]);
+        if (ok != cg_ok[i] && !g->r->quiet)
+            fprintf(stderr, "%scgroup %s %s\n", tty ? "\r" : "", cg[i], ok ? "is there" : "is gone");
+        cg_ok[i] = ok;
+    }
+    if (sel->ncomm)
+        scan_comm(g);
+}
+
+int ls_group_record(recorder *r, struct ls_group_sel *sel, const char **why)
+{
+    char errbuf[512];
+    static char cg[LS_SEL_MAX][PATH_MAX];
+    bool cg_ok[LS_SEL_MAX];
     int err;
+    bool agent = sel->dir != NULL;
     *why = "every process exited";
     if ((err = ls_check_privileges()))
         return err;
-    if (sel->cgroup && (err = resolve_cgroup(sel->cgroup, cg, sizeof(cg))))
+    if ((err = resolve_all(sel, cg, agent)))
         return err;
     for (int i = 0; i < sel->npids; i++)
         if (kill(sel->pids[i], 0) < 0 && errno == ESRCH)
             return ls_error("no process with pid %d", (int)sel->pids[i]);
-    if (ls_store_check(r->out, r->force, errbuf, sizeof(errbuf)) < 0)
+    if (!agent && ls_store_check(r->out, r->force, errbuf, sizeof(errbuf)) < 0)
         return ls_error("%s", errbuf);
-    struct ls_group_sel s2 = *sel;
-    if (sel->cgroup)
-        s2.cgroup = cg;
+    if (agent && (mkdir(sel->dir, 0700) < 0 && errno != EEXIST))
+        return ls_error("cannot make '%s': %s", sel->dir, strerror(errno));
+    if (agent && access(sel->dir, W_OK) < 0)
+        return ls_error("cannot write flight traces into '%s': %s", sel->dir, strerror(errno));
     ls_group *g = calloc(1, sizeof(*g));
     if (!g)
         return ls_error("out of memory");
     g->r = r;
     r->group = g;
-    g->sel = &s2;
+    g->sel = sel;
     pthread_mutex_init(&g->mu, NULL);
     if (!r->ringbuf_given)
         r->ringbuf_kb = LS_MEMBER_RING_KB;
-    r->store = ls_store_create(r->out, r->force, errbuf, sizeof(errbuf));
-    if (!r->store) {
-        free(g);
-        return ls_error("%s", errbuf);
-    }
-    if ((err = ls_sink_add(r, &ls_store_sink, r->store))) {
-        ls_store_abort(r->store);
-        free(g);
-        return err;
+    if (!agent) {
+        r->store = ls_store_create(r->out, r->force, errbuf, sizeof(errbuf));
+        if (!r->store) {
+            free(g);
+            return ls_error("%s", errbuf);
+        }
+        if ((err = ls_sink_add(r, &ls_store_sink, r->store))) {
+            ls_store_abort(r->store);
+            free(g);
+            return err;
+        }
     }
     if (r->metrics_addr && (err = ls_metrics_start(r, r->metrics_addr))) {
         ls_sinks_free(r);
@@ -737,25 +839,28 @@ int ls_group_record(recorder *r, const struct ls_group_sel *sel, const char **wh
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, &old);
-    /* SIGINT, SIGTERM and SIGHUP are taken with sigtimedwait below, never
-     * by a handler (the members' engines install one): blocked here from
-     * now on, and every signal while members are started (their threads
-     * inherit that) */
-    sigset_t run = old;
-    sigaddset(&run, SIGINT);
-    sigaddset(&run, SIGTERM);
-    sigaddset(&run, SIGHUP);
+    /* SIGINT, SIGTERM and SIGHUP are read from a signalfd below, never
+     * taken by a handler (the members' engines install one): blocked here
+     * from now on, and every signal while members are started (their
+     * threads inherit that) */
+    sigset_t run = old, stop_set;
+    sigemptyset(&stop_set);
+    sigaddset(&stop_set, SIGINT);
+    sigaddset(&stop_set, SIGTERM);
+    sigaddset(&stop_set, SIGHUP);
+    sigorset(&run, &old, &stop_set);
     pthread_mutex_lock(&g->mu);
     for (int i = 0; i < sel->npids; i++) {
         member_start(g, sel->pids[i], 0);
         if (sel->children)
             add_descendants(g, sel->pids[i], 0);
     }
-    bool cgroup_ok = !sel->cgroup || scan_cgroup(g);
-    if (sel->comm)
+    for (int i = 0; i < sel->ncgroup; i++)
+        cg_ok[i] = cg[i][0] && scan_cgroup(g, cg[i]);
+    if (sel->ncomm)
         scan_comm(g);
-    if (sel->children && sel->cgroup)
-        for (uint32_t i = 0; i < g->n; i++)
+    if (sel->children && sel->ncgroup)
+        for (uint32_t i = 0, n = g->n; i < n; i++)
             add_descendants(g, g->m[i]->pid, 0);
     uint32_t started = g->n;
     pthread_mutex_unlock(&g->mu);
@@ -768,29 +873,27 @@ int ls_group_record(recorder *r, const struct ls_group_sel *sel, const char **wh
         if (!ready)
             usleep(5000);
     }
-    if (!started) {
+    if (!started && !agent) {
         pthread_sigmask(SIG_SETMASK, &old, NULL);
         ls_sinks_free(r);
         ls_store_abort(r->store);
         r->store = NULL;
         free(g);
-        return ls_error("no process matches %s%s%s", sel->cgroup ? "cgroup " : "comm ",
-                        sel->cgroup ? sel->cgroup : sel->comm,
-                        cgroup_ok ? "" : " (it is gone)");
+        return ls_error("no process matches %s %s", sel->ncgroup ? "cgroup" : "comm",
+                        sel->ncgroup ? sel->cgroup[0] : sel->comm[0]);
     }
-    if (!r->quiet)
+    if (!r->quiet && agent)
+        fprintf(stderr, "agent: %u process%s now; flight traces into '%s' (at most %llu MiB)\n",
+                started, started == 1 ? "" : "es", sel->dir,
+                (unsigned long long)(sel->dir_cap >> 20));
+    else if (!r->quiet)
         fprintf(stderr, "recording a process group (%u process%s%s%s%s) into '%s'%s\n", started,
                 started == 1 ? "" : "es", sel->children ? "; their children too" : "",
-                sel->cgroup ? "; cgroup " : "", sel->cgroup ? cg : "", r->out,
+                sel->ncgroup ? "; cgroup " : "", sel->ncgroup ? cg[0] : "", r->out,
                 isatty(2) ? "; Ctrl-C to stop" : "");
     announce(g, isatty(2) && !r->quiet);
     ls_metrics_announce(r);
 
-    sigset_t stop_set;
-    sigemptyset(&stop_set);
-    sigaddset(&stop_set, SIGINT);
-    sigaddset(&stop_set, SIGTERM);
-    sigaddset(&stop_set, SIGHUP);
     int sfd = signalfd(-1, &stop_set, SFD_NONBLOCK | SFD_CLOEXEC);
     int64_t deadline = r->duration > 0 ? r->start_ns + (int64_t)(r->duration * 1e9) : 0;
     int64_t last_scan = ls_now(), last_status = r->start_ns;
@@ -811,11 +914,24 @@ int ls_group_record(recorder *r, const struct ls_group_sel *sel, const char **wh
             ls_metrics_io(r, now);    /* never blocks */
             pthread_mutex_unlock(&g->mu);
         }
-        if (!stopping && sig > 0) {
-            stop_why = sig == SIGINT ? "interrupted (SIGINT)" : "terminated by signal";
-        } else if (!stopping && deadline && now >= deadline) {
-            stop_why = "duration reached";
+        if (sig == SIGHUP && agent && !stopping) {
+            /* the configuration again: new processes by it, now */
+            pthread_mutex_lock(&g->mu);
+            int rerr = sel->reload ? sel->reload(r, sel) : 0;
+            if (!rerr)
+                resolve_all(sel, cg, true);
+            pthread_mutex_unlock(&g->mu);
+            if (!r->quiet)
+                fprintf(stderr, "%sagent: %s\n", tty ? "\r" : "",
+                        rerr ? "the configuration has errors (above): kept the one before"
+                             : "configuration reloaded");
+            last_scan = 0;
+            sig = 0;
         }
+        if (!stopping && sig > 0)
+            stop_why = sig == SIGINT ? "interrupted (SIGINT)" : "terminated by signal";
+        else if (!stopping && deadline && now >= deadline)
+            stop_why = "duration reached";
         if (stop_why && !stopping) {
             stopping = true;
             *why = stop_why;
@@ -831,13 +947,7 @@ int ls_group_record(recorder *r, const struct ls_group_sel *sel, const char **wh
             g->npending = 0;
             if (now - last_scan >= LS_SCAN_NS) {
                 last_scan = now;
-                if (sel->cgroup && !scan_cgroup(g) && cgroup_ok) {
-                    cgroup_ok = false;
-                    if (!r->quiet)
-                        fprintf(stderr, "%scgroup %s is gone\n", tty ? "\r" : "", cg);
-                }
-                if (sel->comm)
-                    scan_comm(g);
+                scan_all(g, cg, cg_ok, tty);
             }
             pthread_mutex_unlock(&g->mu);
             pthread_sigmask(SIG_SETMASK, &run, NULL);
@@ -853,16 +963,21 @@ int ls_group_record(recorder *r, const struct ls_group_sel *sel, const char **wh
             stop_all(g, stop_why);
         }
         pthread_mutex_unlock(&g->mu);
+        if (agent)
+            dir_cap(sel->dir, sel->dir_cap);
         pthread_sigmask(SIG_BLOCK, &all, NULL);      /* a member attached again */
         uint32_t running = reap(g, !stopping);
         pthread_sigmask(SIG_SETMASK, &run, NULL);
         /* Only a selection that can match new processes keeps waiting. */
-        bool can_grow = !stopping && (sel->comm || (sel->cgroup && cgroup_ok));
+        bool can_grow = !stopping && (agent || sel->ncomm);
+        for (int i = 0; !stopping && i < sel->ncgroup; i++)
+            can_grow = can_grow || cg_ok[i];
         if (!running && !can_grow) {
             pthread_mutex_lock(&g->mu);
             bool more = g->npending > 0 && !stopping;
+            bool ending = g->n > 0;   /* joined next turn */
             pthread_mutex_unlock(&g->mu);
-            if (!more)
+            if (!more && !ending)
                 break;
         }
         if (tty && now - last_status >= 1000000000ll) {
@@ -875,17 +990,17 @@ int ls_group_record(recorder *r, const struct ls_group_sel *sel, const char **wh
     if (tty)
         fputc('\n', stderr);
     int64_t end = ls_now();
-    group_end_meta(g, *why, end);
+    if (!agent)
+        group_end_meta(g, *why, end);
     err = ls_sinks_end(r, end);
     r->store = NULL;
-    r->trace_done = !err;
+    r->trace_done = !err && !agent;
     if (!r->quiet || g->refused || g->failed)
-        fprintf(stderr, "recorded %u process%s into '%s' (%s)%s%s\n", g->n,
-                g->n == 1 ? "" : "es", r->out, *why,
-                g->refused ? "; more processes than a group records (" : "",
-                g->refused ? "64): the rest were not recorded" : "");
-    for (uint32_t i = 0; i < g->n; i++)
-        free(g->m[i]);
+        fprintf(stderr, "%s %llu process%s%s%s (%s)%s\n", agent ? "agent: recorded" : "recorded",
+                (unsigned long long)g->recorded, g->recorded == 1 ? "" : "es",
+                agent ? "" : " into '", agent ? "" : r->out, *why,
+                g->refused ? "; more processes at once than a group records (64): the rest "
+                             "were not recorded" : "");
     for (int i = 0; i < g->nkeys; i++)
         free(g->keys[i]);
     for (int i = 0; i < g->nsum; i++)

@@ -231,8 +231,35 @@ static void mt_free(void *s)
     free(m);
 }
 
+/* A process of a group that ended: its series go (Prometheus marks them
+ * stale), and its room with them. */
+static void mt_process(void *s, const ls_proc_rec *p)
+{
+    struct ls_metrics *m = s;
+    if (!p->ended)
+        return;
+    for (size_t i = 0; i < m->nloops;)
+        if (m->loops[i].pid == p->pid)
+            m->loops[i] = m->loops[--m->nloops];
+        else
+            i++;
+    for (size_t i = 0; i < m->nsites;)
+        if (m->sites[i].pid == p->pid) {
+            free(m->sites[i].label);
+            m->sites[i] = m->sites[--m->nsites];
+        } else {
+            i++;
+        }
+    for (size_t i = 0; i < m->nother;)
+        if (m->other[i].pid == p->pid)
+            m->other[i] = m->other[--m->nother];
+        else
+            i++;
+}
+
 static const ls_sink_ops metrics_sink = {
     .name = "metrics",
+    .process = mt_process,
     .loop = mt_loop,
     .window = mt_window,
     .frame = mt_frame,
@@ -305,21 +332,6 @@ static unsigned long long loop_label(const struct mloop *l)
     return (unsigned long long)(l->loop & ((1ull << 40) - 1));
 }
 
-static void proc_comm(pid_t pid, char *comm, size_t len)
-{
-    char cp[64];
-    snprintf(cp, sizeof cp, "/proc/%d/comm", (int)pid);
-    FILE *cf = fopen(cp, "re");
-    size_t n = cf ? fread(comm, 1, len - 1, cf) : 0;
-    if (cf)
-        fclose(cf);
-    /* the name may hold any byte but NUL, a newline too: only the last
-     * one is the file's */
-    if (n && comm[n - 1] == '\n')
-        n--;
-    comm[n] = 0;
-}
-
 static char *render(struct ls_metrics *m, size_t *len)
 {
     recorder *procs[LS_METRICS_PROCS];
@@ -333,7 +345,7 @@ static char *render(struct ls_metrics *m, size_t *len)
     for (int p = 0; p < np; p++) {
         recorder *r = procs[p];
         char comm[64];
-        proc_comm(r->pid, comm, sizeof comm);
+        ls_proc_comm(r->pid, comm, sizeof comm);
         fprintf(f, "loopscope_target_info{pid=\"%d\",comm=\"", (int)r->pid);
         put_label(f, comm, sizeof comm);
         fprintf(f, "\",mode=\"%s\",runtime=\"", r->dec && r->dec->tasks ? "libevl" : "generic");

@@ -96,6 +96,8 @@ typedef struct recorder {
     /* --flight-recorder (flight.c): keep the last flight_window_ns in memory,
      * write a trace per trigger; 0 = off */
     int64_t flight_window_ns, flight_tail_ns;
+    bool flight_live;         /* and decode everything as it comes too (the agent's
+                               * members, for their metrics: group.c) */
     uint64_t flight_memory;   /* --flight-memory: bytes */
     int64_t trig_block_ns;    /* --trigger blocking>=X: X, 0 = none */
     bool trig_leak;           /* --trigger leak */
@@ -249,6 +251,7 @@ int ls_spawn(recorder *r);
 void ls_child_runs(recorder *r);
 void ls_detect_generic_runtime(recorder *r, bool running);
 void ls_find_waiting_threads(recorder *r);
+void ls_proc_comm(pid_t pid, char *comm, size_t len);
 
 /* attach.c: which programs load, attaching them */
 void ls_choose_programs(recorder *r, bool waits);
@@ -332,14 +335,25 @@ void ls_live_stopped(recorder *r, const char *why);
 /* group.c: record a process group (cmd_record.c: -p PID,PID..., --children,
  * --cgroup, --comm) into r's trace: 0, or non-zero after one error line;
  * a member's fork or exec (LS_MSG_PROC, ingest.c). */
+#define LS_SEL_MAX 16
 struct ls_group_sel {
     pid_t *pids;
     int npids;
     bool children;
-    const char *cgroup;       /* a cgroup v2 directory, or NULL */
-    const char *comm;         /* a process name (/proc/PID/comm), or NULL */
+    const char *cgroup[LS_SEL_MAX];   /* cgroup directories (resolved by the group) */
+    int ncgroup;
+    const char *comm[LS_SEL_MAX];     /* process names (/proc/PID/comm) */
+    int ncomm;
+    /* `loopscope agent` (cmd_record.c): no trace of its own; each process
+     * a flight recorder writing into dir (COMM-PID-N.db), whose traces
+     * stay under dir_cap bytes, oldest removed first; it waits while
+     * nothing matches, and SIGHUP calls reload (0: the selection and the
+     * options in r are the configuration's again). */
+    const char *dir;
+    uint64_t dir_cap;
+    int (*reload)(struct recorder *r, struct ls_group_sel *sel);
 };
-int ls_group_record(recorder *r, const struct ls_group_sel *sel, const char **why);
+int ls_group_record(recorder *r, struct ls_group_sel *sel, const char **why);
 void ls_group_proc(recorder *r, uint32_t kind, uint32_t pid);
 /* The recorders of r's processes: r itself, or a group's running members
  * (called with the group's lock held: its sinks' calls are); how many. */

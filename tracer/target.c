@@ -144,6 +144,21 @@ void ls_child_runs(recorder *r)
 }
 
 
+/* Process pid's command name (/proc/PID/comm; "" if gone): any byte but
+ * NUL, a newline too, so only the last one is the file's. */
+void ls_proc_comm(pid_t pid, char *comm, size_t len)
+{
+    char cp[64];
+    snprintf(cp, sizeof cp, "/proc/%d/comm", (int)pid);
+    FILE *cf = fopen(cp, "re");
+    size_t n = cf ? fread(comm, 1, len - 1, cf) : 0;
+    if (cf)
+        fclose(cf);
+    if (n && comm[n - 1] == '\n')
+        n--;
+    comm[n] = 0;
+}
+
 /* -- CMD: fork a child that waits until we are attached, then execs. */
 int ls_spawn(recorder *r)
 {

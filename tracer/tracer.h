@@ -11,6 +11,10 @@
 /* `loopscope record ...`; argv[0] is "record".  Returns the exit status. */
 int cmd_record(int argc, char **argv);
 
+/* `loopscope agent ...` (cmd_record.c): a flight recorder on each
+ * selected process of a host, its traces in a capped directory, /metrics. */
+int cmd_agent(int argc, char **argv);
+
 /* `loopscope ps [--tree|--json] PID` (cmd_ps.c): the asyncio tasks of a
  * running CPython process.  Returns the exit status. */
 int cmd_ps(int argc, char **argv);

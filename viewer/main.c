@@ -18,6 +18,8 @@ static const struct command {
 } commands[] = {
     { "record", cmd_record,
       "attach to (or start) an event-loop process, libevl or any epoll loop, and record a trace" },
+    { "agent", cmd_agent,
+      "watch a host's loop processes: a flight recorder each, capped trace dir, /metrics" },
     { "top", cmd_top, "live view of a running program: loop lag, tasks, blocking as it occurs" },
     { "ps", cmd_ps, "snapshot of a running CPython's asyncio tasks: state, waits, await tree, cycles" },
     { "info", cmd_info, "what a trace holds: target, duration, tasks, events, drops" },

@@ -17,6 +17,12 @@ Cases:
                 are still answered; the recording ends cleanly
     errors      a bad address, a port in use, --metrics with
                 --flight-recorder: one error line, exit 1
+    agent       loopscope agent on two services named in its configuration
+                file, scraped by a real Prometheus: episodes counted per
+                pid (PromQL), the lag histogram's quantile, a trace per
+                trigger; a service restarted under the agent is recorded
+                under its new pid and its old series go; the trace
+                directory stays under --max-total, the oldest removed
 
 Needs root (recording).  Exit 0 = pass, 1 = fail, 77 = skipped.
 """
@@ -226,6 +232,123 @@ def prometheus():
     check(v and v >= K + 4, f"iterations counted: {v}")
     prom.stop()
     rec.stop()
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Agent:
+    """loopscope agent -c CONFIG: its lines as it attaches ("pid N: recording")."""
+
+    def __init__(self, config):
+        self.p = spawn([A.loopscope, "agent", "-c", config], stderr=subprocess.PIPE, text=True)
+        self.lines = []
+        self.members = set()
+        first = self.p.stderr.readline()
+        check(first.startswith("agent: "), f"the agent's first line: {first!r}")
+
+    def wait_member(self, pid, timeout=30):
+        end = time.monotonic() + timeout
+        while pid not in self.members:
+            check(time.monotonic() < end, f"the agent never recorded pid {pid}: {self.lines}")
+            line = self.p.stderr.readline()
+            check(line, f"the agent ended: {self.lines}")
+            self.lines.append(line.rstrip())
+            m = re.match(r"pid (\d+): recording", line)
+            if m:
+                self.members.add(int(m.group(1)))
+
+    def stop(self):
+        self.p.send_signal(signal.SIGTERM)
+        _, err = self.p.communicate(timeout=60)
+        eq(self.p.returncode, 0, f"agent exit status ({err.strip()})")
+        check(re.search(r"agent: recorded \d+ process", err), f"the agent's last line: {err!r}")
+
+
+@case
+def agent():
+    """loopscope agent on two services (by name, from its configuration
+    file), scraped by a real Prometheus: each service's episodes counted
+    under its pid, the lag histogram's quantile; a service restarted under
+    the agent is recorded under its new pid; its traces stay under
+    --max-total, the oldest removed first; SIGTERM lets go of everything."""
+    d = tmpdir()
+    port = free_port()
+    names = [f"lsagA{os.getpid() % 10000}", f"lsagB{os.getpid() % 10000}"]
+    cap = 8 << 20
+    conf = os.path.join(d, "agent.conf")
+    with open(conf, "w") as f:
+        f.write(f"# two services\ncomm {names[0]}\ncomm = {names[1]}\n"
+                f"dir {d}/traces\nmax-total 8M\nmetrics 127.0.0.1:{port}\n"
+                "trigger blocking>=30ms   # each 50 ms sleep\nflight-recorder 2s\ntail 100ms\n")
+    srv = [Server(None, "--comm", n) for n in names]
+    ag = Agent(conf)
+    for s in srv:
+        ag.wait_member(s.pid)
+    prom = Prometheus(port)
+    K = {srv[0].pid: 2, srv[1].pid: 3}
+    for s in srv:
+        s.request("good")
+        for _ in range(K[s.pid]):
+            s.request("sleep")
+            time.sleep(0.3)           # past the tail: a trace each
+
+    def scraped(q, want):
+        def ok():
+            v = prom.query(q)
+            return want(v)
+        wait_for(ok, 60, lambda: f"{q}: {prom.query(q)} (prometheus: {prom.tail()[-500:]})",
+                 interval=0.5)
+
+    by_pid = 'sum by (pid) (loopscope_blocking_episodes_total{kind="off-cpu"})'
+    scraped(by_pid, lambda v: {int(l["pid"]): x for l, x in v} == K)
+    q = ('histogram_quantile(1, sum by (le) '
+         f'(loopscope_loop_iteration_seconds_bucket{{pid="{srv[1].pid}"}}))')
+    scraped(q, lambda v: len(v) == 1 and 0.0335 <= v[0][1] <= 0.0672)
+    traces = os.listdir(os.path.join(d, "traces"))
+    eq(len([t for t in traces if t.endswith(".db")]), sum(K.values()),
+       f"a trace a blocking request: {sorted(traces)}")
+
+    # the first service restarted: the agent attaches to the new process
+    old = srv[0].pid
+    srv[0].p.kill()
+    srv[0].p.wait()
+    srv[0] = Server(None, "--comm", names[0])
+    ag.wait_member(srv[0].pid)
+    srv[0].request("sleep")
+    scraped(f'loopscope_blocking_episodes_total{{pid="{srv[0].pid}",kind="off-cpu"}}',
+            lambda v: v and v[0][1] == 1)
+    scraped(f'loopscope_target_info{{pid="{old}"}}', lambda v: not v)  # its series gone
+
+    # the cap: traces past 8 MiB, the oldest removed
+    for _ in range(24):
+        srv[1].request("sleep")
+        time.sleep(0.2)
+
+    def dbs():
+        out = []
+        for t in os.listdir(os.path.join(d, "traces")):
+            p = os.path.join(d, "traces", t)
+            if t.endswith(".db") and not os.path.exists(p + "-wal"):
+                out.append((os.stat(p).st_mtime_ns, t, os.path.getsize(p)))
+        return sorted(out)
+    wait_for(lambda: sum(x[2] for x in dbs()) <= cap, 30, lambda: f"traces under 8M: {dbs()}")
+    kept = dbs()
+    total = sum(x[2] for x in kept)
+    n_made = max(int(re.search(r"-(\d+)\.db$", t).group(1)) for _, t, _ in kept
+                 if f"-{srv[1].pid}-" in t)
+    check(n_made > len([t for _, t, _ in kept if f"-{srv[1].pid}-" in t]),
+          f"no trace of pid {srv[1].pid} was removed: {kept}")
+    check(total > cap / 2, f"the cap removed more than it had to: {total} bytes left of {kept}")
+    print(f"  note: {len(kept)} traces kept, {total} bytes; pid {srv[1].pid}'s newest is "
+          f"number {n_made}")
+    prom.stop()
+    ag.stop()
+    for s in srv:
+        check(s.p.poll() is None, "a service died under the agent")
 
 
 @case
