@@ -738,6 +738,7 @@ int cmd_agent(int argc, char **argv)
                   "      --flight-recorder WINDOW  each process's window in memory (default 30s)\n"
                   "      --trigger T      blocking>=DUR (default blocking>=100ms) or leak\n"
                   "      --flight-memory SIZE  each process's memory for its window (default 32M)\n"
+                  "      --check          read the configuration, print what it says, exit\n"
                   "      and record's --tail, -t, --no-tasks, --census-ms, --wait-calls, -q\n"
                   "\n"
                   "example: loopscope agent --comm python3 --comm node --dir /var/lib/loopscope\n"
@@ -760,8 +761,25 @@ int cmd_agent(int argc, char **argv)
     r->argc = argc;
     r->argv = argv;
     struct ls_group_sel sel = { .reload = agent_reload };
+    /* --check: the configuration read and said, nothing attached */
+    bool check = false;
+    for (int i = 1; i < argc; i++)
+        check = check || !strcmp(argv[i], "--check");
+    for (int i = 1; check && i < nargc; i++)
+        if (!strcmp(nargv[i], "--check"))
+            nargv[i] = "--quiet";
     int err = parse(r, &sel, nargc, nargv, true);
-    if (!err) {
+    if (!err && check) {
+        for (int i = 0; i < sel.ncomm; i++)
+            printf("comm %s\n", sel.comm[i]);
+        for (int i = 0; i < sel.ncgroup; i++)
+            printf("cgroup %s\n", sel.cgroup[i]);
+        printf("dir %s\nmax-total %llu\nmetrics %s\nflight-recorder %gs\ntrigger "
+               "blocking>=%gms%s\ntail %gs\nflight-memory %llu\n", sel.dir,
+               (unsigned long long)sel.dir_cap, r->metrics_addr, r->flight_window_ns / 1e9,
+               r->trig_block_ns / 1e6, r->trig_leak ? "\ntrigger leak" : "",
+               r->flight_tail_ns / 1e9, (unsigned long long)r->flight_memory);
+    } else if (!err) {
         const char *why = "";
         err = ls_group_record(r, &sel, &why);
     }

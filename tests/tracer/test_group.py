@@ -22,9 +22,13 @@ Cases:
     comm_cgroup     --comm NAME and --cgroup PATH: the processes there at
                     the start and one started while recording are recorded;
                     a cgroup removed while recording is said so
+    agent_reload    loopscope agent: SIGHUP reads its configuration again (a
+                    name added is attached; one with an error is refused and
+                    the one before kept); SIGTERM ends it with exit 0
     errors          a bad pid list, a dead pid in it, a cgroup that does
                     not exist, a name nothing has, options a group does not
-                    take: one error line, exit non-zero, no file left
+                    take, the agent's bad configurations: one error line,
+                    exit non-zero, no file left
 
 Needs root (recording).  Exit 0 = pass, 1 = fail, 77 = skipped.
 """
@@ -398,6 +402,54 @@ def metrics():
 
 
 @case
+def agent_reload():
+    """loopscope agent: SIGHUP reads its configuration again: a name added
+    there is attached; a configuration with an error keeps the one before."""
+    d = tmpdir()
+    names = [f"lsrlA{os.getpid() % 10000}", f"lsrlB{os.getpid() % 10000}"]
+    srv = [spawn([sys.executable, os.path.join(GEN, "py_server.py"), "--comm", n]) for n in names]
+    pids = [int(p.stdout.readline().split()[1]) for p in srv]
+    conf = os.path.join(d, "agent.conf")
+    with open(conf, "w") as f:
+        f.write(f"comm {names[0]}\ndir {d}/traces\nmetrics 127.0.0.1:0\n")
+    p = subprocess.Popen([A.loopscope, "agent", "-c", conf], stderr=subprocess.PIPE, text=True)
+    PROCS.append(p)
+    lines = []
+
+    def until(pat):
+        while True:
+            line = p.stderr.readline()
+            check(line, f"the agent ended before {pat!r}: {lines}")
+            lines.append(line.rstrip())
+            if re.search(pat, line):
+                return line
+    until(rf"pid {pids[0]}: recording")
+    with open(conf, "a") as f:
+        f.write(f"comm {names[1]}\n")
+    p.send_signal(signal.SIGHUP)
+    until(r"agent: configuration reloaded")
+    until(rf"pid {pids[1]}: recording")
+    with open(conf, "a") as f:
+        f.write("trigger sometimes\n")
+    p.send_signal(signal.SIGHUP)
+    until(r"invalid --trigger")
+    until(r"kept the one before")
+    check(p.poll() is None, "the agent ended on a bad configuration")
+    # the example unit's configuration, read and said back
+    ex = os.path.join(HERE, "..", "..", "examples", "loopscope-agent.conf")
+    r = subprocess.run([A.loopscope, "agent", "-c", ex, "--check"], capture_output=True,
+                       text=True, timeout=30)
+    eq(r.returncode, 0, f"agent --check on {ex} ({r.stderr})")
+    for want in ("comm python3", "comm node", "dir /var/lib/loopscope", "max-total 1073741824",
+                 "metrics 127.0.0.1:9464", "trigger blocking>=100ms"):
+        check(want in r.stdout.splitlines(), f"agent --check: no {want!r} in {r.stdout!r}")
+    p.send_signal(signal.SIGTERM)
+    _, err = p.communicate(timeout=60)
+    eq(p.returncode, 0, f"agent exit status ({err})")
+    check("agent: recorded 2 processes" in err, f"the agent's last line: {err!r}")
+
+
+@case
 def errors():
     d = tmpdir()
     out = os.path.join(d, "x.db")
@@ -417,9 +469,16 @@ def errors():
         (["-p", me, "--children", "--backlog", "8M"], r"--backlog does not apply to a process group"),
         (["--comm", "x", "-p", me], r"--comm selects the processes itself"),
         (["--comm", "x", "--cgroup", "y"], r"--cgroup or --comm, not both"),
+        (["--comm", "x", "--dir", d], r"--dir is the agent's"),
+        (["agent", "agent", "--dir", d], r"the agent needs a selection"),
+        (["agent", "agent", "-p", me, "--dir", d], r"the agent selects processes with --comm"),
+        (["agent", "agent", "-c", os.path.join(d, "none.conf")], r"cannot read the configuration"),
+        (["agent", "agent", "--comm", "x", "--dir", "/proc/none"], r"cannot make '/proc/none'"),
+        (["agent", "agent", "--comm", "x", "--max-total", "1k", "--dir", d],
+         r"invalid --max-total"),
     ]:
-        r = subprocess.run([A.loopscope, "record", "-o", out, *args], capture_output=True,
-                           text=True, timeout=60)
+        cmd = args[1:] if args[0] == "agent" else ["record", "-o", out, *args]
+        r = subprocess.run([A.loopscope, *cmd], capture_output=True, text=True, timeout=60)
         check(r.returncode != 0, f"record {args} exited 0")
         lines = r.stderr.strip().splitlines()
         eq(len(lines), 1, f"record {args}: one line ({r.stderr!r})")
