@@ -671,7 +671,7 @@ static char *agent_keep[2];
 
 static recorder agent_defaults(void)
 {
-    return (recorder){ .ringbuf_kb = 65536, .block_threshold_ms = 10, .census_ms = 10,
+    return (recorder){ .ringbuf_kb = 65536, .block_threshold_ms = 10, .census_ms = 100,
                        .task_probe_rate = 2000, .priority = LS_PRIO_IDLE, .pidfd = -1,
                        .go_pipe = -1 };
 }
