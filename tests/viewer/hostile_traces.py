@@ -26,6 +26,10 @@ the *values* hostile:
              without a row, iteration_hist buckets with hi_ns <= lo_ns,
              negative and INT64_MAX counts and more buckets than any real
              histogram, asyncio tasks with hostile names, Python frames
+  deep       stacks of 100 000 frames (the call site past 50 000 system
+             frames, one function recursing, none application code) under
+             105 episodes: each command within DEEP_BOUND (release, ASan)
+             and still right (check_deep: every frame, the sites)
   census     a generic trace with a census lifecycle (meta task_source
              'census ...'): names' tasks and events, their await chains
              (await_stacks: hostile frames, a missing stack), wakes with
@@ -44,6 +48,7 @@ import argparse
 import json
 import os
 import random
+import re
 import shutil
 import sqlite3
 import subprocess
@@ -58,6 +63,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SCHEMA = os.path.join(HERE, "..", "..", "tracer", "schema.sql")
 DERIVED = os.path.join(HERE, "..", "..", "model", "derived.sql")
 TIMEOUT = 20
+# The deep trace's bound per command (issue 36): the viewer reads it in at
+# most 4 s on a loaded 2-vCPU VM (release), 6 s under ASan+UBSan (SQLite
+# itself is not instrumented); a path quadratic in the stack's depth, or in
+# its depth times its episodes, took 60 s to minutes.
+DEEP_BOUND = {"release": 15, "asan": 60}
 I64_MIN, I64_MAX = -(1 << 63), (1 << 63) - 1
 LOOKUPS = ["event_kinds", "states", "suspend_reasons", "waker_kinds", "leak_kinds",
            "blocking_kinds", "syscalls"]
@@ -327,6 +337,164 @@ def build_bogus(db, rng):
     db.events(ev)
 
 
+DEEP = 100_000
+
+
+def build_deep(db, depth=DEEP):
+    """A blocking episode whose stack is depth frames deep (issue 36): the
+    recorder never writes one (it unwinds 64 frames at most), a forged or
+    damaged file can.  Stack 1: depth // 2 system frames (libc's) under
+    depth // 2 distinct application functions, the innermost, the call
+    site, deep_0 at /src/deep.c:1000000 (the site is found past the system
+    half); stack 2: one function recursing depth times; stack 3: a short
+    ordinary stack; stack 4: depth system frames and no application frame.
+    105 episodes on stack 1 (100 of 11 ms, below the others), two on stack
+    2, one on stack 3 and on stack 4; tasks 2 and 3 delayed."""
+    libc = "/usr/lib/x86_64-linux-gnu/libc.so.6"
+    half = depth // 2
+    db.meta({"start_ns": "1000", "end_ns": "2000000000", "duration_ns": "1999999000",
+             "block_threshold_ns": "10000000", "dropped_messages": "0", "dropped_bytes": "0",
+             "rejected_records": "0", "read_errors": "0", "stop_reason": "duration reached",
+             "blocking_detection": "on"})
+    db.insert("loops", [(1, 100, 100, 1000, None)])
+    tasks, stats, events = [], [], []
+    for tid in (1, 2, 3):
+        created = 1000 + tid * 1000
+        tasks.append((tid, 1, None if tid == 1 else 1, f"deep{tid}", f"deep_task_{tid}",
+                      4096 + tid, created, 0, created + 1_900_000_000, 4, 0, None))
+        stats.append((tid, 400_000_000, 1000, 5000, 8, 8, 60_000_000, 3, 300_000_000))
+        events.append((created, 1, tid, 3, 0, 1 if tid > 1 else 0, 4096 + tid))
+        for k in range(8):
+            t0 = created + 100_000 + k * 200_000_000
+            events += [(t0, 1, tid, 4, None, None, None),
+                       (t0 + 60_000_000, 1, tid, 5, 1 + k % 3, 0, 1_000_000),
+                       (t0 + 150_000_000, 1, tid, 6, 1, 0, None)]
+        events.append((created + 1_900_000_000, 1, tid, 7, 4, 0, None))
+    events.sort(key=lambda e: e[0])
+    db.insert("tasks", tasks)
+    db.insert("task_stats", stats)
+    db.insert("events", events)
+    db.insert("stacks", [(1, depth), (2, depth), (3, 4), (4, depth)])
+
+    def chain(d):
+        if d < half:
+            return (1, d, 0x7f0000000000 + d, f"libc_inner_{d}", None, None, libc)
+        return (1, d, 0x500000 + d, f"deep_{d - half}", "/src/deep.c", 1_000_000 - (d - half),
+                "/srv/deep")
+    db.con.executemany("INSERT INTO frames VALUES(?,?,?,?,?,?,?)", (chain(d) for d in range(depth)))
+    db.con.executemany("INSERT INTO frames VALUES(?,?,?,?,?,?,?)",
+                       ((4, d, 0x7f0000100000 + d, f"sys_{d % 1000}", None, None, libc)
+                        for d in range(depth)))
+    db.con.executemany("INSERT INTO frames VALUES(?,?,?,?,?,?,?)",
+                       ((2, d, 0x600000, "recurse", "/src/rec.c", 42, "/srv/deep")
+                        for d in range(depth)))
+    db.insert("frames", [(3, 0, 0x7f0000000100, "read", None, None, libc),
+                         (3, 1, 0x700000, "short_read", "/src/short.c", 7, "/srv/deep"),
+                         (3, 2, 0x700100, "handler", "/src/short.c", 20, "/srv/deep"),
+                         (3, 3, 0x700200, "main", "/src/short.c", 30, "/srv/deep")])
+    db.insert("blocking", [(i, 1, 1 + i % 3, 1000 + i * 200_000_000 + 70_000_000,
+                            30_000_000 + i, 1, 35, 1, 2) for i in range(1, 6)]
+              + [(6, 1, 2, 1_300_000_000, 20_000_000, 1, 35, 2, 1),
+                 (7, 1, 3, 1_500_000_000, 20_000_000, 2, None, 2, 0),
+                 (8, 1, 1, 1_700_000_000, 15_000_000, 1, 0, 3, 0),
+                 (9, 1, 2, 1_800_000_000, 12_000_000, 1, 0, 4, 0)]
+              + [(i, 1, 1, 10 ** 6 * i, 11_000_000, 1, 35, 1, 0) for i in range(10, 110)])
+    db.insert("blocking_victims", [(i, 2 + i % 2, 1000 + i * 200_000_000 + 70_000_000,
+                                    1000 + i * 200_000_000 + 100_000_000, 1_000_000, 1)
+                                   for i in range(1, 6)]
+              + [(i, 3 - i % 2, 1000 + i * 200_000_000 + 70_000_000,
+                  1000 + i * 200_000_000 + 100_000_000, 2_000_000, 3) for i in range(1, 6)]
+              + [(6, 3, 1_300_000_000, 1_330_000_000, 3_000_000, 2)])
+
+
+def build_sites(db, nsites=10_000, depth=12):
+    """Wide (issue 36): nsites distinct stacks, each its own call site (an
+    application function of its own under one shared caller chain), three
+    episodes on each delaying two of 100 tasks."""
+    libc = "/usr/lib/x86_64-linux-gnu/libc.so.6"
+    db.meta({"start_ns": "0", "end_ns": "100000000000", "duration_ns": "100000000000",
+             "block_threshold_ns": "1000000", "blocking_detection": "on"})
+    db.insert("loops", [(1, 100, 100, 0, None)])
+    db.insert("tasks", [(t, 1, None, f"w{t}", "worker", 4096, t * 1000, 0, None, None, None, None)
+                        for t in range(1, 101)])
+    db.events([(t * 1000, 1, t, 3, 0, 0, 4096) for t in range(1, 101)]
+              + [(10 ** 6 + t, 1, t, 4, None, None, None) for t in range(1, 101)])
+    db.con.executemany("INSERT INTO stacks VALUES(?,?)", ((s, depth) for s in range(1, nsites + 1)))
+    db.con.executemany("INSERT INTO frames VALUES(?,?,?,?,?,?,?)",
+                       ((s, d, 0x400000 + d, "read" if d == 0 else
+                         f"site_{s}" if d == 1 else f"caller_{d}",
+                         None if d == 0 else f"/src/s{s % 97}.c" if d == 1 else "/src/main.c",
+                         None if d == 0 else s if d == 1 else d, libc if d == 0 else "/srv/app")
+                        for s in range(1, nsites + 1) for d in range(depth)))
+    neps = 3 * nsites
+    db.con.executemany("INSERT INTO blocking VALUES(?,?,?,?,?,?,?,?,?)",
+                       ((i, 1, 1 + i % 100, 2 * 10 ** 6 + i * 3_000_000, 1_000_000 + i % 7919,
+                         1, 0, 1 + i % nsites, 2) for i in range(1, neps + 1)))
+    db.con.executemany("INSERT INTO blocking_victims VALUES(?,?,?,?,?,?)",
+                       ((i, 1 + (i + k) % 100, 2 * 10 ** 6 + i * 3_000_000,
+                         2 * 10 ** 6 + i * 3_000_000 + 2_000_000, 1_000_000, 1)
+                        for i in range(1, neps + 1) for k in (1, 2)))
+
+
+def build_tasks(db, ntasks=1_000_000):
+    """Many tasks (issue 36): ntasks, each spawned by the one before it
+    (a chain), run, suspended on a timer, woken, run and finished; every
+    tenth left pending, every hundredth leaked."""
+    db.meta({"start_ns": "0", "end_ns": str(ntasks * 1000 + 10 ** 9),
+             "duration_ns": str(ntasks * 1000 + 10 ** 9), "block_threshold_ns": "1000000"})
+    db.insert("loops", [(1, 100, 100, 0, None)])
+    db.con.executemany("INSERT INTO tasks VALUES(?,?,?,?,?,?,?,?,?,?,?,?)",
+                       ((t, 1, t - 1 if t > 1 else None, f"t{t}", "fn", 4096, t * 1000, 0,
+                         None if t % 10 == 0 else t * 1000 + 900, None if t % 10 == 0 else 4,
+                         None if t % 10 == 0 else 0, 1 if t % 100 == 0 else None)
+                        for t in range(1, ntasks + 1)))
+
+    def ev():
+        for t in range(1, ntasks + 1):
+            b = t * 1000
+            yield (b, 1, t, 3, 0, t - 1, 4096)
+            yield (b + 100, 1, t, 4, None, None, None)
+            yield (b + 200, 1, t, 5, 2, 0, 500)
+            yield (b + 700, 1, t, 6, 2, 0, None)
+            yield (b + 800, 1, t, 4, None, None, None)
+            if t % 10:
+                yield (b + 900, 1, t, 7, 4, 0, None)
+            else:
+                yield (b + 900, 1, t, 5, 1, t - 1, 0)
+            if t % 100 == 0:
+                yield (b + 950, 1, t, 9, 1, None, None)
+    db.events(ev())
+
+
+def build_awaits(db, depth=DEEP):
+    """Long await chains (issue 36): a census trace (generic mode) whose
+    tasks park with an await chain of depth coroutine frames -- two tasks
+    deadlocked on each other's lock, one parked on a future -- plus a
+    blocking episode on the same stack."""
+    db.meta({"mode": "generic", "runtime": "python3.12", "target_binary": "/usr/bin/python3.12",
+             "task_source": "census every 10 ms", "window_ns": "20000000",
+             "start_ns": "1000", "end_ns": "2000000000", "duration_ns": "1999999000",
+             "block_threshold_ns": "10000000"})
+    db.insert("loops", [(1, 100, 100, 1000, None)])
+    db.insert("tasks", [(t, 1, None, f"chain{t}", "main", None, 1000 + t, 0, None, None, None,
+                         None) for t in (1, 2, 3)])
+    db.events([(1000 + t, 1, t, 3, 0, 0, 0) for t in (1, 2, 3)]
+              + [(2000 + t, 1, t, 4, None, None, None) for t in (1, 2, 3)]
+              + [(700_000_000, 1, 1, 5, 8, 0x1000, 2), (700_000_001, 1, 2, 5, 8, 0x2000, 1),
+                 (700_000_002, 1, 3, 5, 2, 0x3000, 0)])
+    db.insert("loop_windows", [(1, 1000 + k * 20_000_000, 1000 + (k + 1) * 20_000_000, 30,
+                                15_000_000, 5_000_000, 0) for k in range(99)])
+    db.insert("stacks", [(1, depth), (2, depth)])
+    for st in (1, 2):
+        db.con.executemany("INSERT INTO frames VALUES(?,?,?,?,?,?,?)",
+                           ((st, d, 0, "Lock.acquire" if d == 0 else f"coro_{st}_{d}",
+                             "/usr/lib/python3.12/asyncio/locks.py" if d == 0
+                             else f"/srv/app/chain{st}.py", d + 1, "python")
+                            for d in range(depth)))
+    db.insert("await_stacks", [(1, 700_000_000, 1), (2, 700_000_001, 2), (3, 700_000_002, 1)])
+    db.insert("blocking", [(1, 1, 1, 500_000_000, 30_000_000, 1, 0, 2, 0)])
+
+
 def build_generic(db, rng=None):
     H = HOSTILE
     rng = rng or random.Random(3)
@@ -423,7 +591,10 @@ TRACES = {
     "empty": build_empty,
     "generic": build_generic,
     "census": build_census,
+    "deep": build_deep,
 }
+# Large shapes for tests/bench/viewer_deep_stack.py (not run by this test)
+SHAPES = {"deep": build_deep, "sites": build_sites, "tasks": build_tasks, "awaits": build_awaits}
 
 
 def commands(task_id):
@@ -519,11 +690,16 @@ def run_one(a, db, name, cmd, how, out):
     argv = [a.loopscope, cmd[0], db, *(c.replace("{out}", out).replace("{db}", db)
                                        .replace("{fixture}", fixture) for c in cmd[1:])]
     shown = " ".join(cmd)
+    timeout = TIMEOUT
+    if name == "deep":
+        timeout = DEEP_BOUND["asan" if a.asan else "release"]
     t0 = time.monotonic()
     try:
-        p = subprocess.run(argv, capture_output=True, timeout=TIMEOUT, env=ENV)
+        p = subprocess.run(argv, capture_output=True, timeout=timeout, env=ENV)
     except subprocess.TimeoutExpired:
-        return f"{name}: {shown}: did not finish in {TIMEOUT}s"
+        return f"{name}: {shown}: did not finish in {timeout}s" + \
+            (f" (stacks of {DEEP} frames: a path quadratic in their depth?)" if name == "deep"
+             else "")
     dt = time.monotonic() - t0
     err = p.stderr.decode(errors="replace")
     # "note: ..." lines (a cut-short recording, viewer/complete.c) are not errors
@@ -555,8 +731,59 @@ def run_one(a, db, name, cmd, how, out):
         bad = check_file(path, file_kind)
         if bad:
             return f"{name}: {shown}: {bad}"
+    if name == "deep":
+        bad = check_deep(cmd, p, out)
+        if bad:
+            return f"{name}: {shown}: {bad}"
     if a.verbose:
         print(f"  ok {name}: {shown} (exit {p.returncode}, {dt:.2f}s)")
+    return None
+
+
+def check_deep(cmd, p, out):
+    """What the viewer must still say of build_deep's trace: every frame of
+    the deep stacks (no depth bound), the call site past 50 000 system
+    frames, the site of 105 episodes."""
+    half = DEEP // 2
+    site = "src/deep.c:1000000 deep_0"
+    text = p.stdout.decode("utf-8", "replace")
+    checked = (["blocking"], ["blocking", "--json"], ["lint"], ["diff", "{db}"],
+               ["export", "--format", "chrome-json", "-o", "-"],
+               ["graph", "--kind", "blocking", "-o", "{out}/g.dot"])
+    if cmd in checked and p.returncode != 0:
+        return f"exit {p.returncode}: {p.stderr.decode(errors='replace')[-300:]}"
+    if cmd == ["blocking"]:
+        for want in ("called from " + site, "called from src/rec.c:42 recurse",
+                     "called from (no application frame)", " deep_%d " % (half - 1),
+                     " libc_inner_%d " % (half - 1)):
+            if want not in text:
+                return f"no {want.strip()!r} in the output"
+        if not re.search(r"^%s +105 " % re.escape(site), text, re.M):
+            return f"the by-site table lacks {site} with 105 episodes"
+    elif cmd == ["blocking", "--json"]:
+        eps = [e for e in json.loads(text)["episodes"] if e.get("site") == site]
+        if not eps:
+            return f"no episode at {site}"
+        fns = [f["function"] for f in eps[0]["stack"]]
+        if len(fns) != DEEP or fns[0] != "deep_0" or fns[half - 1] != f"deep_{half - 1}" \
+                or fns[half] != "libc_inner_0" or fns[-1] != f"libc_inner_{half - 1}":
+            return f"the stack at {site}: {len(fns)} frames, {fns[:2]} ... {fns[-2:]}"
+    elif cmd[:3] == ["graph", "--kind", "blocking"] and cmd[-1].endswith(".dot"):
+        dot = open(os.path.join(out, "g.dot"), encoding="utf-8", errors="replace").read()
+        # the top 60 of 100 000 functions: the chain's (1.25 s each), not recurse
+        if "deep_0" not in dot or "lighter functions not shown" not in dot:
+            return "the call graph lacks deep_0 or its 'lighter functions' note"
+    elif cmd == ["lint"]:
+        if "at " + site not in text:
+            return f"no warning at {site}"
+    elif cmd == ["export", "--format", "chrome-json", "-o", "-"]:
+        doc = json.loads(text)
+        evs = doc["traceEvents"] if isinstance(doc, dict) else doc
+        if not any((e.get("args") or {}).get("site") == site for e in evs):
+            return f"no blocking slice at {site}"
+    elif cmd == ["diff", "{db}"]:
+        if site not in text or "recurse" not in text:
+            return f"no {site} or recurse site"
     return None
 
 
@@ -569,6 +796,8 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("-v", "--verbose", action="store_true")
     a = ap.parse_args()
+    with open(a.loopscope, "rb") as f:          # an ASan build: the deep trace's bound
+        a.asan = b"__asan_init" in f.read()
     tmp = tempfile.mkdtemp(prefix="lshostile-")
     failures = runs = 0
     try:
