@@ -619,6 +619,10 @@ static void group_end_meta(ls_group *g, const char *why, int64_t end)
     char iso[64];
     strftime(iso, sizeof(iso), "%Y-%m-%dT%H:%M:%SZ", gmtime(&wall));
     ls_sink_meta(r, LS_META_START_NS, "%lld", (long long)r->start_ns);
+    time_t wall0 = time(NULL) - (time_t)((ls_now() - r->start_ns) / 1000000000ll);
+    char iso0[64];
+    strftime(iso0, sizeof(iso0), "%Y-%m-%dT%H:%M:%SZ", gmtime(&wall0));
+    ls_sink_meta(r, LS_META_START_UTC, "%s", iso0);
     ls_sink_meta(r, LS_META_MODE, "%s", g->any_generic ? "generic" : "libevl");
     ls_sink_meta(r, LS_META_END_NS, "%lld", (long long)end);
     ls_sink_meta(r, LS_META_END_UTC, "%s", iso);

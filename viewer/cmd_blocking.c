@@ -17,14 +17,17 @@
 #include <string.h>
 
 static const char usage[] =
-    "usage: loopscope blocking TRACE [--by site|task|syscall] [--min DUR] [--limit N] [--json]\n"
+    "usage: loopscope blocking TRACE [--by site|task|syscall|process] [--min DUR] [--limit N]\n"
+    "                          [--pid PID] [--json]\n"
     "\n"
     "Blocking episodes, longest first: how long the loop was held, off-CPU (a\n"
     "blocking syscall) or on-CPU (a long step), in which task, the application's\n"
     "call site (file:line), the stack (application frames first) and the tasks it\n"
     "delayed; then totals grouped by call site (default), task or syscall.\n"
     "\n"
-    "  --by KEY     group totals by site, task or syscall\n"
+    "  --by KEY     group totals by site, task, syscall or process (a process group's\n"
+    "               trace: record -p PID,PID..., --children, --cgroup, --comm)\n"
+    "  --pid PID    only that process's episodes (any command takes --pid)\n"
     "  --min DUR    only episodes at least this long (e.g. 20ms)\n"
     "  --limit N    list at most N episodes (default 10; totals cover all)\n"
     "  --json       JSON instead of text\n"
@@ -48,8 +51,9 @@ static int on_opt(int c, const char *arg, void *ctx)
     char *end;
     switch (c) {
     case 'b':
-        if (strcmp(arg, "site") && strcmp(arg, "task") && strcmp(arg, "syscall"))
-            return ls_error("blocking: --by takes site, task or syscall, not '%s'", arg);
+        if (strcmp(arg, "site") && strcmp(arg, "task") && strcmp(arg, "syscall") &&
+            strcmp(arg, "process"))
+            return ls_error("blocking: --by takes site, task, syscall or process, not '%s'", arg);
         o->by = arg;
         return 0;
     case 'm':
@@ -135,8 +139,8 @@ static void print_victims(ls_trace *t, int64_t id, int64_t ndelayed, ls_json *j)
 
 static const char episodes_sql[] =
     "SELECT b.id, b.task_id, t.name, b.start_ns - ?1, b.dur_ns, k.name, y.name, b.stack_id,"
-    "  s.function, s.file, s.line, b.delayed_tasks, b.loop_id"
-    " FROM blocking b LEFT JOIN tasks t ON t.id = b.task_id"
+    "  s.function, s.file, s.line, b.delayed_tasks, coalesce(l.tid, b.loop_id), l.pid"
+    " FROM blocking b LEFT JOIN tasks t ON t.id = b.task_id LEFT JOIN loops l ON l.id = b.loop_id"
     " LEFT JOIN blocking_kinds k ON k.id = b.kind LEFT JOIN syscalls y ON y.nr = b.syscall"
     " LEFT JOIN sites s ON s.stack_id = b.stack_id"
     " WHERE b.dur_ns >= ?2 ORDER BY b.dur_ns DESC, b.id LIMIT ?3";
@@ -146,6 +150,8 @@ static const char *group_expr(const char *by, bool generic)
 {
     if (!strcmp(by, "task"))
         return generic ? "coalesce(t.name, '(no asyncio task)')" : "coalesce(t.name, '(callback)')";
+    if (!strcmp(by, "process"))
+        return "coalesce('pid ' || l.pid, '(no loop row)')";
     if (!strcmp(by, "syscall"))
         return "coalesce(y.name, CASE b.kind WHEN " LS_SQL_BLOCK_ONCPU " THEN '(on-cpu)' ELSE '(none)' END)";
     return "CASE WHEN s.file IS NULL THEN coalesce(s.function, '(no application frame)')"
@@ -177,7 +183,7 @@ int cmd_blocking(int argc, char **argv)
     int64_t start = ls_meta_int(t, LS_META_START_NS, 0);
     int64_t thr = ls_meta_int(t, LS_META_BLOCK_THRESHOLD_NS, 0);
     char *detect = ls_meta(t, LS_META_BLOCKING_DETECTION);
-    bool generic = ls_is_generic(t);
+    bool generic = ls_is_generic(t), group = ls_trace_group(t);
     ls_json jj, *j = NULL;
     char d1[32], d2[32], d3[32];
 
@@ -233,6 +239,9 @@ int cmd_blocking(int argc, char **argv)
             if (generic) {
                 ls_json_key(j, "thread"); ls_json_int(j, sqlite3_column_int64(st, 12));
             }
+            if (group && sqlite3_column_type(st, 13) != SQLITE_NULL) {
+                ls_json_key(j, "pid"); ls_json_int(j, sqlite3_column_int64(st, 13));
+            }
             ls_json_key(j, "start_ns"); ls_json_int(j, sqlite3_column_int64(st, 3));
             ls_json_key(j, "dur_ns"); ls_json_int(j, dur);
             ls_json_key(j, "kind"); ls_json_str(j, kind);
@@ -242,9 +251,12 @@ int cmd_blocking(int argc, char **argv)
             print_victims(t, id, ndelayed, j);
             ls_json_end_object(j);
         } else if (generic) {
-            printf("\n#%d  %s %s%s%s on thread %lld%s%s, at +%s\n", ++rank,
+            char pid[40] = "";
+            if (group)
+                snprintf(pid, sizeof(pid), " of pid %lld", (long long)sqlite3_column_int64(st, 13));
+            printf("\n#%d  %s %s%s%s on thread %lld%s%s%s, at +%s\n", ++rank,
                    ls_fmt_dur(d1, sizeof(d1), dur), kind ? ls_term(kind) : "?", sys ? " in " : "",
-                   sys ? ls_term(sys) : "", (long long)sqlite3_column_int64(st, 12),
+                   sys ? ls_term(sys) : "", (long long)sqlite3_column_int64(st, 12), pid,
                    task ? ", in asyncio task " : "", task ? ls_term(task) : "",
                    ls_fmt_dur(d3, sizeof(d3), sqlite3_column_int64(st, 3)));
             printf("    called from %s\n", site ? ls_term(site) : "?");
@@ -274,7 +286,7 @@ int cmd_blocking(int argc, char **argv)
         "  group_concat(DISTINCT coalesce(y.name, k.name)), CAST(total(b.delayed_tasks) AS INTEGER)"
         " FROM blocking b LEFT JOIN tasks t ON t.id = b.task_id"
         " LEFT JOIN blocking_kinds k ON k.id = b.kind LEFT JOIN syscalls y ON y.nr = b.syscall"
-        " LEFT JOIN sites s ON s.stack_id = b.stack_id"
+        " LEFT JOIN sites s ON s.stack_id = b.stack_id LEFT JOIN loops l ON l.id = b.loop_id"
         " WHERE b.dur_ns >= ?1 GROUP BY k ORDER BY total(b.dur_ns) DESC, k", group_expr(o.by, generic)) < 0)
         goto fail;
     st = ls_prepare(t, sql);

@@ -139,14 +139,84 @@ static void print_hist(const ls_loopstat *l)
     }
 }
 
+/* A process group's trace: each process, from the processes table (json:
+ * into "processes"), with its loops and blocking episodes. */
+static void print_processes(ls_trace *t, ls_json *j, int64_t start)
+{
+    if (!ls_has_table(t, "processes") || !ls_query_int(t, "SELECT count(*) FROM processes"))
+        return;
+    sqlite3_stmt *st = ls_prepare(t,
+        "SELECT p.pid, p.parent_pid, p.binary, p.mode, p.runtime, p.attached_ns, p.ended_ns,"
+        " p.end_reason, (SELECT count(*) FROM loops l WHERE l.pid = p.pid),"
+        " (SELECT count(*) FROM blocking b JOIN loops l ON l.id = b.loop_id WHERE l.pid = p.pid)"
+        " FROM processes p ORDER BY p.id");
+    if (!st)
+        return;
+    char d1[32], d2[32];
+    if (j) {
+        ls_json_key(j, "processes");
+        ls_json_begin_array(j);
+    } else {
+        printf("processes: %lld (a process group; --pid PID shows one alone)\n",
+               (long long)ls_query_int(t, "SELECT count(*) FROM processes"));
+    }
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        int64_t pid = sqlite3_column_int64(st, 0), parent = sqlite3_column_int64(st, 1);
+        const char *bin = ls_col_text(st, 2), *mode = ls_col_text(st, 3),
+                   *rt = ls_col_text(st, 4), *why = ls_col_text(st, 7);
+        int64_t at = sqlite3_column_int64(st, 5), end = sqlite3_column_int64(st, 6);
+        bool ended = sqlite3_column_type(st, 6) != SQLITE_NULL;
+        if (j) {
+            ls_json_begin_object(j);
+            ls_json_key(j, "pid"); ls_json_int(j, pid);
+            ls_json_key(j, "parent_pid");
+            if (parent)
+                ls_json_int(j, parent);
+            else
+                ls_json_null(j);
+            ls_json_key(j, "binary"); ls_json_str(j, bin);
+            ls_json_key(j, "mode"); ls_json_str(j, mode);
+            ls_json_key(j, "runtime"); ls_json_str(j, rt);
+            ls_json_key(j, "attached_ns"); ls_json_int(j, at);
+            ls_json_key(j, "ended_ns");
+            if (ended)
+                ls_json_int(j, end);
+            else
+                ls_json_null(j);
+            ls_json_key(j, "end_reason"); ls_json_str(j, why);
+            ls_json_key(j, "loops"); ls_json_int(j, sqlite3_column_int64(st, 8));
+            ls_json_key(j, "blocking"); ls_json_int(j, sqlite3_column_int64(st, 9));
+            ls_json_end_object(j);
+            continue;
+        }
+        const char *base = bin ? strrchr(bin, '/') : NULL;
+        printf("  pid %-7lld %-14s %-8s %lld loop%s, %lld blocking; +%s..%s%s%s", (long long)pid,
+               ls_term(base ? base + 1 : bin ? bin : "?"), mode ? ls_term(mode) : "?",
+               (long long)sqlite3_column_int64(st, 8), sqlite3_column_int64(st, 8) == 1 ? "" : "s",
+               (long long)sqlite3_column_int64(st, 9), ls_fmt_dur(d1, sizeof(d1), at - start),
+               ended ? "+" : "", ended ? ls_fmt_dur(d2, sizeof(d2), end - start) : " the end",
+               ended && why ? " " : "");
+        if (ended && why)
+            printf("(%s)", ls_term(why));
+        if (parent)
+            printf(", forked by %lld", (long long)parent);
+        putchar('\n');
+    }
+    sqlite3_finalize(st);
+    if (j)
+        ls_json_end_array(j);
+}
+
 /* Per loop thread: iterations, rate, busy share, latency histogram. */
-static void print_loop_threads(const ls_loopstat *ls, size_t n, const char *stop)
+static void print_loop_threads(const ls_loopstat *ls, size_t n, const char *stop, bool group)
 {
     char d1[32], d2[32];
     for (size_t i = 0; i < n && i < MAX_LOOPS_SHOWN; i++) {
         const ls_loopstat *l = &ls[i];
         printf("\nloop thread %lld", (long long)l->tid);
-        if (l->id != l->tid)
+        if (group && l->pid)
+            printf(" of pid %lld", (long long)l->pid);
+        else if (l->id != l->tid)
             printf(" (loop %lld)", (long long)l->id);
         if (l->windows) {
             double secs = (double)l->covered_ns / 1e9;
@@ -289,7 +359,8 @@ int cmd_info(int argc, char **argv)
             npend = ls_query_int(t, "SELECT count(*) FROM tasks WHERE final_state IS NULL"),
             npre = ls_query_int(t, "SELECT count(*) FROM tasks WHERE preexisting"),
             nleak = ls_query_int(t, "SELECT count(*) FROM tasks WHERE leak IS NOT NULL"),
-            nev = ls_query_int(t, "SELECT " LS_SQL_EVENTS_COUNT),
+            nev = ls_query_int(t, ls_trace_pid ? "SELECT count(*) FROM events"   /* its own */
+                                               : "SELECT " LS_SQL_EVENTS_COUNT),
             nblk = ls_query_int(t, "SELECT count(*) FROM blocking"),
             blkns = ls_query_int(t, "SELECT CAST(total(dur_ns) AS INTEGER) FROM blocking"),
             maxblk = ls_query_int(t, "SELECT coalesce(max(dur_ns), 0) FROM blocking");
@@ -345,6 +416,7 @@ int cmd_info(int argc, char **argv)
         ls_json_key(&j, "host"); ls_json_str(&j, host);
         ls_json_key(&j, "kernel"); ls_json_str(&j, kernel);
         ls_json_key(&j, "mode"); ls_json_str(&j, mode);
+        print_processes(t, &j, ls_meta_int(t, LS_META_START_NS, 0));
         ls_json_key(&j, "blocking_detection"); ls_json_str(&j, blk);
         ls_json_key(&j, "block_threshold_ns"); ls_json_int(&j, thr);
         ls_json_key(&j, "syscalls"); ls_json_str(&j, sys);
@@ -423,6 +495,7 @@ int cmd_info(int argc, char **argv)
         printf("recorded:  %s, %s (%s)\n", start ? ls_term(start) : "?", ls_fmt_dur(d1, sizeof(d1), dur),
                why ? ls_term(why) : "?");
         printf("host:      %s, %s\n", host ? ls_term(host) : "?", kernel ? ls_term(kernel) : "?");
+        print_processes(t, NULL, ls_meta_int(t, LS_META_START_NS, 0));
         if (trig)                     /* a flight recorder's trace (tracer/README.md) */
             printf("trigger:   %s (flight recorder: %s before it, %s after)\n", ls_term(trig),
                    ls_fmt_dur(d1, sizeof(d1), ls_meta_int(t, LS_META_FLIGHT_WINDOW_NS, 0)),
@@ -494,7 +567,7 @@ int cmd_info(int argc, char **argv)
                nblk == 1 ? "" : "s", ls_fmt_dur(d3, sizeof(d3), blkns),
                ls_fmt_dur(d4, sizeof(d4), maxblk));
         if (iters)
-            print_loop_threads(ls, nls, why);
+            print_loop_threads(ls, nls, why, ls_trace_group(t));
     }
     ls_loopstats_free(ls, nls);
     free(runtime); free(waits); free(jit); free(trig);

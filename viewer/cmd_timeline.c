@@ -170,11 +170,14 @@ int cmd_timeline(int argc, char **argv)
     x.end = ls_meta_ts(x.t, LS_META_END_NS, 0);
 
     if (o.loop >= 0) {
-        sqlite3_stmt *st = ls_prepare(x.t, "SELECT count(*), (SELECT group_concat(id, ', ') FROM"
-                                           " (SELECT id FROM loops ORDER BY id)) FROM loops WHERE id = ?");
+        /* a generic loop by its thread too (a process group's loop ids are not tids) */
+        sqlite3_stmt *st = ls_prepare(x.t, "SELECT count(*), (SELECT group_concat(k, ', ') FROM"
+                                           " (SELECT CASE WHEN ?2 THEN tid ELSE id END AS k FROM loops"
+                                           " ORDER BY k)) FROM loops WHERE id = ?1 OR (?2 AND tid = ?1)");
         if (!st)
             goto out;
         sqlite3_bind_int64(st, 1, o.loop);
+        sqlite3_bind_int(st, 2, ls_is_generic(x.t));
         sqlite3_step(st);
         if (sqlite3_column_int(st, 0) == 0) {
             const char *all = (const char *)sqlite3_column_text(st, 1);

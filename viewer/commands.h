@@ -23,6 +23,8 @@ int cmd_top(int argc, char **argv);        /* live: tracer/live.h */
 
 /* A command's own options: getopt_long tables and a handler that returns
  * 0, or non-zero after printing an error for a bad value. */
+#define LS_OPT_PID 0x10000         /* --pid's getopt code: no command's own */
+
 typedef struct ls_optspec {
     const struct option *longopts;   /* terminated by a zero entry; may be NULL */
     const char *shortopts;           /* getopt letters, e.g. "o:k:" */
@@ -32,7 +34,8 @@ typedef struct ls_optspec {
 
 /* Parse argv: --help/-h (prints usage to stdout, exits through
  * ls_finish_stdout: 0, or 1 if it could not be written), --json when json is not
- * NULL, the command's options, and exactly one positional: the trace path
+ * NULL, --pid PID (every command that reads a trace: ls_trace_pid, trace.h),
+ * the command's options, and exactly one positional: the trace path
  * (or, when extra_pos is not NULL, the path then at most one more
  * positional stored there, e.g. the query of `sql`).  Returns 0, or 2
  * after printing a usage error. */

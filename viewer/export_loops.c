@@ -125,11 +125,11 @@ bool x_loops_load(exporter *x)
 {
     sqlite3_stmt *st = ls_prepare(x->t,
         "SELECT id, tid, coalesce(started_ns, 0), coalesce(stopped_ns, 0),"
-        "  EXISTS (SELECT 1 FROM tasks WHERE tasks.id = loops.tid) FROM loops ORDER BY id");
+        "  EXISTS (SELECT 1 FROM tasks WHERE tasks.id = loops.tid), pid FROM loops ORDER BY id");
     if (!st)
         return false;
     int rc;
-    bool clash = false;
+    bool clash = false, group = ls_trace_group(x->t);
     size_t cap = 0;                   /* of x->loops */
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         if (!ls_grow((void **)&x->loops, &cap, x->nloops + 1, sizeof(*x->loops)))
@@ -137,7 +137,8 @@ bool x_loops_load(exporter *x)
         xloop *l = &x->loops[x->nloops++];
         *l = (xloop){ .id = sqlite3_column_int64(st, 0), .os_tid = sqlite3_column_int64(st, 1),
                       .started = ls_col_ts(st, 2), .stopped = ls_col_ts(st, 3), .poll_ts = -1,
-                      .iter_ts = -1, .cb_ts = -1 };
+                      .iter_ts = -1, .cb_ts = -1,
+                      .pid = group ? sqlite3_column_int64(st, 5) : 0 };
         clash |= sqlite3_column_int(st, 4) != 0;
     }
     bool ok = ls_step_ok(x->t, st, rc);
@@ -161,10 +162,14 @@ bool x_loops_load(exporter *x)
         for (int k = 0; k < XL_SERIES; k++)
             l->series[k] = (ls_xtrack){ LS_XT_COUNTER, u + 3 + (uint64_t)k, u + 1, l->id,
                                         l->track_tid, -1, 0, { 0 } };
+        char proc[40] = "";           /* a process group's: whose */
+        if (l->pid)
+            snprintf(proc, sizeof(proc), " of pid %" PRId64, l->pid);
         if (x->generic)
-            snprintf(name, sizeof(name), "loop thread %" PRId64, l->os_tid);
+            snprintf(name, sizeof(name), "loop thread %" PRId64 "%s", l->os_tid, proc);
         else
-            snprintf(name, sizeof(name), "loop %" PRId64 " (tid %" PRId64 ")", l->id, l->os_tid);
+            snprintf(name, sizeof(name), "loop %" PRId64 " (tid %" PRId64 ")%s", l->id, l->os_tid,
+                     proc);
         x->w->ops->track(x->w, &l->proc, name);
         snprintf(name, sizeof(name), "event loop (tid %" PRId64 ")", l->os_tid);
         x->w->ops->track(x->w, &l->thread, name);

@@ -148,7 +148,7 @@ static void task_retire(walk *k, xtask *t)
     k->recent[task_home(t->id, RECENT)] = *t;
     k->recent[task_home(t->id, RECENT)].lv = NULL;
     size_t i = (size_t)(t - k->tasks), j = i;
-    k->tasks[i].id = 0;
+    k->tasks[i] = (xtask){ 0 };
     k->n--;
     for (;;) {
         j = (j + 1) & (k->cap - 1);
@@ -157,7 +157,7 @@ static void task_retire(walk *k, xtask *t)
         size_t h = task_home(k->tasks[j].id, k->cap);
         if ((j > i && (h <= i || h > j)) || (j < i && (h <= i && h > j))) {
             k->tasks[i] = k->tasks[j];
-            k->tasks[j].id = 0;
+            k->tasks[j] = (xtask){ 0 };   /* its live state moved too: one owner */
             i = j;
         }
     }

@@ -22,6 +22,7 @@ typedef struct episode {
 typedef struct xloop {
     ls_xtrack proc, thread, series[XL_SERIES];
     int64_t id, os_tid, track_tid, started, stopped;
+    int64_t pid;               /* a process group's trace: its process (else 0) */
     int64_t poll_ts;           /* poll_enter of the open idle span, -1 none */
     int64_t poll_timeout;
     int64_t iter_ts;           /* poll_exit opening the current iteration, -1 none */

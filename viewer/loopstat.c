@@ -105,10 +105,12 @@ static bool loopstats_read_into(ls_trace *t, ls_loopstat **out, size_t *n)
     *n = 0;
     bool win = ls_has_table(t, "loop_windows"), hist = ls_has_table(t, "iteration_hist");
     char sql[512];
-    snprintf(sql, sizeof(sql), "SELECT id, max(tid) FROM (SELECT id, tid FROM loops%s%s)"
-             " GROUP BY id ORDER BY id",
-             win ? " UNION ALL SELECT DISTINCT loop_id, loop_id FROM loop_windows" : "",
-             hist ? " UNION ALL SELECT DISTINCT loop_id, loop_id FROM iteration_hist" : "");
+    /* a loop's tid and pid from its row; a loop with windows and no row
+     * (an older trace) is its own tid */
+    snprintf(sql, sizeof(sql), "SELECT id, coalesce(max(tid), id), max(pid) FROM (SELECT id, tid,"
+             " pid FROM loops%s%s) GROUP BY id ORDER BY id",
+             win ? " UNION ALL SELECT DISTINCT loop_id, NULL, NULL FROM loop_windows" : "",
+             hist ? " UNION ALL SELECT DISTINCT loop_id, NULL, NULL FROM iteration_hist" : "");
     sqlite3_stmt *st = ls_prepare(t, sql);
     if (!st)
         return false;
@@ -130,6 +132,7 @@ static bool loopstats_read_into(ls_trace *t, ls_loopstat **out, size_t *n)
         memset(l, 0, sizeof(*l));
         l->id = sqlite3_column_int64(st, 0);
         l->tid = sqlite3_column_int64(st, 1);
+        l->pid = sqlite3_column_int64(st, 2);
     }
     bool ok = rc != SQLITE_NOMEM && ls_step_ok(t, st, rc);
     sqlite3_finalize(st);

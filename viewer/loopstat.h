@@ -25,6 +25,7 @@ typedef struct ls_bucket {
 typedef struct ls_loopstat {
     int64_t id;                /* loops.id (generic mode: the thread id) */
     int64_t tid;               /* loops.tid, or id when the loop has no row */
+    int64_t pid;               /* loops.pid, 0 when it has no row */
     /* loop_windows */
     int64_t windows;           /* rows used */
     int64_t bad_windows;       /* rows ignored: end before start, negative numbers */

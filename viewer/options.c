@@ -4,6 +4,7 @@
  * libc only.
  */
 #include "commands.h"
+#include "trace.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -47,6 +48,7 @@ int ls_parse_common(int argc, char **argv, const char *usage, const char **path,
     struct option opts[LS_MAX_OPTS];
     int n = 0;
     opts[n++] = (struct option){ "help", no_argument, NULL, 'h' };
+    opts[n++] = (struct option){ "pid", required_argument, NULL, LS_OPT_PID };
     if (json)
         opts[n++] = (struct option){ "json", no_argument, NULL, 'J' };
     for (const struct option *o = spec && spec->longopts ? spec->longopts : NULL; o && o->name; o++) {
@@ -66,6 +68,15 @@ int ls_parse_common(int argc, char **argv, const char *usage, const char **path,
             exit(ls_finish_stdout(0));
         } else if (c == 'J' && json) {
             *json = true;
+        } else if (c == LS_OPT_PID) {
+            char *end;
+            errno = 0;
+            long long v = strtoll(optarg, &end, 10);
+            if (!*optarg || *end || errno || v <= 0 || v > INT32_MAX) {
+                fprintf(stderr, "error: %s: invalid --pid '%s' (a process id)\n", cmd, optarg);
+                return 2;
+            }
+            ls_trace_pid = v;
         } else if (c == '?' || c == ':') {
             if (optopt)
                 fprintf(stderr, "error: %s: option -%c %s\n", cmd, optopt,

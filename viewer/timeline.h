@@ -66,6 +66,8 @@ typedef struct spans {
 typedef struct lane {
     bool is_loop;
     int64_t id, loop;            /* task id (or loop id), its loop */
+    int64_t tid, pid;            /* a loop thread's row: its thread, and its process when
+                                  * the trace holds several (else 0) */
     char *name;                  /* task name (owned); NULL for a loop */
     int64_t alive_end;           /* absolute ns after which the task is gone */
     spans st;                    /* state spans, in time order */

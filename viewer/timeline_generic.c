@@ -258,10 +258,13 @@ int tl_timeline_generic(tl *x, const struct opts *o, const char *path)
         return ls_error("timeline: --tasks selects task rows; a generic loop mode trace has loop "
                         "thread rows only (use --loop TID)");
     bool win = ls_has_table(x->t, "loop_windows");
-    char sql[256];
-    snprintf(sql, sizeof(sql), "SELECT id FROM (SELECT id FROM loops%s) WHERE ?1 IS NULL OR"
-             " id = ?1 GROUP BY id ORDER BY id",
-             win ? " UNION ALL SELECT DISTINCT loop_id FROM loop_windows" : "");
+    char sql[320];
+    /* --loop: its id, or its thread's (a process group's loop ids are not tids) */
+    snprintf(sql, sizeof(sql), "SELECT id, coalesce(max(tid), id), max(pid) FROM (SELECT id, tid,"
+             " pid FROM loops%s) GROUP BY id HAVING ?1 IS NULL OR id = ?1 OR max(tid) = ?1"
+             " ORDER BY id",
+             win ? " UNION ALL SELECT DISTINCT loop_id, NULL, NULL FROM loop_windows" : "");
+    bool group = ls_trace_group(x->t);
     sqlite3_stmt *st = ls_prepare(x->t, sql);
     if (!st)
         return 1;
@@ -274,7 +277,9 @@ int tl_timeline_generic(tl *x, const struct opts *o, const char *path)
         if (nmatch++ < (size_t)o->limit && x->lanes)
             x->lanes[x->nlanes++] = (lane){ .is_loop = true, .thread = true,
                                             .id = sqlite3_column_int64(st, 0),
-                                            .loop = sqlite3_column_int64(st, 0) };
+                                            .loop = sqlite3_column_int64(st, 0),
+                                            .tid = sqlite3_column_int64(st, 1),
+                                            .pid = group ? sqlite3_column_int64(st, 2) : 0 };
     bool ok = ls_step_ok(x->t, st, rc);
     sqlite3_finalize(st);
     if (!ok)

@@ -28,8 +28,13 @@ const char *const tl_ansi_color[D_COUNT] = { "", "\033[34m", "\033[33m", "\033[3
  * shows the same label) and cut between characters. */
 void tl_lane_label(const lane *ln, char *buf, size_t w)
 {
+    if (ln->is_loop && ln->pid) {     /* a process group's: pid/tid */
+        snprintf(buf, w + 1, "thread %lld/%lld", (long long)ln->pid, (long long)ln->tid);
+        return;
+    }
     if (ln->is_loop) {
-        snprintf(buf, w + 1, "%s %lld", ln->thread ? "thread" : "loop", (long long)ln->id);
+        snprintf(buf, w + 1, "%s %lld", ln->thread ? "thread" : "loop",
+                 (long long)(ln->thread && ln->tid ? ln->tid : ln->id));
         return;
     }
     char id[24];

@@ -81,6 +81,71 @@ static int trace_connect(ls_trace *t, const char *path)
     return rc;
 }
 
+int64_t ls_trace_pid;
+
+/* --pid: the trace as that process's alone (trace.h, ls_trace_pid): a
+ * temporary view of each table with a loop or a task in its rows, of the
+ * same name (the temp schema is searched first), keeping the process's. */
+static bool pid_views(ls_trace *t)
+{
+    static const struct { const char *table, *where; } views[] = {
+        { "loops", "pid = %lld" },
+        { "processes", "pid = %lld" },
+        { "tasks", "loop_id IN (SELECT id FROM temp.loops)" },
+        { "blocking", "loop_id IN (SELECT id FROM temp.loops)" },
+        { "loop_windows", "loop_id IN (SELECT id FROM temp.loops)" },
+        { "iteration_hist", "loop_id IN (SELECT id FROM temp.loops)" },
+        { "syscall_stats", "loop_id IN (SELECT id FROM temp.loops)" },
+        { "transitions", "loop_id IN (SELECT id FROM temp.loops)" },
+        { "transition_hist", "loop_id IN (SELECT id FROM temp.loops)" },
+        { "events", "loop_id IN (SELECT id FROM temp.loops)" },
+        { "task_stats", "task_id IN (SELECT id FROM temp.tasks)" },
+        { "task_marks", "task_id IN (SELECT id FROM temp.tasks)" },
+        { "task_slices", "task_id IN (SELECT id FROM temp.tasks)" },
+        { "late_timers", "task_id IN (SELECT id FROM temp.tasks)" },
+        { "await_stacks", "task_id IN (SELECT id FROM temp.tasks)" },
+        { "blocking_victims", "blocking_id IN (SELECT id FROM temp.blocking)" },
+    };
+    char sql[512], where[128];
+    snprintf(sql, sizeof(sql), "SELECT count(*) FROM loops WHERE pid = %lld",
+             (long long)ls_trace_pid);
+    if (ls_query_int(t, sql) == 0) {
+        char *all = NULL;
+        sqlite3_stmt *st = ls_prepare(t, "SELECT group_concat(pid, ', ') FROM "
+                                         "(SELECT DISTINCT pid FROM loops ORDER BY pid)");
+        if (st && sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0))
+            all = strdup((const char *)sqlite3_column_text(st, 0));
+        sqlite3_finalize(st);
+        ls_error("no process %lld in trace '%s' (its loops are in: %s)", (long long)ls_trace_pid,
+                 t->path, all ? all : "none");
+        free(all);
+        return false;
+    }
+    for (size_t i = 0; i < sizeof(views) / sizeof(views[0]); i++) {
+        if (!ls_has_table(t, views[i].table))
+            continue;
+        snprintf(where, sizeof(where), views[i].where, (long long)ls_trace_pid);
+        /* events: its rowid is its place in store order, which readers use */
+        snprintf(sql, sizeof(sql), "CREATE TEMP VIEW %s AS SELECT %s* FROM main.%s WHERE %s",
+                 views[i].table, strcmp(views[i].table, "events") ? "" : "rowid AS rowid, ",
+                 views[i].table, where);
+        char *err = NULL;
+        if (sqlite3_exec(t->db, sql, NULL, NULL, &err) != SQLITE_OK) {
+            ls_error("cannot show process %lld of trace '%s' alone: %s", (long long)ls_trace_pid,
+                     t->path, err ? err : "?");
+            sqlite3_free(err);
+            return false;
+        }
+    }
+    return true;
+}
+
+bool ls_trace_group(ls_trace *t)
+{
+    return ls_has_table(t, "processes") &&
+           ls_query_int(t, "SELECT count(DISTINCT pid) > 1 FROM processes") > 0;
+}
+
 ls_trace *ls_trace_open(const char *path)
 {
     struct stat sb;
@@ -147,6 +212,8 @@ ls_trace *ls_trace_open(const char *path)
         if ((rc = trace_connect(t, use)) != SQLITE_OK)
             goto sqlerr;
     }
+    if (ls_trace_pid && !pid_views(t))
+        goto fail;
     say_state(t);
     return t;
 sqlerr:

@@ -82,6 +82,16 @@ void ls_read_drops(ls_trace *t, ls_drops *d);
 /* Anything lost or refused (a lossy trace). */
 bool ls_drops_lossy(const ls_drops *d);
 
+/* --pid PID (every command, viewer/options.c): 0, or the process of a
+ * process group's trace that ls_trace_open shows alone -- the trace seen
+ * through temporary views of its tables that keep that process's rows
+ * (its loops, and what their ids and its tasks' ids reach), so every
+ * command reads it as it reads a trace of that process. */
+extern int64_t ls_trace_pid;
+/* The trace holds more than one process (a process group's: tracer/
+ * SCHEMA.md, "processes"): labels name the process with the thread. */
+bool ls_trace_group(ls_trace *t);
+
 /* meta mode = 'generic' (tracer/SCHEMA.md): a process not built on libevl;
  * its loops are threads, with iteration windows and a histogram, and its
  * stacks hold runtime frames (Python, JIT) rather than libevl's.  Whether

@@ -168,10 +168,41 @@ def check_processes(db, master, workers, mode="generic"):
     return procs
 
 
-def viewer_reads(db):
-    for cmd in (["info"], ["blocking"], ["tasks"], ["timeline"]):
-        r = subprocess.run([A.loopscope, *cmd, db], capture_output=True, text=True)
-        eq(r.returncode, 0, f"loopscope {' '.join(cmd)} on the group trace ({r.stderr.strip()})")
+def viewer(*args, rc=0):
+    r = subprocess.run([A.loopscope, *args], capture_output=True, text=True, timeout=120)
+    eq(r.returncode, rc, f"loopscope {' '.join(args)} ({r.stderr.strip()})")
+    return r.stdout if rc == 0 else r.stderr
+
+
+def viewer_reads(db, answers=(), master=None):
+    """Every command reads the group's trace; info lists its processes,
+    blocking names each episode's process and totals by process, --pid
+    shows one process alone (its episodes, its loop), timeline --loop takes
+    a thread id."""
+    for cmd in (["info"], ["blocking"], ["tasks"], ["timeline"], ["lint"],
+                ["export", "--format", "chrome-json", "-o", db + ".json"]):
+        viewer(*cmd, db)
+    info = viewer("info", db)
+    for a in answers:
+        check(re.search(rf"^  pid {a['pid']} .*forked by {master}$", info, re.M),
+              f"info lists no process {a['pid']} forked by {master}:\n{info}")
+    if not answers:
+        return
+    by = viewer("blocking", "--by", "process", db)
+    for a in answers:
+        check(re.search(rf"^pid {a['pid']} +[1-9]", by, re.M), f"blocking --by process: {by}")
+    one = answers[0]["pid"]
+    alone = viewer("blocking", "--pid", str(one), db)
+    pids = set(re.findall(r"on thread \d+(?: of pid (\d+))?", alone))
+    check(re.search(r"^1 blocking episode", alone, re.M) or alone.count("\n#") >= 1,
+          f"blocking --pid {one}: {alone[:300]}")
+    eq(len(re.findall(r"^#\d+ ", alone, re.M)), len([a for a in answers if a["pid"] == one]),
+       f"episodes of pid {one} alone")
+    check(pids <= {"", str(one)}, f"blocking --pid {one} shows other processes: {pids}")
+    tl = viewer("timeline", "--loop", str(one), db)
+    check(f"thread {one}" in tl or f"/{one} " in tl, f"timeline --loop {one}: {tl[:300]}")
+    err = viewer("info", "--pid", "1", db, rc=1)
+    check(err.startswith("error: no process 1 in trace"), f"info --pid 1: {err!r}")
 
 
 def pid_lines(out):
@@ -198,7 +229,7 @@ def prefork_python():
     db = g.stop()
     check_processes(db, master, workers)
     check_episodes(db, answers, frame="sleep_work")
-    viewer_reads(db)
+    viewer_reads(db, answers, master)
     os.kill(master, signal.SIGTERM)
     srv.wait(timeout=30)
 
@@ -488,8 +519,15 @@ def errors():
 
 
 def cleanup():
+    """SIGTERM first: the pre-fork master and the cluster's primary end their
+    workers on it; what is left after 10 s is killed."""
     for p in PROCS:
         if p.poll() is None:
+            p.terminate()
+    for p in PROCS:
+        try:
+            p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
             p.kill()
             p.wait()
 

@@ -52,7 +52,9 @@ async def serve():
     s.bind(("127.0.0.1", 0))
     s.listen(64)
     server = await asyncio.start_server(handle, sock=s)
-    print(f"worker {os.getpid()} port {s.getsockname()[1]}", flush=True)
+    # one write: the workers share the pipe, and print's text and newline
+    # can be two writes, another worker's line between them
+    os.write(1, f"worker {os.getpid()} port {s.getsockname()[1]}\n".encode())
     async with server:
         await server.serve_forever()
 
