@@ -43,6 +43,7 @@
 #define LS_PENDING_MAX 256        /* forks and execs reported, not yet attached */
 #define LS_MEMBER_RING_KB 8192    /* a member's ring buffer unless --ringbuf-kb */
 #define LS_GROUP_KEYS 128         /* meta keys the group keeps (ours, not the target's) */
+#define LS_REFUSED_MAX 256        /* processes remembered as not attachable */
 #define LS_TURN_MS 50             /* the group's thread looks around at least this often */
 
 enum { M_RUNNING, M_ENDING, M_DONE, M_JOINED };
@@ -79,6 +80,10 @@ typedef struct ls_group {
     uint64_t recorded;            /* members attached */
     uint64_t refused;             /* processes past LS_GROUP_MAX at once */
     uint64_t failed;              /* could not be attached (gone, not ours ...) */
+    /* processes that could not be attached (pid and start time, a ring):
+     * not tried again at each scan */
+    struct { pid_t pid; unsigned long long start; } refusedp[LS_REFUSED_MAX];
+    unsigned nrefusedp;
     struct ls_pending pending[LS_PENDING_MAX];
     int npending;
     uint64_t pending_lost;
@@ -396,10 +401,23 @@ static bool is_member(ls_group *g, pid_t pid)
     return false;
 }
 
+/* pid, as started at start, could not be attached before. */
+static bool was_refused(ls_group *g, pid_t pid, unsigned long long start)
+{
+    unsigned n = g->nrefusedp < LS_REFUSED_MAX ? g->nrefusedp : LS_REFUSED_MAX;
+    for (unsigned i = 0; i < n; i++)
+        if (g->refusedp[i].pid == pid && g->refusedp[i].start == start)
+            return true;
+    return false;
+}
+
 /* Attach to pid as the next member (under the lock). */
 static void member_start(ls_group *g, pid_t pid, pid_t parent)
 {
-    if (is_member(g, pid))
+    char state;
+    unsigned long long start = 0;
+    if (is_member(g, pid) || !ls_proc_stat(pid, &state, &start) ||
+        was_refused(g, pid, start))
         return;
     if (g->n == LS_GROUP_MAX) {
         g->refused++;
@@ -658,11 +676,17 @@ static uint32_t reap(ls_group *g, bool restart)
             continue;
         }
         pthread_join(m->th, NULL);
-        if (m->failed && !g->r->quiet)
-            fprintf(stderr, "%spid %d: not recorded: %s\n", isatty(2) ? "\r" : "",
-                    (int)m->pid, m->why);
+        if (!g->r->quiet)             /* tests wait for these lines */
+            fprintf(stderr, "%spid %d: %s: %s\n", isatty(2) ? "\r" : "", (int)m->pid,
+                    m->failed ? "not recorded" : "done", m->why);
         pthread_mutex_lock(&g->mu);
         g->failed += m->failed;
+        char state;
+        unsigned long long start;
+        if (m->failed && ls_proc_stat(m->pid, &state, &start)) {   /* not tried again */
+            g->refusedp[g->nrefusedp % LS_REFUSED_MAX].pid = m->pid;
+            g->refusedp[g->nrefusedp++ % LS_REFUSED_MAX].start = start;
+        }
         g->m[i] = g->m[--g->n];       /* its slot to the last member */
         if (m->exec && restart && kill(m->pid, 0) == 0)
             member_start(g, m->pid, m->parent);

@@ -104,6 +104,15 @@ class Group:
             if m:
                 self.members[int(m.group(1))] = int(m.group(3) or 0)
 
+    def wait_done(self, pid, why, timeout=30):
+        """Read its lines until pid's member has ended (\"pid N: done: WHY\")."""
+        end = time.monotonic() + timeout
+        while not any(l.endswith(f"pid {pid}: done: {why}") for l in self.lines):
+            check(time.monotonic() < end, f"no 'pid {pid}: done: {why}' line: {self.lines}")
+            line = self.p.stderr.readline()
+            check(line, f"record ended before pid {pid} was done: {self.lines}")
+            self.lines.append(line.rstrip("\n"))
+
     def stop(self):
         self.p.send_signal(signal.SIGINT)
         _, err = self.p.communicate(timeout=120)
@@ -307,6 +316,8 @@ http {{
             c.sendall(b"GET / HTTP/1.0\r\n\r\n")
             while c.recv(4096):
                 pass
+    for w in first:                           # the old workers leave after the reload
+        g.wait_done(w, "target exited")
     db = g.stop()
     check_processes(db, master, [*first, *later])
     ended = dict(query(db, "SELECT pid, end_reason FROM processes"))

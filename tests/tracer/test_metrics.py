@@ -37,7 +37,7 @@ import time
 import urllib.parse
 import urllib.request
 
-from lstest import Fail, check, eq, integrity, wait_for, tmpdir, parse_args, run_case
+from lstest import Fail, check, eq, integrity, query, wait_for, tmpdir, parse_args, run_case
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 GEN = os.path.join(HERE, "generic")
@@ -308,9 +308,17 @@ def agent():
     q = ('histogram_quantile(1, sum by (le) '
          f'(loopscope_loop_iteration_seconds_bucket{{pid="{srv[1].pid}"}}))')
     scraped(q, lambda v: len(v) == 1 and 0.0335 <= v[0][1] <= 0.0672)
-    traces = os.listdir(os.path.join(d, "traces"))
-    eq(len([t for t in traces if t.endswith(".db")]), sum(K.values()),
-       f"a trace a blocking request: {sorted(traces)}")
+    # a trace per trigger, or several triggers in one when one came during
+    # another's tail: their flight_triggers add up to the requests
+    def triggers():
+        n = 0
+        for t in os.listdir(os.path.join(d, "traces")):
+            p = os.path.join(d, "traces", t)
+            if t.endswith(".db") and not os.path.exists(p + "-wal"):
+                n += int(dict(query(p, "SELECT key, value FROM meta")).get("flight_triggers", 0))
+        return n
+    wait_for(lambda: triggers() == sum(K.values()), 30,
+             lambda: f"{sum(K.values())} triggers in the traces, got {triggers()}")
 
     # the first service restarted: the agent attaches to the new process
     old = srv[0].pid
@@ -323,10 +331,16 @@ def agent():
             lambda v: v and v[0][1] == 1)
     scraped(f'loopscope_target_info{{pid="{old}"}}', lambda v: not v)  # its series gone
 
-    # the cap: traces past 8 MiB, the oldest removed
-    for _ in range(24):
+    # the cap: traces past 8 MiB, the oldest removed (the first trace of
+    # the second service goes first): as many triggers as that takes
+    first = os.path.join(d, "traces", f"{names[1]}-{srv[1].pid}-1.db")
+    check(os.path.exists(first), f"no {first}")
+    for _ in range(100):
         srv[1].request("sleep")
         time.sleep(0.2)
+        if not os.path.exists(first):
+            break
+    check(not os.path.exists(first), "100 triggers later, the oldest trace is still there")
 
     def dbs():
         out = []
