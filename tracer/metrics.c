@@ -7,7 +7,8 @@
  *
  * Everything runs on the recorder's one thread: the engine polls the
  * listening socket and the clients with the ring buffer (ls_metrics_pollfds,
- * ls_metrics_io).  A client gets one answer and the connection closes; at
+ * ls_metrics_io); for a process group (group.c), the group's thread polls
+ * them and its members' threads feed the sink, all under the group's lock.  A client gets one answer and the connection closes; at
  * most LS_METRICS_CLIENTS at a time (more wait in the listen backlog), each
  * closed after LS_METRICS_CLIENT_NS whatever it did (a client that connects
  * and never reads, or never sends, holds a slot that long at most).  Every

@@ -9,7 +9,9 @@
  * which is the store sink of a pipeline of its own (flight_write.c).  Adding one: ARCHITECTURE.md, "The recorder's
  * pipeline".
  *
- * Every function runs on the recorder's one thread.  Strings are the
+ * Every function runs on the recorder's one thread; a process group's
+ * sinks (group.c) are called from its members' threads, one at a time,
+ * under the group's lock.  Strings are the
  * target's bytes (names) or symbols of its files, valid only during the
  * call; a sink copies what it keeps.  Any function may be NULL.
  */
