@@ -468,6 +468,7 @@ static void member_start(ls_group *g, pid_t pid, pid_t parent)
     if (pthread_create(&m->th, NULL, member_main, m)) {
         m->failed = true;
         m->why = "no thread";
+        m->th = 0;                    /* none to join */
         atomic_store(&m->state, M_DONE);
         ls_sinks_free(r);
     }
@@ -675,7 +676,8 @@ static uint32_t reap(ls_group *g, bool restart)
             i++;
             continue;
         }
-        pthread_join(m->th, NULL);
+        if (m->th)
+            pthread_join(m->th, NULL);
         if (!g->r->quiet)             /* tests wait for these lines */
             fprintf(stderr, "%spid %d: %s: %s\n", isatty(2) ? "\r" : "", (int)m->pid,
                     m->failed ? "not recorded" : "done", m->why);
