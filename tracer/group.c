@@ -44,6 +44,7 @@
 #define LS_MEMBER_RING_KB 8192    /* a member's ring buffer unless --ringbuf-kb */
 #define LS_GROUP_KEYS 128         /* meta keys the group keeps (ours, not the target's) */
 #define LS_REFUSED_MAX 256        /* processes remembered as not attachable */
+#define LS_CAP_NS 1000000000ll    /* the agent's directory looked at this often */
 #define LS_TURN_MS 50             /* the group's thread looks around at least this often */
 
 enum { M_RUNNING, M_ENDING, M_DONE, M_JOINED };
@@ -709,11 +710,17 @@ static void announce(ls_group *g, bool tty)
         m->announced = true;
         if (g->r->quiet || m->failed)
             continue;
-        char parent[48] = "";
+        char parent[48] = "", bin[sizeof(m->binary)];
         if (m->parent)
             snprintf(parent, sizeof(parent), ", forked by %d", (int)m->parent);
+        /* the target's file name: no control bytes to the terminal */
+        size_t k = 0;
+        for (; m->binary[k]; k++)
+            bin[k] = (unsigned char)m->binary[k] < 0x20 || m->binary[k] == 0x7f ? '?'
+                                                                                 : m->binary[k];
+        bin[k] = 0;
         fprintf(stderr, "%spid %d: recording (%s%s%s%s)\n", tty ? "\r" : "", (int)m->pid,
-                m->binary, m->mode[0] ? ", " : "", m->mode, parent);
+                bin, m->mode[0] ? ", " : "", m->mode, parent);
     }
 }
 
@@ -926,7 +933,7 @@ int ls_group_record(recorder *r, struct ls_group_sel *sel, const char **why)
 
     int sfd = signalfd(-1, &stop_set, SFD_NONBLOCK | SFD_CLOEXEC);
     int64_t deadline = r->duration > 0 ? r->start_ns + (int64_t)(r->duration * 1e9) : 0;
-    int64_t last_scan = ls_now(), last_status = r->start_ns;
+    int64_t last_scan = ls_now(), last_status = r->start_ns, last_cap = 0;
     bool stopping = false, tty = !r->quiet && isatty(2);
     const char *stop_why = NULL;
     for (;;) {
@@ -993,8 +1000,10 @@ int ls_group_record(recorder *r, struct ls_group_sel *sel, const char **why)
             stop_all(g, stop_why);
         }
         pthread_mutex_unlock(&g->mu);
-        if (agent)
+        if (agent && now - last_cap >= LS_CAP_NS) {
+            last_cap = now;
             dir_cap(sel->dir, sel->dir_cap);
+        }
         pthread_sigmask(SIG_BLOCK, &all, NULL);      /* a member attached again */
         uint32_t running = reap(g, !stopping);
         pthread_sigmask(SIG_SETMASK, &run, NULL);
