@@ -34,7 +34,6 @@
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
-#include <time.h>
 #include <unistd.h>
 
 #define LS_GROUP_MAX 64           /* members in one recording; more are counted, not recorded */
@@ -635,19 +634,11 @@ static int cgroup_path(const char *arg, char *out, size_t len, char *err, size_t
 static void group_end_meta(ls_group *g, const char *why, int64_t end)
 {
     recorder *r = g->r;
-    time_t wall = time(NULL) - (time_t)((ls_now() - end) / 1000000000ll);
-    char iso[64];
-    strftime(iso, sizeof(iso), "%Y-%m-%dT%H:%M:%SZ", gmtime(&wall));
+    r->end_ns = end;
     ls_sink_meta(r, LS_META_START_NS, "%lld", (long long)r->start_ns);
-    time_t wall0 = time(NULL) - (time_t)((ls_now() - r->start_ns) / 1000000000ll);
-    char iso0[64];
-    strftime(iso0, sizeof(iso0), "%Y-%m-%dT%H:%M:%SZ", gmtime(&wall0));
-    ls_sink_meta(r, LS_META_START_UTC, "%s", iso0);
+    ls_sink_meta_utc(r, LS_META_START_UTC, r->start_ns);
     ls_sink_meta(r, LS_META_MODE, "%s", g->any_generic ? "generic" : "libevl");
-    ls_sink_meta(r, LS_META_END_NS, "%lld", (long long)end);
-    ls_sink_meta(r, LS_META_END_UTC, "%s", iso);
-    ls_sink_meta(r, LS_META_DURATION_NS, "%lld", (long long)(end - r->start_ns));
-    ls_sink_meta(r, LS_META_STOP_REASON, "%s", why);
+    ls_write_span_meta(r, why);
     for (int i = 0; i < g->nsum; i++)
         ls_sink_meta(r, g->sum_key[i], "%llu", (unsigned long long)g->sum[i]);
     ls_sink_meta(r, LS_META_PROCESSES, "%llu", (unsigned long long)g->recorded);
@@ -822,6 +813,20 @@ static void scan_all(ls_group *g, char (*cg)[PATH_MAX], bool *cg_ok, bool tty)
         scan_comm(g);
 }
 
+/* Before any member ran: nothing recorded, nothing left behind (the
+ * trace file removed); returns err. */
+static int group_abort(ls_group *g, int err)
+{
+    recorder *r = g->r;
+    ls_sinks_free(r);
+    ls_store_abort(r->store);
+    r->store = NULL;
+    r->group = NULL;
+    pthread_mutex_destroy(&g->mu);
+    free(g);
+    return err;
+}
+
 int ls_group_record(recorder *r, struct ls_group_sel *sel, const char **why)
 {
     char errbuf[512];
@@ -854,23 +859,13 @@ int ls_group_record(recorder *r, struct ls_group_sel *sel, const char **why)
         r->ringbuf_kb = LS_MEMBER_RING_KB;
     if (!agent) {
         r->store = ls_store_create(r->out, r->force, errbuf, sizeof(errbuf));
-        if (!r->store) {
-            free(g);
-            return ls_error("%s", errbuf);
-        }
-        if ((err = ls_sink_add(r, &ls_store_sink, r->store))) {
-            ls_store_abort(r->store);
-            free(g);
-            return err;
-        }
+        if (!r->store)
+            return group_abort(g, ls_error("%s", errbuf));
+        if ((err = ls_sink_add(r, &ls_store_sink, r->store)))
+            return group_abort(g, err);
     }
-    if (r->metrics_addr && (err = ls_metrics_start(r, r->metrics_addr))) {
-        ls_sinks_free(r);
-        ls_store_abort(r->store);
-        r->store = NULL;
-        free(g);
-        return err;
-    }
+    if (r->metrics_addr && (err = ls_metrics_start(r, r->metrics_addr)))
+        return group_abort(g, err);
     r->start_ns = ls_now();
     /* The members' threads take no signal: the group's thread stops them. */
     sigset_t all, old;
@@ -912,12 +907,8 @@ int ls_group_record(recorder *r, struct ls_group_sel *sel, const char **why)
     }
     if (!started && !agent) {
         pthread_sigmask(SIG_SETMASK, &old, NULL);
-        ls_sinks_free(r);
-        ls_store_abort(r->store);
-        r->store = NULL;
-        free(g);
-        return ls_error("no process matches %s %s", sel->ncgroup ? "cgroup" : "comm",
-                        sel->ncgroup ? sel->cgroup[0] : sel->comm[0]);
+        return group_abort(g, ls_error("no process matches %s %s", sel->ncgroup ? "cgroup" : "comm",
+                                       sel->ncgroup ? sel->cgroup[0] : sel->comm[0]));
     }
     if (!r->quiet && agent)
         fprintf(stderr, "agent: %u process%s now; flight traces into '%s' (at most %llu MiB)\n",

@@ -14,6 +14,22 @@
 #include "ls_schema.h"
 #include "tracer.h"
 
+void ls_sink_meta_utc(recorder *r, const char *key, int64_t ns)
+{
+    time_t wall = time(NULL) - (time_t)((ls_now() - ns) / 1000000000ll);
+    char iso[64];
+    strftime(iso, sizeof(iso), "%Y-%m-%dT%H:%M:%SZ", gmtime(&wall));
+    ls_sink_meta(r, key, "%s", iso);
+}
+
+void ls_write_span_meta(recorder *r, const char *why)
+{
+    ls_sink_meta(r, LS_META_END_NS, "%lld", (long long)r->end_ns);
+    ls_sink_meta_utc(r, LS_META_END_UTC, r->end_ns);
+    ls_sink_meta(r, LS_META_DURATION_NS, "%lld", (long long)(r->end_ns - r->start_ns));
+    ls_sink_meta(r, LS_META_STOP_REASON, "%s", why);
+}
+
 void ls_write_meta(recorder *r, int argc, char **argv)
 {
     struct utsname u;
@@ -59,22 +75,13 @@ void ls_write_meta(recorder *r, int argc, char **argv)
     if (r->hold && r->hold->meta_start)
         r->hold->meta_start(r);
     /* A flight trace starts before it is written: the wall time of start_ns. */
-    time_t now = time(NULL) - (time_t)((ls_now() - r->start_ns) / 1000000000ll);
-    char iso[64];
-    strftime(iso, sizeof(iso), "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
-    ls_sink_meta(r, LS_META_START_UTC, "%s", iso);
+    ls_sink_meta_utc(r, LS_META_START_UTC, r->start_ns);
 }
 
 void ls_write_end_meta(recorder *r, const char *why)
 {
-    int64_t end = r->end_ns;          /* the derivation's end too (a flight trace: its window's) */
-    time_t now = time(NULL) - (time_t)((ls_now() - end) / 1000000000ll);
-    char iso[64];
-    strftime(iso, sizeof(iso), "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
-    ls_sink_meta(r, LS_META_END_NS, "%lld", (long long)end);
-    ls_sink_meta(r, LS_META_END_UTC, "%s", iso);
-    ls_sink_meta(r, LS_META_DURATION_NS, "%lld", (long long)(end - r->start_ns));
-    ls_sink_meta(r, LS_META_STOP_REASON, "%s", why);
+    ls_write_span_meta(r, why);       /* end_ns: the derivation's end too (a flight
+                                       * trace: its window's) */
     /* Counted by the kernel or by the recorder (SCHEMA.md), except
      * *_claimed: the target's own word, stored as such. */
     ls_sink_meta(r, LS_META_BATCHES, "%llu", (unsigned long long)ls_stat(r, LS_STAT_BATCHES));

@@ -366,5 +366,9 @@ int ls_output_finish(recorder *r, const char *why);
 /* meta.c: what the trace says about its recording */
 void ls_write_meta(recorder *r, int argc, char **argv);
 void ls_write_end_meta(recorder *r, const char *why);
+/* a meta key's value: the wall time (UTC, ISO 8601) of monotonic time ns;
+ * end_ns, end_utc, duration_ns and stop_reason of a trace ending at r->end_ns */
+void ls_sink_meta_utc(recorder *r, const char *key, int64_t ns);
+void ls_write_span_meta(recorder *r, const char *why);
 
 #endif /* LOOPSCOPE_RECORDER_H */
