@@ -31,8 +31,25 @@ static void on_window(recorder *r, struct ls_loop_info *li, const struct ls_wind
     ls_sink_window(r, li->id, w);
 }
 
+/* The time a loop thread's open window has been summed up to: the window
+ * starts at a wait entry (or where the thread was first seen), each wait
+ * is added at its return and each busy stretch at the next entry, so its
+ * wait + busy reach exactly its last entry while it waits, its last
+ * return while it runs. */
+static uint64_t summed_to(const struct ls_gloop *g)
+{
+    uint64_t t = g->in_wait ? g->enter_ns : g->since;
+    return t > g->w.start_ns ? t : g->w.start_ns;
+}
+
 /* At the end: the windows still being summed in BPF, then each loop's
- * iteration histogram. */
+ * iteration histogram.  The last window ends at the detach, and what the
+ * BPF side had not added yet is added here: the wait the thread is still
+ * asleep in (a loop idle when the recording stops: without it, its last
+ * window is mostly time neither busy nor waiting), or the busy stretch it
+ * is still in (not an iteration: it has not ended, so no count and no
+ * histogram entry).  A wait entered or returned from between the detach
+ * time and the programs' removal ends the window there instead. */
 static void flush_window(recorder *r, uint32_t key, void *v)
 {
     struct ls_gloop *g = v;
@@ -42,7 +59,15 @@ static void flush_window(recorder *r, uint32_t key, void *v)
         return;
     if (!g->epoll && g->polls)
         r->poll_loops++;
-    w->end_ns = (uint64_t)r->detach_ns;   /* the last window ends there */
+    uint64_t end = r->detach_ns > 0 ? (uint64_t)r->detach_ns : 0, to = summed_to(g);
+    if (to >= end) {
+        end = to;                     /* nothing open to add */
+    } else if (g->in_wait) {
+        w->wait_ns += end - to;       /* asleep in its wait until the end */
+    } else if (g->since) {
+        w->busy_ns += end - to;       /* running since its last return */
+    }
+    w->end_ns = end;
     on_window(r, li, w);
 }
 
