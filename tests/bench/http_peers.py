@@ -3,7 +3,7 @@
 
     tests/bench/http_peers.py [--build DIR] [--rounds N] [--seconds S]
                               [--connections C] [--threads T] [--servers LIST]
-                              [--syscalls]
+                              [--syscalls | --callgrind [--top K]]
 
 The same keep-alive HTTP/1.1 serving of `GET /` (one short fixed body) by
 
@@ -16,24 +16,41 @@ The same keep-alive HTTP/1.1 serving of `GET /` (one short fixed body) by
 
 each measured with `wrk -t T -c C -d S --latency` (default -t1 -c8 -d5s) in
 N rounds (default 5); within a round the servers run one after the other
-(a fresh process each), so a slow phase of the machine hurts all alike.
+(a fresh process each), in the listed order in odd rounds and reversed in
+even ones (ABBA), so a slow phase of the machine hurts all alike.
 Before measuring it fetches `GET /` from every server with curl and stops
 unless all answers are the same bytes (status line, headers, body).
 
-Prints one line per run, then per server the median requests/s and p99
-latency over the rounds and their ratios to the libuv server's medians
-(requests/s: above 1 is better; p99: below 1 is better).  The goal of
-issue 13 is libevl >= 1.0x libuv in requests/s.
+Prints one line per run (requests/s, p99, the server's CPU time per
+request: user + system of all its threads from /proc/PID/stat over the wrk
+run, over wrk's request count; the machine's steal and 1-minute load
+average), then per server the medians over the rounds and their ratios to
+the libuv server's medians (requests/s: above 1 is better; p99 and CPU per
+request: below 1 is better), then the paired ratios: each round's libevl
+figure over that round's libuv figure, and their median.  The goals
+(issues 13 and 36): libevl >= 1.0x libuv in requests/s and <= 1.0x in
+server CPU per request.
 
 --syscalls replaces the timed rounds with one run of each server under
 `strace -f -c` and prints its syscalls per request, by syscall (a count:
 the load of the machine hardly changes it, strace's slowdown does batch
 more requests per poll).
 
+--callgrind replaces the timed rounds with one run of each server under
+valgrind's callgrind: instructions counted, not timed, so the same from run
+to run whatever the machine's load.  The counters are zeroed once the
+server listens (callgrind_control -z), wrk runs S seconds, the counters
+are dumped; it prints the user-space instructions per request (libraries
+included, the kernel not) and the K functions with the most (self cost per
+request; --top, default 15).  Under callgrind the server is some 50x
+slower, so each poll finds more requests ready than in a timed run: the
+counts weigh the per-request path more than the per-poll one.
+
 A benchmark, not a test: it prints numbers, it does not pass or fail on
-them.  Exit status 77 when wrk or curl is missing, 1 when a server fails to
-start, answers differently, or wrk reports errors.  Run it on an otherwise
-idle machine (2 CPUs: the server and wrk each take one).
+them.  Exit status 77 when wrk or curl (or, for --callgrind, valgrind) is
+missing, 1 when a server fails to start, answers differently, or wrk
+reports errors.  Run it on an otherwise idle machine (2 CPUs: the server
+and wrk each take one).
 """
 import argparse
 import os
@@ -45,7 +62,7 @@ import subprocess
 import sys
 import time
 
-from http_overhead import wrk  # the same helper, one copy (as generic_overhead.py)
+from http_overhead import cpu_seconds, wrk  # the same helpers, one copy (as generic_overhead.py)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -185,6 +202,78 @@ def syscalls_per_request(name, cmd, seconds, connections, threads):
     return {k: v / reqs for k, v in counts.items()}, reqs
 
 
+def cpu_ns(pid):
+    """CPU time (user + system) of every thread of pid so far, in ns: the
+    scheduler's own accounting (/proc/PID/task/*/schedstat), finer than
+    /proc/PID/stat's clock ticks; those when schedstat is missing."""
+    total, found = 0, False
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        tids = []
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                total += int(f.read().split()[0])
+                found = True
+        except (OSError, ValueError, IndexError):
+            pass
+    return total if found else int(cpu_seconds(pid) * 1e9)
+
+
+def loadavg():
+    with open("/proc/loadavg") as f:
+        return float(f.read().split()[0])
+
+
+def callgrind_run(name, cmd, seconds, connections, threads, top):
+    """One run of the server under callgrind, counters zeroed once it
+    listens and dumped after wrk: (instructions per request, requests,
+    [(self instructions per request, function)] of the top functions)."""
+    import tempfile
+    with tempfile.TemporaryDirectory(prefix="http_peers-cg-") as d:
+        outf = os.path.join(d, "cg.out")
+        with Server(name, ["valgrind", "--tool=callgrind", f"--callgrind-out-file={outf}"]
+                    + cmd) as s:
+            # The server printed its port from inside valgrind: it listens.
+            subprocess.run(["callgrind_control", "-z", str(s.pid)], capture_output=True,
+                           check=True, timeout=60)
+            p = subprocess.run(["wrk", "-t", str(threads), "-c", str(connections),
+                                "-d", f"{seconds}s", s.url], capture_output=True, text=True,
+                               timeout=seconds + 120)
+            subprocess.run(["callgrind_control", "-d", str(s.pid)], capture_output=True,
+                           check=True, timeout=60)
+        total = re.search(r"^\s+(\d+) requests in", p.stdout, re.M)
+        if p.returncode != 0 or not total:
+            raise RuntimeError(f"wrk failed ({p.returncode}):\n{p.stdout}{p.stderr}")
+        reqs = int(total.group(1))
+        dumps = sorted(f for f in os.listdir(d) if re.fullmatch(r"cg\.out\.\d+", f))
+        if not dumps:
+            raise RuntimeError(f"{name}: callgrind wrote no dump")
+        dump = os.path.join(d, dumps[0])
+        ir = None
+        with open(dump) as f:
+            for line in f:
+                m = re.match(r"(?:summary|totals):\s+(\d+)", line)
+                if m:
+                    ir = int(m.group(1))
+                    break
+        ann = subprocess.run(["callgrind_annotate", "--threshold=100", dump],
+                             capture_output=True, text=True).stdout
+        funcs = []
+        for line in ann.splitlines():
+            m = re.match(r"\s*([\d,]+)\s+\([\s\d.]+%\)\s+(.*)$", line)
+            if m and "PROGRAM TOTALS" not in line:
+                fn = m.group(2)
+                fn = re.sub(r"^.*?:(?=[^:/]+ \[)", "", fn)       # file: prefix off
+                fn = re.sub(r" \[(.*/)?([^/\]]+)\]$", r" (\2)", fn)  # object's base name
+                funcs.append((int(m.group(1).replace(",", "")) / reqs, fn))
+    # Functions on the stack when the counters were zeroed (main and what
+    # calls it) come out with the whole count as their own: not listed.
+    funcs = [(n, fn) for n, fn in funcs if n < 0.99 * ir / reqs]
+    return ir / reqs, reqs, funcs[:top]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
@@ -197,8 +286,14 @@ def main():
     ap.add_argument("--syscalls", action="store_true",
                     help="instead of timing: one run of each server under strace -f -c, "
                          "syscalls per request (a count, hardly affected by the load)")
+    ap.add_argument("--callgrind", action="store_true",
+                    help="instead of timing: one run of each server under callgrind, "
+                         "instructions per request (a count, not affected by the load)")
+    ap.add_argument("--top", type=int, default=15,
+                    help="--callgrind: how many functions to list per server")
     a = ap.parse_args()
-    for tool in ("wrk", "curl"):
+    for tool in ("wrk", "curl") + (("valgrind", "callgrind_control", "callgrind_annotate")
+                                   if a.callgrind else ()):
         if not shutil.which(tool):
             print(f"http_peers.py: needs {tool}", file=sys.stderr)
             return 77
@@ -233,30 +328,68 @@ def main():
                   f"({reqs} requests): {detail}")
         return 0
 
-    res = {name: [] for name in servers}
-    print(f"wrk -t{a.threads} -c{a.connections} -d{a.seconds}s, {a.rounds} rounds")
-    for r in range(a.rounds):
+    if a.callgrind:
+        print(f"user-space instructions per request under callgrind (wrk -t{a.threads} "
+              f"-c{a.connections} -d{a.seconds}s; counters zeroed once the server listens)")
+        per = {}
         for name, cmd in servers.items():
-            with Server(name, cmd) as s:
-                rps, p99, _, _ = wrk(s.url, a.seconds, a.connections, a.threads)
-            res[name].append((rps, p99))
-            print(f"round {r + 1} {name:8} {rps:10.0f} req/s  p99 {p99 * 1e3:8.3f} ms", flush=True)
+            ir, reqs, funcs = callgrind_run(name, cmd, a.seconds, a.connections, a.threads, a.top)
+            per[name] = ir
+            print(f"\n{name}: {ir:,.0f} instructions per request ({reqs} requests); "
+                  f"top {len(funcs)} by self cost:")
+            for n, fn in funcs:
+                print(f"  {n:9,.1f}  {fn}")
+        if "libuv" in per:
+            print()
+            for name, ir in per.items():
+                print(f"{name:8} {ir:9,.0f} instructions/request  {ir / per['libuv']:.3f}x libuv")
+        return 0
 
-    med = {n: (statistics.median(x[0] for x in v), statistics.median(x[1] for x in v))
+    res = {name: [] for name in servers}
+    names = list(servers)
+    print(f"wrk -t{a.threads} -c{a.connections} -d{a.seconds}s, {a.rounds} rounds "
+          f"(order {', '.join(names)}, reversed in even rounds)")
+    for r in range(a.rounds):
+        for name in (names if r % 2 == 0 else names[::-1]):
+            with Server(name, servers[name]) as s:
+                load = loadavg()
+                c0 = cpu_ns(s.pid)
+                rps, p99, reqs, steal = wrk(s.url, a.seconds, a.connections, a.threads)
+                cpu = (cpu_ns(s.pid) - c0) / max(reqs, 1) / 1e3
+            res[name].append((rps, p99, cpu))
+            print(f"round {r + 1} {name:8} {rps:10.0f} req/s  p99 {p99 * 1e3:8.3f} ms  "
+                  f"cpu {cpu:6.2f} us/req  steal {steal * 100:4.1f} %  load {load:5.2f}",
+                  flush=True)
+
+    med = {n: tuple(statistics.median(x[k] for x in v) for k in range(3))
            for n, v in res.items()}
     base = med.get("libuv")
     print()
     print(f"{'server':8} | {'req/s (median)':>14} | {'p99 ms (median)':>15} | "
-          f"{'req/s / libuv':>13} | {'p99 / libuv':>11}")
-    print("-" * 9 + "+" + "-" * 16 + "+" + "-" * 17 + "+" + "-" * 15 + "+" + "-" * 12)
-    for name, (rps, p99) in med.items():
+          f"{'cpu us/req (median)':>19} | {'req/s / libuv':>13} | {'p99 / libuv':>11} | "
+          f"{'cpu / libuv':>11}")
+    print("-" * 9 + "+" + "-" * 16 + "+" + "-" * 17 + "+" + "-" * 21 + "+" + "-" * 15 + "+"
+          + "-" * 13 + "+" + "-" * 12)
+    for name, (rps, p99, cpu) in med.items():
         rr = f"{rps / base[0]:.3f}x" if base else "-"
         pr = f"{p99 / base[1]:.3f}x" if base and base[1] > 0 else "-"
-        print(f"{name:8} | {rps:14.0f} | {p99 * 1e3:15.3f} | {rr:>13} | {pr:>11}")
+        cr = f"{cpu / base[2]:.3f}x" if base and base[2] > 0 else "-"
+        print(f"{name:8} | {rps:14.0f} | {p99 * 1e3:15.3f} | {cpu:19.2f} | {rr:>13} | "
+              f"{pr:>11} | {cr:>11}")
     if base and "libevl" in med:
-        ok = med["libevl"][0] / base[0] >= 1.0
-        print(f"\ngoal (issue 13): libevl >= 1.0x libuv in req/s: "
-              f"{'met' if ok else 'NOT met'} in this run")
+        pr = [e[0] / u[0] for e, u in zip(res["libevl"], res["libuv"])]
+        pc = [e[2] / u[2] for e, u in zip(res["libevl"], res["libuv"]) if u[2] > 0]
+        print("\npaired, libevl / libuv in each round:")
+        print("  req/s:       " + " ".join(f"{x:.3f}" for x in pr) +
+              f"   median {statistics.median(pr):.3f}x")
+        if pc:
+            print("  cpu/request: " + " ".join(f"{x:.3f}" for x in pc) +
+                  f"   median {statistics.median(pc):.3f}x")
+        ok_r = statistics.median(pr) >= 1.0
+        ok_c = bool(pc) and statistics.median(pc) <= 1.0
+        print(f"\ngoals (issues 13, 36), by the paired medians: libevl >= 1.0x libuv in "
+              f"req/s: {'met' if ok_r else 'NOT met'}; <= 1.0x libuv in server CPU per "
+              f"request: {'met' if ok_c else 'NOT met'} (in this run)")
     return 0
 
 
