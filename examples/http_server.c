@@ -21,6 +21,7 @@
  */
 #define _GNU_SOURCE
 #include "evl.h"
+#include "http_req.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -72,39 +73,49 @@ static const char *route(const char *path, int *status)
     return "not found\n";
 }
 
-/* Serve requests on one connection until the client closes it. */
+/* Serve requests on one connection until the client closes it.  Every
+ * complete request in the buffer is answered, the answers go out in one
+ * send, then the next read.  A read that came back short emptied the
+ * socket: the next one first waits for the fd to be readable (as libuv
+ * does), rather than making a recv that would fail with EAGAIN and then
+ * wait; the wait costs no syscall (the poll runs anyway). */
 static intptr_t handle_conn(void *arg)
 {
     int fd = (int)(intptr_t)arg;
-    char buf[8192];
-    size_t have = 0;
+    char buf[8192], out[8192];
+    size_t have = 0, scanned = 0;
+    bool drained = false;
     for (;;) {
-        char *end;
-        while (!(end = memmem(buf, have, "\r\n\r\n", 4))) {
-            if (have == sizeof(buf))
-                goto out;             /* headers too large */
-            ssize_t n = evl_recv(fd, buf + have, sizeof(buf) - have, 0);
-            if (n <= 0)
-                goto out;
-            have += (size_t)n;
+        size_t off = 0, olen = 0, hl;
+        bool close_after = false;
+        while (!close_after && (hl = http_head_end(buf + off, have - off, &scanned))) {
+            if (olen + HTTP_ANSWER_MAX > sizeof(out)) {
+                if (evl_sendall(fd, out, olen, 0) < 0)
+                    goto out;
+                olen = 0;
+            }
+            char path[HTTP_PATH_MAX + 1];
+            http_parse(buf + off, hl, path, &close_after);
+            int status;
+            const char *body = route(path, &status);
+            olen += http_answer(out + olen, status, body, close_after);
+            off += hl;
         }
-        size_t reqlen = (size_t)(end - buf) + 4;
-        char method[8] = "", path[256] = "";
-        sscanf(buf, "%7s %255s", method, path);
-        bool close_after = memmem(buf, reqlen, "Connection: close", 17) != NULL ||
-                           memmem(buf, reqlen, "HTTP/1.0", 8) != NULL;
-        int status;
-        const char *body = route(path, &status);
-        char out[512];
-        int len = snprintf(out, sizeof(out),
-                           "HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\nContent-Length: %zu\r\n"
-                           "%s\r\n%s",
-                           status, status == 200 ? "OK" : "Not Found", strlen(body),
-                           close_after ? "Connection: close\r\n" : "", body);
-        if (evl_sendall(fd, out, (size_t)len, 0) < 0 || close_after)
+        if (olen && evl_sendall(fd, out, olen, 0) < 0)
             goto out;
-        memmove(buf, buf + reqlen, have - reqlen);
-        have -= reqlen;
+        if (close_after)
+            goto out;
+        memmove(buf, buf + off, have - off);
+        have -= off;
+        if (have == sizeof(buf))
+            goto out;                 /* headers too large */
+        if (drained && evl_wait_fd(fd, EVL_READABLE) < 0)
+            goto out;
+        ssize_t n = evl_recv(fd, buf + have, sizeof(buf) - have, 0);
+        if (n <= 0)
+            goto out;
+        drained = (size_t)n < sizeof(buf) - have;
+        have += (size_t)n;
     }
 out:
     evl_close(fd);
