@@ -193,11 +193,11 @@ static uint64_t block_task(recorder *r, const struct ls_msg_hdr *h, const struct
     return b->task;
 }
 
-/* A loop appears: the symbols' view of the process is taken now, while
- * it runs its program (after exec, for a command we started), not at the
- * first task_create decoded: a record held back (the backlog) may be
- * decoded after a short-lived target has exited and its mappings are
- * gone, and its tasks would have no function names. */
+/* A loop appears: the symbols' view of the process exists already (made
+ * at attach and kept up to date while the target lives by the keeper
+ * thread, symbols.h's ls_syms_watch), so that a record held back (the
+ * backlog) or read late by a starved recorder is named after a
+ * short-lived target has exited; this only makes sure of it. */
 static void loop_new(recorder *r)
 {
     ls_get_syms(r);

@@ -166,6 +166,13 @@ int ls_recorder_open(recorder *r)
     r->attach_ns = ls_now();
     if ((err = ls_attach_all(r)))
         return err;
+    /* What names the target's code is taken now and kept up to date by a
+     * thread of normal priority (symbols.h, ls_syms_watch), not when the
+     * recorder's thread, idle and maybe starved, comes to a message: a
+     * short-lived target may have exited by then.  A command we start
+     * still runs our image here; the keeper sees its exec within 2 ms. */
+    if (!r->offline && !r->parent)
+        ls_syms_watch(ls_get_syms(r));
     /* The sinks: `top`'s live view, the trace file. */
     if (r->live && (err = ls_live_sink_add(r)))
         return err;

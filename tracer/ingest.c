@@ -106,6 +106,17 @@ int ls_on_msg(void *ctx, void *data, size_t size)
     bool ref = type == LS_MSG_BATCH_REF;
     if (ref || type == LS_MSG_BATCH)
         r->batches_in++;
+    /* A loop first heard from through a kept batch that the backlog will
+     * keep: what first contact asks of it (its snapshot: tracer/README.md,
+     * "Every attach gets the snapshot") is asked now, not when the batch is
+     * stored, up to LS_BACKLOG_AGE_NS later on a busy machine: a recorder
+     * attached beside another would record for that long without the
+     * names of the tasks already pending. */
+    if (ref && r->backlog && h->len >= sizeof(struct ls_batch_ref)) {
+        struct ls_loop_info *li = ls_loop_seen(r, h->loop, h->pid, h->tid, (int64_t)h->ts);
+        if (li && !li->snapshot_asked)
+            ls_loop_contact(r, li, h->arg, true);
+    }
     if (!r->hold || !r->hold->take(r, data, size, ref)) {
         size_t n = size;
         const void *m = ref ? ls_read_ref(r, data, &n) : data;

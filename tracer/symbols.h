@@ -64,6 +64,22 @@ uint64_t ls_syms_jit_frames(ls_syms *s, uint64_t *unnamed);
  * must be a regular file owned by the caller.  0 if opened. */
 int ls_syms_set_perfmap(ls_syms *s, const char *path);
 
+/* Keep the view up to date while the process lives, from a thread of
+ * normal priority (the recorder's may be starved for seconds on a busy
+ * machine): what it maps (/proc/PID/maps) and the ELF file of each
+ * executable mapping, opened through /proc/PID/map_files and held, taken
+ * again when its executable memory changes (exec, dlopen; looked at every
+ * 2 ms for its first second and after each change, then every 50 ms), so
+ * a process that exits before its addresses are looked up still gets
+ * every name.  ls_syms_new takes it once; a lookup outside every known
+ * mapping reads the maps again while the process lives.  0 if started. */
+int ls_syms_watch(ls_syms *s);
+/* Take the view now (if the process still lives). */
+void ls_syms_refresh(ls_syms *s);
+/* How many times the view was made (1 at ls_syms_new, then once per
+ * change of the files mapped). */
+uint64_t ls_syms_refreshes(ls_syms *s);
+
 void ls_syms_free(ls_syms *s);
 
 #endif

@@ -268,11 +268,9 @@ static int frame_cb(Dwfl_Frame *frame, void *arg)
     return s->npcs < s->max ? DWARF_CB_OK : DWARF_CB_ABORT;
 }
 
-int ls_syms_unwind(ls_syms *s, pid_t tid, const uint64_t regs[17], const uint8_t *stack,
-                   size_t stack_len, uint64_t *pcs, int max)
+static int unwind(ls_syms *s, pid_t tid, const uint64_t regs[17], const uint8_t *stack,
+                  size_t stack_len, uint64_t *pcs, int max)
 {
-    if (!s || max <= 0)
-        return 0;
     if (!s->attached) {
         if (!dwfl_attach_state(s->dwfl, NULL, s->pid, &ls_thread_callbacks, s))
             return 0;
@@ -293,3 +291,16 @@ int ls_syms_unwind(ls_syms *s, pid_t tid, const uint64_t regs[17], const uint8_t
     return s->npcs;
 }
 
+int ls_syms_unwind(ls_syms *s, pid_t tid, const uint64_t regs[17], const uint8_t *stack,
+                   size_t stack_len, uint64_t *pcs, int max)
+{
+    if (!s || max <= 0)
+        return 0;
+    pthread_mutex_lock(&s->mu);
+    ls_syms *prev = ls_cur;
+    ls_cur = s;
+    int n = unwind(s, tid, regs, stack, stack_len, pcs, max);
+    ls_cur = prev;
+    pthread_mutex_unlock(&s->mu);
+    return n;
+}

@@ -12,6 +12,8 @@
 #include "symbols.h"
 
 #include <elfutils/libdwfl.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -26,6 +28,23 @@
 #define LS_MAPS_PATHS (4u << 20)        /* bytes of path names kept */
 #define LS_MAPS_READ (64u << 20)        /* bytes of /proc/PID/maps read */
 #define LS_MAPS_REREAD_NS 100000000ll   /* at most every 100 ms on a miss */
+/* ELF files opened while the process lives, through its
+ * /proc/PID/map_files (the very file it maps, deleted or replaced since,
+ * in its mount namespace or not) and held by libdwfl: a name is found
+ * after the process has gone.  Past this many, the others are opened by
+ * path when first needed. */
+#define LS_ELF_KEEP 512
+/* The keeper thread (symbols.c, ls_syms_watch): how often it looks at
+ * the process's executable memory size (/proc/PID/status), fast for a
+ * while after it starts and after a change (a program starting maps its
+ * libraries), and the least and most time between two reads of its maps
+ * the keeper makes (the gap doubles while reads find no file mapping
+ * changed: JIT code alone changes that size all the time). */
+#define LS_KEEP_FAST_NS 2000000ll        /* 2 ms */
+#define LS_KEEP_FAST_FOR_NS 1000000000ll /* for 1 s */
+#define LS_KEEP_SLOW_NS 50000000ll       /* 50 ms */
+#define LS_KEEP_GAP_MIN_NS 20000000ll
+#define LS_KEEP_GAP_MAX_NS 1000000000ll
 
 /* The perf map (hostile input: every bound here). */
 #define LS_PM_READ_MAX (64ull << 20)    /* bytes read per process */
@@ -83,6 +102,18 @@ struct ls_syms {
     Dwfl *dwfl;
     pid_t pid;
     bool attached;            /* dwfl_attach_state done */
+    /* Taken by every entry point (symbols.h) and by the keeper thread,
+     * which refreshes what is below while the recorder's thread (idle
+     * priority, maybe starved) cannot. */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;        /* the keeper's sleep, cut short to stop */
+    pthread_t keeper;
+    bool keeping, stop;
+    uint64_t refreshes;       /* libdwfl's view made again (files mapped or unmapped) */
+    unsigned elf_kept;        /* ELF files opened through map_files in this view */
+    uint64_t files_hash;      /* of the file-backed executable mappings it was made from */
+    bool gone;                /* the last read found nothing mapped: exited */
+    bool cache_stale;         /* emptied at the next lookup */
     /* the sample being unwound */
     pid_t tid;
     const uint64_t *regs;
@@ -96,6 +127,12 @@ struct ls_syms {
     char *maps_paths;
     size_t maps_paths_len;
     int64_t maps_read_ns;
+    /* the read in progress, swapped in only if it found mappings (a
+     * zombie's maps are empty: the last view of the living is kept) */
+    struct ls_map *next_maps;
+    size_t next_nmaps;
+    char *next_paths;
+    size_t next_paths_len;
     struct ls_perfmap pm;
     uint64_t jit_frames, jit_unnamed;
     struct {
@@ -122,13 +159,21 @@ static inline char *ls_dup(const char *p)
     return p ? strdup(p) : NULL;
 }
 
-/* symbols.c: forget every cached symbol. */
+/* symbols.c: forget every cached symbol; libdwfl's view of the process
+ * made again (modules from its maps, their ELF files opened now); the
+ * handle whose lookup runs in this thread (for the find_elf callback). */
 void ls_cache_clear(ls_syms *s);
+bool ls_dwfl_rebuild(ls_syms *s);
+extern __thread ls_syms *ls_cur;
 
 /* symbols_maps.c: the process's executable mappings and which code an
- * address is in. */
+ * address is in.  ls_maps_read: read them again (false: nothing mapped,
+ * the process gone; the last view is kept) and, if its file mappings
+ * changed, libdwfl's view too.  ls_map_of: an executable mapping of file
+ * `path` within [lo, hi). */
 bool ls_hex(const char **p, const char *end, uint64_t *v);
-void ls_maps_read(ls_syms *s);
+bool ls_maps_read(ls_syms *s);
+const struct ls_map *ls_map_of(const ls_syms *s, const char *path, uint64_t lo, uint64_t hi);
 ls_sym ls_resolve(ls_syms *s, uint64_t addr, int *jit);
 
 /* symbols_dwarf.c: ELF and DWARF lookups in one module (libdwfl). */

@@ -50,7 +50,8 @@ bool ls_hex(const char **p, const char *end, uint64_t *v)
     return true;
 }
 
-/* One line of /proc/PID/maps: "start-end perms offset dev inode   path". */
+/* One line of /proc/PID/maps: "start-end perms offset dev inode   path",
+ * into the read in progress (next_*). */
 static void maps_line(ls_syms *s, const char *l, size_t n)
 {
     const char *e = l + n, *p = l;
@@ -70,9 +71,9 @@ static void maps_line(ls_syms *s, const char *l, size_t n)
     }
     while (p < e && *p == ' ')
         p++;
-    if (s->nmaps == LS_MAPS_MAX)
+    if (s->next_nmaps == LS_MAPS_MAX)
         return;
-    struct ls_map *m = &s->maps[s->nmaps];
+    struct ls_map *m = &s->next_maps[s->next_nmaps];
     m->start = start;
     m->end = end;
     m->off = off;
@@ -81,15 +82,15 @@ static void maps_line(ls_syms *s, const char *l, size_t n)
         size_t len = (size_t)(e - p);
         m->path = LS_NO_PATH;
         /* consecutive mappings of one file share its name */
-        if (s->nmaps && s->maps[s->nmaps - 1].path < LS_ANON_PATH &&
-            strlen(s->maps_paths + s->maps[s->nmaps - 1].path) == len &&
-            memcmp(s->maps_paths + s->maps[s->nmaps - 1].path, p, len) == 0)
-            m->path = s->maps[s->nmaps - 1].path;
-        else if (s->maps_paths_len + len + 1 <= LS_MAPS_PATHS) {
-            memcpy(s->maps_paths + s->maps_paths_len, p, len);
-            s->maps_paths[s->maps_paths_len + len] = 0;
-            m->path = (uint32_t)s->maps_paths_len;
-            s->maps_paths_len += len + 1;
+        if (s->next_nmaps && s->next_maps[s->next_nmaps - 1].path < LS_ANON_PATH &&
+            strlen(s->next_paths + s->next_maps[s->next_nmaps - 1].path) == len &&
+            memcmp(s->next_paths + s->next_maps[s->next_nmaps - 1].path, p, len) == 0)
+            m->path = s->next_maps[s->next_nmaps - 1].path;
+        else if (s->next_paths_len + len + 1 <= LS_MAPS_PATHS && !memchr(p, 0, len)) {
+            memcpy(s->next_paths + s->next_paths_len, p, len);
+            s->next_paths[s->next_paths_len + len] = 0;
+            m->path = (uint32_t)s->next_paths_len;
+            s->next_paths_len += len + 1;
         }
     } else if (p < e && *p == '[') {
         /* [vdso], [vsyscall]: libdwfl knows the vDSO; named special mappings
@@ -97,23 +98,61 @@ static void maps_line(ls_syms *s, const char *l, size_t n)
         if (!(e - p > 6 && memcmp(p, "[anon:", 6) == 0))
             m->path = LS_NO_PATH;
     }
-    s->nmaps++;
+    s->next_nmaps++;
 }
 
-void ls_maps_read(ls_syms *s)
+/* Which files the executable mappings are: libdwfl's view is made again
+ * only when this changes. */
+static uint64_t files_hash(const ls_syms *s)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+#define LS_MIX(v) (h = (h ^ (uint64_t)(v)) * 0x100000001b3ull)
+    for (size_t i = 0; i < s->nmaps; i++) {
+        const struct ls_map *m = &s->maps[i];
+        if (m->path >= LS_ANON_PATH)
+            continue;
+        LS_MIX(m->start);
+        LS_MIX(m->end);
+        LS_MIX(m->off);
+        for (const char *c = s->maps_paths + m->path; *c; c++)
+            LS_MIX((unsigned char)*c);
+    }
+#undef LS_MIX
+    return h;
+}
+
+static bool maps_alloc(ls_syms *s)
+{
+    if (!s->maps && !(s->maps = malloc(LS_MAPS_MAX * sizeof(*s->maps))))
+        return false;
+    if (!s->next_maps && !(s->next_maps = malloc(LS_MAPS_MAX * sizeof(*s->next_maps))))
+        return false;
+    if (!s->maps_paths && !(s->maps_paths = malloc(LS_MAPS_PATHS)))
+        return false;
+    if (!s->next_paths && !(s->next_paths = malloc(LS_MAPS_PATHS)))
+        return false;
+    return true;
+}
+
+/* Read the executable mappings again.  Only a read that found some
+ * replaces the last one: a process that has exited (a zombie's maps are
+ * empty, a reaped one's gone) keeps the view it had while it lived, and
+ * so does libdwfl's, which is made again (and its ELF files opened) only
+ * when the files mapped changed. */
+bool ls_maps_read(ls_syms *s)
 {
     s->maps_read_ns = ls_mono_ns();
-    if (!s->maps && !(s->maps = malloc(LS_MAPS_MAX * sizeof(*s->maps))))
-        return;
-    if (!s->maps_paths && !(s->maps_paths = malloc(LS_MAPS_PATHS)))
-        return;
+    if (!maps_alloc(s))
+        return false;
     char path[64];
     snprintf(path, sizeof(path), "/proc/%d/maps", (int)s->pid);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return;
-    s->nmaps = 0;
-    s->maps_paths_len = 0;
+    if (fd < 0) {
+        s->gone = true;
+        return false;
+    }
+    s->next_nmaps = 0;
+    s->next_paths_len = 0;
     static __thread char buf[65536];
     size_t have = 0, total = 0;
     bool skipping = false;            /* the rest of a line too long to keep */
@@ -144,11 +183,47 @@ void ls_maps_read(ls_syms *s)
     }
     close(fd);
     /* The kernel lists mappings sorted; keep the table sorted whatever. */
-    for (size_t i = 1; i < s->nmaps; i++)
-        if (s->maps[i].start < s->maps[i - 1].end) {
-            s->nmaps = i;             /* not sorted: keep the sorted prefix */
+    for (size_t i = 1; i < s->next_nmaps; i++)
+        if (s->next_maps[i].start < s->next_maps[i - 1].end) {
+            s->next_nmaps = i;        /* not sorted: keep the sorted prefix */
             break;
         }
+    if (s->next_nmaps == 0) {         /* exited (or maps nothing executable) */
+        s->gone = true;
+        return false;
+    }
+    s->gone = false;
+    struct ls_map *tm = s->maps;
+    s->maps = s->next_maps;
+    s->next_maps = tm;
+    s->nmaps = s->next_nmaps;
+    char *tp = s->maps_paths;
+    s->maps_paths = s->next_paths;
+    s->next_paths = tp;
+    s->maps_paths_len = s->next_paths_len;
+    uint64_t h = files_hash(s);
+    if (!s->dwfl || h != s->files_hash) {
+        if (ls_dwfl_rebuild(s))
+            s->files_hash = h;
+    }
+    return true;
+}
+
+/* An executable mapping of file `path` within [lo, hi) (a module's span). */
+const struct ls_map *ls_map_of(const ls_syms *s, const char *path, uint64_t lo, uint64_t hi)
+{
+    size_t a = 0, b = s->nmaps;
+    while (a < b) {                   /* the first mapping ending after lo */
+        size_t mid = a + (b - a) / 2;
+        if (s->maps[mid].end <= lo)
+            a = mid + 1;
+        else
+            b = mid;
+    }
+    for (size_t i = a; i < s->nmaps && s->maps[i].start < hi; i++)
+        if (s->maps[i].path < LS_ANON_PATH && strcmp(s->maps_paths + s->maps[i].path, path) == 0)
+            return &s->maps[i];
+    return NULL;
 }
 
 static const struct ls_map *map_find(const ls_syms *s, uint64_t addr)
@@ -171,8 +246,8 @@ ls_sym ls_resolve(ls_syms *s, uint64_t addr, int *jit)
     ls_sym r = { 0 };
     *jit = 0;
     const struct ls_map *m = map_find(s, addr);
-    if (!m && ls_mono_ns() - s->maps_read_ns > LS_MAPS_REREAD_NS) {
-        ls_maps_read(s);              /* new code mapped since */
+    if (!m && !s->gone && ls_mono_ns() - s->maps_read_ns > LS_MAPS_REREAD_NS) {
+        ls_maps_read(s);              /* new code mapped since (while it lives) */
         m = map_find(s, addr);
     }
     if (m && m->path < LS_ANON_PATH) {

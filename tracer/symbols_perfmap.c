@@ -447,8 +447,11 @@ bool ls_syms_has_perfmap(ls_syms *s)
 {
     if (!s)
         return false;
+    pthread_mutex_lock(&s->mu);
     ls_pm_ensure(s);
-    return s->pm.state == LS_PERFMAP_OK;
+    bool ok = s->pm.state == LS_PERFMAP_OK;
+    pthread_mutex_unlock(&s->mu);
+    return ok;
 }
 
 const char *ls_syms_perfmap_status(ls_syms *s)
@@ -456,6 +459,7 @@ const char *ls_syms_perfmap_status(ls_syms *s)
     static __thread char buf[400];
     if (!s)
         return "no process";
+    pthread_mutex_lock(&s->mu);
     ls_pm_ensure(s);
     struct ls_perfmap *pm = &s->pm;
     switch (pm->state) {
@@ -471,14 +475,23 @@ const char *ls_syms_perfmap_status(ls_syms *s)
         snprintf(buf, sizeof(buf), "perf map %s refused: %s", pm->path, pm->why);
         break;
     }
+    pthread_mutex_unlock(&s->mu);
     return buf;
 }
 
 uint64_t ls_syms_jit_frames(ls_syms *s, uint64_t *unnamed)
 {
+    if (!s) {
+        if (unnamed)
+            *unnamed = 0;
+        return 0;
+    }
+    pthread_mutex_lock(&s->mu);
     if (unnamed)
-        *unnamed = s ? s->jit_unnamed : 0;
-    return s ? s->jit_frames : 0;
+        *unnamed = s->jit_unnamed;
+    uint64_t n = s->jit_frames;
+    pthread_mutex_unlock(&s->mu);
+    return n;
 }
 
 int ls_syms_set_perfmap(ls_syms *s, const char *path)
@@ -487,11 +500,14 @@ int ls_syms_set_perfmap(ls_syms *s, const char *path)
     char *dup = strdup(path);
     if (!dup)
         return -1;
+    pthread_mutex_lock(&s->mu);
     ls_cache_clear(s);
     ls_pm_free(pm);
     memset(pm, 0, sizeof(*pm));
     pm->fd = -1;
     pm->override = dup;
     ls_pm_open(s);
-    return pm->state == LS_PERFMAP_OK ? 0 : -1;
+    int rc = pm->state == LS_PERFMAP_OK ? 0 : -1;
+    pthread_mutex_unlock(&s->mu);
+    return rc;
 }

@@ -82,6 +82,28 @@ def wait_for(pred, timeout, what, interval=0.05):
     raise Fail(f"timed out after {timeout} s waiting for {what() if callable(what) else what}")
 
 
+class cpu_hogs:
+    """with cpu_hogs(per_cpu): busy loops of normal priority, per_cpu on
+    every CPU (`while :; do :; done`), so that a SCHED_IDLE recorder gets
+    next to no CPU while they run; killed on leaving, whatever happens."""
+
+    def __init__(self, per_cpu=2):
+        self.n = per_cpu * (os.cpu_count() or 1)
+        self.procs = []
+
+    def __enter__(self):
+        for _ in range(self.n):
+            self.procs.append(subprocess.Popen(["sh", "-c", "while :; do :; done"]))
+        return self
+
+    def __exit__(self, *exc):
+        for p in self.procs:
+            p.kill()
+        for p in self.procs:
+            p.wait()
+        return False
+
+
 TMPDIRS = []          # removed when the case ends, whatever its outcome
 
 

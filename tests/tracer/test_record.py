@@ -15,7 +15,7 @@ import subprocess
 import sys
 import time
 from lstest import (Fail, check, eq, query, meta, integrity, wait_for, tmpdir, semaphores,
-                    parse_args, run_case)  # the copy every script shares
+                    parse_args, run_case, cpu_hogs)  # the copy every script shares
 import lstrace  # on sys.path through lstest
 
 A = None
@@ -121,6 +121,71 @@ def lifecycle_sequence():
     eq(int(m["records"]), query(db, "SELECT count(*) FROM events WHERE kind NOT IN (1, 2)")[0][0],
        "records counted by the recorder")
     eq(query(db, "SELECT count(*) FROM loops WHERE stopped_ns IS NOT NULL"), [(1,)], "loops")
+
+
+LIFECYCLE_FUNCTIONS = {"main": "main_task", "child": "sleeper", "g1": "sleeper",
+                       "g2": "sleeper", "sleepy": "sleeper", "unstarted": "sleeper",
+                       "failer": "failer", "leaker": "forever"}
+
+
+@case
+def names_after_exit_starved():
+    """A short-lived command's tasks keep their functions' names with the
+    recorder starved: two CPU hogs on every CPU leave the SCHED_IDLE
+    recorder next to nothing, and its backlog holds kept batches to the end
+    (LOOPSCOPE_TEST_BACKLOG=hold), so records are decoded after the target
+    has exited (its /proc/PID/maps empty).  What names them was taken
+    while it ran, by the keeper thread (tracer/symbols.h, ls_syms_watch),
+    which must see the command's exec."""
+    for _ in range(3):
+        db = tmpdb()
+        with cpu_hogs(per_cpu=2):
+            p = subprocess.run([A.loopscope, "record", "-q", "-o", db, "--",
+                                os.path.join(A.examples, "lifecycle")], capture_output=True,
+                               text=True, timeout=120,
+                               env=dict(os.environ, LOOPSCOPE_TEST_BACKLOG="hold"))
+        eq(p.returncode, 0, f"record exit status ({p.stderr.strip()})")
+        integrity(db)
+        eq(meta(db)["stop_reason"], "target exited", "stop reason")
+        eq(dict(query(db, "SELECT name, function FROM tasks")), LIFECYCLE_FUNCTIONS,
+           "every task's function")
+
+
+@case
+def names_after_exit_stopped():
+    """Forced: the recorder is stopped (SIGSTOP) as soon as it says it
+    records, with CPU hogs on every CPU, and continued only once the target
+    has exited and been reaped (no /proc/PID at all): every record is
+    decoded after the exit, and every task still has its function."""
+    with cpu_hogs(per_cpu=2):
+        # 5 s: the recorder may take seconds to start beside the hogs; the
+        # ticks after it are what is checked
+        t = start("ticker", "--seconds", "5", "--tick-ms", "10")
+        db = tmpdb()
+        rec = subprocess.Popen([A.loopscope, "record", "-p", str(t.pid), "-o", db],
+                               stderr=subprocess.PIPE, text=True)
+        try:
+            line = rec.stderr.readline()
+            check(line.startswith("recording pid"), f"record said {line!r}")
+            rec.send_signal(signal.SIGSTOP)
+            t.wait(timeout=60)
+            check(not os.path.exists(f"/proc/{t.pid}"), "the target is reaped")
+        finally:
+            rec.send_signal(signal.SIGCONT)
+            if t.poll() is None:
+                t.kill()
+                t.wait()
+        err = rec.communicate(timeout=120)[1]
+    eq(rec.returncode, 0, f"record exit status ({err.strip()})")
+    integrity(db)
+    m = meta(db)
+    eq(m["stop_reason"], "target exited", "stop reason")
+    eq(m["dropped_messages"], "0", "dropped messages")
+    rows = query(db, "SELECT name, function FROM tasks")
+    workers = [f for n, f in rows if n.startswith("worker-")]
+    check(len(workers) >= 10, f"{len(workers)} worker tasks recorded: {m}")
+    eq(sorted(set(f for n, f in rows)), ["ticker", "worker"] if len(rows) > len(workers)
+       else ["worker"], "the functions of every task")
 
 
 DERIVED = ("task_stats", "iteration_hist", "transitions", "transition_hist", "task_marks",
@@ -745,18 +810,34 @@ def privileges():
 def reattach_snapshot():
     """Every attach gets the snapshot of pending tasks: a second recorder
     while one is attached (the semaphore never rises from 0 for it), and a
-    recorder right after another left an idle loop."""
-    t = start("ticker", "--seconds", "30", "--tick-ms", "1500")
+    recorder right after another left an idle loop.  Each recorder runs
+    until its trace holds the long-lived task's snapshot row (an event,
+    whatever the load: the loop sleeps 1.5 s between ticks, and a busy
+    machine's recorder may keep batches back for seconds), then is
+    stopped."""
+    t = start("ticker", "--seconds", "120", "--tick-ms", "1500")
+
+    def snapshot_row(db):
+        try:
+            return query(db, "SELECT count(*) FROM tasks WHERE name = 'ticker' "
+                             "AND preexisting = 1")[0][0] > 0
+        except Exception:               # not made yet, or mid-write
+            return False
+
+    def recorder(db):
+        return subprocess.Popen([A.loopscope, "record", "-q", "-p", str(t.pid), "-o", db],
+                                stderr=subprocess.PIPE, text=True)
     try:
         db1, db2, db3 = tmpdb(), tmpdb(), tmpdb()
-        r1 = subprocess.Popen([A.loopscope, "record", "-q", "-p", str(t.pid), "-d", "6",
-                               "-o", db1], stderr=subprocess.PIPE, text=True)
-        wait_for(lambda: semaphores(A.sem_read, t.pid).get("batch", 0) > 0, 10, "first recorder")
-        time.sleep(2.0)                 # the loop has seen it (a tick passed)
-        record("-p", str(t.pid), "-d", "2", "-o", db2)
-        _, err = r1.communicate(timeout=30)
-        eq(r1.returncode, 0, f"first recorder ({err.strip()})")
-        record("-p", str(t.pid), "-d", "2", "-o", db3)
+        r1 = recorder(db1)
+        wait_for(lambda: snapshot_row(db1), 60, "the first recorder's snapshot")
+        r2 = recorder(db2)              # the loop has seen r1: batch never rises from 0 for it
+        wait_for(lambda: snapshot_row(db2), 60, "the concurrent recorder's snapshot")
+        interrupt(r2)
+        interrupt(r1)
+        r3 = recorder(db3)
+        wait_for(lambda: snapshot_row(db3), 60, "the re-attached recorder's snapshot")
+        interrupt(r3)
         for db, what in ((db1, "first"), (db2, "concurrent"), (db3, "re-attached")):
             integrity(db)
             pre = [n for (n,) in query(db, "SELECT name FROM tasks WHERE preexisting = 1")]
