@@ -27,7 +27,9 @@ static const char usage[] =
     "lifecycle's, and `censuses` how many were read), its runtime and, per loop\n"
     "thread, the iterations\n"
     "(a wait call's return to the next one's), iterations per second, the share\n"
-    "of time busy (not in the wait call) and the histogram of the busy time per\n"
+    "of its windows' time busy (not in the wait call) and waiting (in it) -- and\n"
+    "unknown, when the windows hold time that is neither (never counted busy) --\n"
+    "and the histogram of the busy time per\n"
     "iteration (the loop's lag) with p50/p90/p99 -- upper bounds of the\n"
     "power-of-two buckets that hold them -- and the longest iteration measured.\n"
     "\n"
@@ -91,10 +93,11 @@ static double pct(int64_t part, double whole)
     return whole > 0 ? 100.0 * (double)part / whole : 0;
 }
 
-/* The busy share of the time in iterations (the sums saturate: doubles). */
-static double busy_pct(const ls_loopstat *l, int64_t part)
+/* The shares of the windows' time busy, waiting and unknown (loopstat.h's
+ * rule, the one timeline and export use; the sums saturate: doubles). */
+static ls_shares shares(const ls_loopstat *l)
 {
-    return pct(part, (double)l->busy_ns + (double)l->wait_ns);
+    return ls_window_shares((double)l->span_ns, (double)l->busy_ns, (double)l->wait_ns);
 }
 
 /* "p50 < 262us" or "p99 <= 52.4ms" (the measured maximum bounds it). */
@@ -220,11 +223,15 @@ static void print_loop_threads(const ls_loopstat *ls, size_t n, const char *stop
             printf(" (loop %lld)", (long long)l->id);
         if (l->windows) {
             double secs = (double)l->covered_ns / 1e9;
-            printf(": %lld iteration%s in %s (%.0f/s), busy %.1f%% (waiting %.1f%%)\n",
+            ls_shares sh = shares(l);
+            printf(": %lld iteration%s in %s (%.0f/s), busy %.1f%% (waiting %.1f%%",
                    (long long)l->iterations, l->iterations == 1 ? "" : "s",
                    ls_fmt_dur(d1, sizeof(d1), l->covered_ns),
-                   secs > 0 ? (double)l->iterations / secs : 0.0,
-                   busy_pct(l, l->busy_ns), busy_pct(l, l->wait_ns));
+                   secs > 0 ? (double)l->iterations / secs : 0.0, 100 * sh.busy, 100 * sh.wait);
+            if (sh.unknown >= 0.0005)     /* shown as 0.1% or more */
+                printf(", unknown %.1f%%: neither busy nor waiting in the recorded windows",
+                       100 * sh.unknown);
+            printf(")\n");
         } else if (l->hist_count > 0) {
             printf(": %lld iteration%s (poll to poll: no windows recorded)\n",
                    (long long)l->hist_count, l->hist_count == 1 ? "" : "s");
@@ -292,7 +299,11 @@ static void json_loop_threads(ls_json *j, const ls_loopstat *ls, size_t n)
         ls_json_key(j, "iterations_per_s"); ls_json_double(j, secs > 0 ? (double)l->iterations / secs : 0);
         ls_json_key(j, "busy_ns"); ls_json_int(j, l->busy_ns);
         ls_json_key(j, "wait_ns"); ls_json_int(j, l->wait_ns);
-        ls_json_key(j, "busy_pct"); ls_json_double(j, busy_pct(l, l->busy_ns));
+        ls_shares sh = shares(l);
+        ls_json_key(j, "span_ns"); ls_json_int(j, l->span_ns);
+        ls_json_key(j, "busy_pct"); ls_json_double(j, 100 * sh.busy);
+        ls_json_key(j, "wait_pct"); ls_json_double(j, 100 * sh.wait);
+        ls_json_key(j, "unknown_pct"); ls_json_double(j, 100 * sh.unknown);
         ls_json_key(j, "max_busy_ns");
         if (l->windows)
             ls_json_int(j, l->max_busy_ns);

@@ -12,6 +12,7 @@
 #include "codes.h"
 #include "evl-probes.h"
 #include "export_model.h"
+#include "loopstat.h"
 #include "output.h"
 
 #include <inttypes.h>
@@ -305,12 +306,12 @@ void x_loops_finish(exporter *x)
 /* ---------------------------------------------- generic loop mode: windows */
 
 static const char *const series_names[XL_SERIES] = {
-    "busy_pct", "iterations_per_s", "longest_iteration_ms",
+    "busy_pct", "iterations_per_s", "longest_iteration_ms", "unknown_pct",
 };
 
 /* One sample of a loop thread's counters at ts. */
 static void window_sample(exporter *x, xloop *l, int64_t ts, double busy_pct, double per_s,
-                          double longest_ms)
+                          double longest_ms, double unknown_pct)
 {
     if (ts < x->from || ts > x->to)
         return;
@@ -322,13 +323,16 @@ static void window_sample(exporter *x, xloop *l, int64_t ts, double busy_pct, do
             x->w->ops->track(x->w, &l->series[k], name);
         }
     }
-    ls_xtrack *t[XL_SERIES] = { &l->series[0], &l->series[1], &l->series[2] };
-    double v[XL_SERIES] = { busy_pct, per_s, longest_ms };
+    ls_xtrack *t[XL_SERIES] = { &l->series[0], &l->series[1], &l->series[2], &l->series[3] };
+    double v[XL_SERIES] = { busy_pct, per_s, longest_ms, unknown_pct };
     x->w->ops->counters(x->w, t, "loop", series_names, v, XL_SERIES, ts);
 }
 
 /* The loop_windows rows as counters: a sample at each window's start, and
- * 0 where the windows of a thread stop (a gap, or the last one's end). */
+ * 0 where the windows of a thread stop (a gap, or the last one's end).
+ * busy_pct and unknown_pct are shares of the window's span
+ * (ls_window_shares: the rule of info and timeline), so time neither busy
+ * nor waiting is unknown, never busy. */
 bool x_window_counters(exporter *x)
 {
     if (!ls_has_table(x->t, "loop_windows"))
@@ -348,18 +352,17 @@ bool x_window_counters(exporter *x)
         if (!l || e <= s || it < 0 || wait < 0 || busy < 0 || mx < 0)
             continue;                     /* no track, or malformed (info counts them) */
         if (prev && (prev != l || prev_end < s))
-            window_sample(x, prev, prev_end, 0, 0, 0);
-        double in = (double)busy + (double)wait;
+            window_sample(x, prev, prev_end, 0, 0, 0, 0);
+        ls_shares sh = ls_window_shares((double)(e - s), (double)busy, (double)wait);
         /* a window straddling --from is sampled at --from */
-        window_sample(x, l, s < x->from && e > x->from ? x->from : s,
-                      in > 0 ? 100.0 * (double)busy / in : 0,
-                      (double)it * 1e9 / (double)(e - s), (double)mx / 1e6);
+        window_sample(x, l, s < x->from && e > x->from ? x->from : s, 100.0 * sh.busy,
+                      (double)it * 1e9 / (double)(e - s), (double)mx / 1e6, 100.0 * sh.unknown);
         if (prev != l || e > prev_end)
             prev_end = e;
         prev = l;
     }
     if (prev)
-        window_sample(x, prev, prev_end, 0, 0, 0);
+        window_sample(x, prev, prev_end, 0, 0, 0, 0);
     bool ok = ls_step_ok(x->t, st, rc);
     sqlite3_finalize(st);
     return ok;

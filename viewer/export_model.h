@@ -17,7 +17,7 @@ typedef struct episode {
     struct episode *next;
 } episode;
 
-#define XL_SERIES 3           /* generic-mode counters per loop */
+#define XL_SERIES 4           /* generic-mode counters per loop */
 
 typedef struct xloop {
     ls_xtrack proc, thread, series[XL_SERIES];

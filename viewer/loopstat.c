@@ -76,6 +76,7 @@ static void window_row(ls_loopstat *l, sqlite3_stmt *st)
     if (!l->windows || e > l->last_ns)
         l->last_ns = e;
     l->windows++;
+    l->span_ns = ls_sat_add(l->span_ns, e - s);
     l->iterations = ls_sat_add(l->iterations, it);
     l->wait_ns = ls_sat_add(l->wait_ns, wait);
     l->busy_ns = ls_sat_add(l->busy_ns, busy);
@@ -199,4 +200,20 @@ bool ls_hist_quantile(const ls_loopstat *s, double q, int64_t *lo, int64_t *hi, 
         }
     }
     return false;
+}
+
+ls_shares ls_window_shares(double span, double busy, double wait)
+{
+    if (!(busy >= 0))
+        busy = 0;
+    if (!(wait >= 0))
+        wait = 0;
+    double whole = busy + wait > span ? busy + wait : span;
+    if (!(whole > 0))
+        return (ls_shares){ 0, 0, 0 };
+    ls_shares r = { busy / whole, wait / whole, 0 };
+    r.unknown = 1 - r.busy - r.wait;
+    if (r.unknown < 1e-12)
+        r.unknown = 0;
+    return r;
 }

@@ -32,6 +32,8 @@ typedef struct ls_loopstat {
     int64_t overlaps;          /* windows starting before the previous one ended */
     int64_t iterations, wait_ns, busy_ns, max_busy_ns;   /* sums (saturating), max */
     int64_t covered_ns;        /* time covered by windows (overlaps counted once) */
+    int64_t span_ns;           /* the windows' lengths summed (saturating): the time
+                                * their busy, wait and unknown shares divide */
     int64_t first_ns, last_ns; /* first window start, last window end */
     int64_t max_at_ns;         /* start of the window holding the longest iteration */
     /* iteration_hist, by lo_ns */
@@ -53,6 +55,19 @@ void ls_loopstats_free(ls_loopstat *s, size_t n);
  * iteration lies in that bucket and bounds it).  False without a
  * histogram. */
 bool ls_hist_quantile(const ls_loopstat *s, double q, int64_t *lo, int64_t *hi, bool *capped);
+
+/* What a window's span (or a sum of spans) was, as fractions of it: busy
+ * (out of the wait call), waiting (in it), and unknown: the rest, time the
+ * recorder did not account for as either (a window of a recorder before
+ * the last window was completed at the stop, a window ended by its
+ * thread's exit, a damaged row).  Every command that shows a busy share
+ * uses this one rule (info, timeline, export): it is never busy.  When
+ * busy + wait exceed the span (a hostile or overlapping row) the shares are
+ * of busy + wait and unknown is 0. */
+typedef struct ls_shares {
+    double busy, wait, unknown;  /* 0..1, summing to 1 (0, 0, 0 for an empty span) */
+} ls_shares;
+ls_shares ls_window_shares(double span, double busy, double wait);
 
 /* a + b for non-negative counts, saturating at LS_TS_LIMIT. */
 int64_t ls_sat_add(int64_t a, int64_t b);

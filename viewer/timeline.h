@@ -24,7 +24,10 @@ enum { ST_NONE, ST_SUSP, ST_READY, ST_RUN, ST_BLOCK, ST_COUNT };
 /* What a terminal column shows, in increasing priority: the highest class
  * present in its time slice, where "running" needs the task to have run
  * for at least half of the slice and "ran" is any shorter running. */
-enum { D_NONE, D_SUSP, D_READY, D_RAN, D_RUN, D_BLOCK, D_COUNT };
+enum { D_NONE, D_SUSP, D_READY, D_RAN, D_RUN, D_BLOCK, D_UNK, D_COUNT };
+/* D_UNK: a generic loop thread's column whose windows' time is mostly
+ * neither busy nor waiting (loopstat.h, ls_window_shares): never drawn
+ * as busy.  Task lanes never show it. */
 
 extern const char *const tl_disp_names[D_COUNT];
 extern const char tl_ascii_glyph[D_COUNT];
@@ -78,7 +81,8 @@ typedef struct lane {
 } lane;
 
 /* Generic mode: what one column of a loop thread's row holds, in ns (and
- * iterations), from the windows overlapping it. */
+ * iterations), from the windows overlapping it; cover is the time its
+ * windows span (busy + wait, and what is neither: unknown). */
 typedef struct gcol {
     double busy, wait, iters, cover;
 } gcol;
@@ -134,7 +138,7 @@ typedef struct svg_leg {
 } svg_leg;
 
 void tl_svg_rect(FILE *f, tl *x, const lane *ln, const span *s, double y, double h);
-FILE *tl_svg_open(const tl *x, const char *file, const char *path);
+FILE *tl_svg_open(const tl *x, const char *file, int extra_h);
 void tl_svg_legend(FILE *f, const svg_leg *leg, size_t n, const char *blocking);
 void tl_svg_axis(FILE *f, const tl *x);
 double tl_svg_row_begin(FILE *f, const lane *ln, size_t i);
@@ -156,5 +160,15 @@ void tl_thread_cells(const tl *x, const lane *ln, int ncols, unsigned char *cell
 void tl_thread_legend(const char *head, bool color, bool utf8);
 void tl_thread_note(const tl *x, double q, char *buf, size_t n);
 void tl_svg_thread_row(FILE *f, tl *x, const lane *ln, double y);
+/* A loop thread's shares over the window shown (its columns summed): the
+ * busy share info and export give for the same time. */
+void tl_thread_share(const lane *ln, int ncols, char *buf, size_t n);
+/* The SVG title after "PATH: ": PATH shortened from its left (with an
+ * ellipsis) so that the line fits the picture, its width estimated
+ * conservatively (tl_svg_text_w); then what follows it. */
+void tl_svg_title(FILE *f, const char *path, const char *rest);
+double tl_svg_text_w(const char *s, double font_px, bool bold);
+/* s cut (at a character, with an ellipsis) to fit max_px: into buf. */
+void tl_svg_fit(const char *s, double font_px, bool bold, double max_px, char *buf, size_t n);
 
 #endif

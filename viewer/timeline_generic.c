@@ -7,25 +7,12 @@
  * instead of the blocking-only loop rows (tl_thread_*).  Depends on
  * timeline.h.
  */
+#include "loopstat.h"
 #include "timeline.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
-
-/* What a generic column shows (D_*): blocked > busy for half of the time in
- * its iterations > busy for a tenth of it > waiting; blank without window. */
-void tl_thread_cells(const tl *x, const lane *ln, int ncols, unsigned char *cells)
-{
-    tl_lane_cells(x, ln, ncols, cells, NULL);      /* its blocking episodes */
-    for (int c = 0; c < ncols; c++) {
-        const gcol *g = &ln->gc[c];
-        if (cells[c] == D_BLOCK || !(g->cover > 0))
-            continue;
-        double f = g->busy + g->wait > 0 ? g->busy / (g->busy + g->wait) : 0;
-        cells[c] = f >= 0.5 ? D_RUN : f >= 0.1 ? D_RAN : D_SUSP;
-    }
-}
 
 static void gcol_add(gcol *c, const gcol *d, double k)
 {
@@ -33,6 +20,42 @@ static void gcol_add(gcol *c, const gcol *d, double k)
     c->wait += d->wait * k;
     c->iters += d->iters * k;
     c->cover += d->cover * k;
+}
+
+/* What a generic column shows (D_*), from the shares of the time its
+ * windows span (ls_window_shares, the rule info and export use): blocked >
+ * unknown for half of it or more > busy for half of it > busy for a tenth
+ * of it > waiting; blank without window.  Time neither busy nor waiting
+ * is never drawn as busy. */
+void tl_thread_cells(const tl *x, const lane *ln, int ncols, unsigned char *cells)
+{
+    tl_lane_cells(x, ln, ncols, cells, NULL);      /* its blocking episodes */
+    for (int c = 0; c < ncols; c++) {
+        const gcol *g = &ln->gc[c];
+        if (cells[c] == D_BLOCK || !(g->cover > 0))
+            continue;
+        ls_shares sh = ls_window_shares(g->cover, g->busy, g->wait);
+        cells[c] = sh.unknown >= 0.5 ? D_UNK : sh.busy >= 0.5 ? D_RUN
+                   : sh.busy >= 0.1 ? D_RAN : D_SUSP;
+    }
+}
+
+/* "thread 12: busy 4.1%, waiting 50.9%, unknown 45.0% of 1.36s in windows" */
+void tl_thread_share(const lane *ln, int ncols, char *buf, size_t n)
+{
+    gcol sum = { 0 };
+    for (int c = 0; ln->gc && c < ncols; c++)
+        gcol_add(&sum, &ln->gc[c], 1);
+    char label[64], d[32];
+    tl_lane_label(ln, label, 30);
+    ls_shares sh = ls_window_shares(sum.cover, sum.busy, sum.wait);
+    if (!(sum.cover > 0)) {
+        snprintf(buf, n, "%s: no window in the time shown", label);
+        return;
+    }
+    snprintf(buf, n, "%s: busy %.1f%%, waiting %.1f%%, unknown %.1f%% of %s in windows", label,
+             100 * sh.busy, 100 * sh.wait, 100 * sh.unknown,
+             ls_fmt_dur(d, sizeof(d), (int64_t)(sum.cover + 0.5)));
 }
 
 /* A loop thread's windows in [from, to), each one's busy, wait and
@@ -126,6 +149,7 @@ bool tl_thread_fill(tl *x, lane *ln, int ncols)
 static const char *const generic_names[D_COUNT] = {
     "no window", "waiting (in the wait call)", "?", "partly busy (10-50%)",
     "busy (half of the time or more)", "blocked (a blocking episode)",
+    "unknown (half of the time or more neither busy nor waiting)",
 };
 
 /* A note under a generic picture or table: columns finer than windows. */
@@ -143,7 +167,7 @@ void tl_thread_note(const tl *x, double q, char *buf, size_t n)
 void tl_thread_legend(const char *head, bool color, bool utf8)
 {
     printf("%s", head);
-    static const int order[] = { D_BLOCK, D_RUN, D_RAN, D_SUSP };
+    static const int order[] = { D_BLOCK, D_RUN, D_RAN, D_SUSP, D_UNK };
     for (size_t k = 0; k < sizeof(order) / sizeof(order[0]); k++) {
         int s = order[k];
         printf("%s%s", k ? "  " : " ", color ? tl_ansi_color[s] : "");
@@ -177,6 +201,11 @@ static void generic_terminal(tl *x, const struct opts *o, const char *path, size
     tl_thread_note(x, q, note, sizeof(note));
     if (note[0])
         printf("%s\n", note);
+    for (size_t i = 0; i < x->nlanes; i++) {
+        char share[160];
+        tl_thread_share(&x->lanes[i], ncols, share, sizeof(share));
+        printf("%s\n", share);
+    }
     if (nmatch > x->nlanes)
         printf("%zu more loop thread%s not shown: use --limit or --loop\n", nmatch - x->nlanes,
                nmatch - x->nlanes == 1 ? "" : "s");
@@ -184,24 +213,28 @@ static void generic_terminal(tl *x, const struct opts *o, const char *path, size
 
 static bool generic_svg(tl *x, const char *file, const char *path, size_t nmatch)
 {
-    FILE *f = tl_svg_open(x, file, path);
+    FILE *f = tl_svg_open(x, file, 0);
     if (!f)
         return false;
-    char d1[32], d2[32], d3[32], note[200];
+    char d1[32], d2[32], d3[32], note[200], rest[200], more[48] = "";
     double q = (double)(x->to - x->from) / SVG_LANE_W;
-    fprintf(f, "%zu loop thread%s (generic loop mode), %s .. %s (%s)", x->nlanes,
-            x->nlanes == 1 ? "" : "s", tl_fmt_at(d1, sizeof(d1), x->from - x->start),
-            tl_fmt_at(d2, sizeof(d2), x->to - x->start), ls_fmt_dur(d3, sizeof(d3), x->to - x->from));
     if (nmatch > x->nlanes)
-        fprintf(f, ", %zu more not shown", nmatch - x->nlanes);
+        snprintf(more, sizeof(more), ", %zu more not shown", nmatch - x->nlanes);
+    snprintf(rest, sizeof(rest), "%zu loop thread%s (generic loop mode), %s .. %s (%s)%s",
+             x->nlanes, x->nlanes == 1 ? "" : "s", tl_fmt_at(d1, sizeof(d1), x->from - x->start),
+             tl_fmt_at(d2, sizeof(d2), x->to - x->start),
+             ls_fmt_dur(d3, sizeof(d3), x->to - x->from), more);
+    tl_svg_title(f, path, rest);
     tl_thread_note(x, q, note, sizeof(note));
-    if (note[0]) {
-        fputs(" \xe2\x80\x94 ", f);
-        ls_xml_write(f, note);
+    if (note[0]) {                       /* under the axis: the title's line is full */
+        char fit[200];
+        tl_svg_fit(note, 12, false, SVG_W - 20, fit, sizeof(fit));
+        fprintf(f, "<text x=\"10\" y=\"%d\" fill=\"#666\">", SVG_TOP + (int)x->nlanes * SVG_ROW_H + 42);
+        ls_xml_write(f, fit);
+        fprintf(f, "</text>\n");
     }
-    fprintf(f, "</text>\n");
     static const svg_leg leg[] = {
-        { 3, "busy (half+)" }, { 5, "partly busy" }, { 1, "waiting" },
+        { 3, "busy (half+)" }, { 5, "partly busy" }, { 1, "waiting" }, { 6, "unknown" },
     };
     tl_svg_legend(f, leg, sizeof(leg) / sizeof(leg[0]), "blocked");
     tl_svg_axis(f, x);
@@ -218,13 +251,19 @@ static bool generic_svg(tl *x, const char *file, const char *path, size_t nmatch
 
 void tl_svg_thread_row(FILE *f, tl *x, const lane *ln, double y)
 {
-    static const int cls[D_COUNT] = { 0, 1, 2, 5, 3, 4 };   /* D_* -> CSS class s<N> */
+    static const int cls[D_COUNT] = { 0, 1, 2, 5, 3, 4, 6 };   /* D_* -> CSS class s<N> */
     double q = (double)(x->to - x->from) / SVG_LANE_W;
     char d1[32], d2[32];
     unsigned char *cells = malloc(SVG_LANE_W);
     if (cells) {
-        char label[64];
+        char label[64], share[160];
         tl_lane_label(ln, label, sizeof(label) - 1);
+        tl_thread_share(ln, SVG_LANE_W, share, sizeof(share));
+        /* the row's shares over the time shown, on its name */
+        fprintf(f, "<rect x=\"0\" y=\"%.1f\" width=\"%d\" height=\"%d\" fill=\"none\" "
+                   "pointer-events=\"all\"><title>", y, SVG_NAME_W, SVG_ROW_H);
+        ls_xml_write(f, share);
+        fprintf(f, "</title></rect>\n");
         tl_thread_cells(x, ln, SVG_LANE_W, cells);
         for (int c = 0; c < SVG_LANE_W;) {
             int d = cells[c], e = c;
@@ -234,14 +273,15 @@ void tl_svg_thread_row(FILE *f, tl *x, const lane *ln, double y)
             if (d != D_NONE && d != D_BLOCK) {   /* blocking: drawn from its own spans */
                 bool thin = d == D_SUSP;
                 int64_t s0 = x->from + (int64_t)(q * c), s1 = x->from + (int64_t)(q * e);
-                double in = sum.busy + sum.wait;
+                ls_shares sh = ls_window_shares(sum.cover, sum.busy, sum.wait);
                 fprintf(f, "<rect class=\"s%d\" x=\"%d\" y=\"%.1f\" width=\"%d\" height=\"%d\">"
                            "<title>", cls[d], SVG_NAME_W + c, y + (thin ? 7 : 3), e - c,
                         thin ? 4 : 12);
                 ls_xml_write(f, label);
-                fprintf(f, ": busy %.3g%%, waiting %.3g%%, about %.0f iterations&#10;"
-                           "start %s, duration %s</title></rect>\n",
-                        in > 0 ? 100 * sum.busy / in : 0.0, in > 0 ? 100 * sum.wait / in : 0.0,
+                fprintf(f, ": busy %.3g%%, waiting %.3g%%", 100 * sh.busy, 100 * sh.wait);
+                if (sh.unknown >= 0.0005)
+                    fprintf(f, ", unknown %.3g%% (neither busy nor waiting)", 100 * sh.unknown);
+                fprintf(f, ", about %.0f iterations&#10;start %s, duration %s</title></rect>\n",
                         sum.iters, tl_fmt_at(d1, sizeof(d1), s0 - x->start),
                         ls_fmt_dur(d2, sizeof(d2), s1 - s0));
             }

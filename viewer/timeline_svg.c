@@ -7,6 +7,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static const char *const state_names[ST_COUNT] = { "not alive", "suspended", "ready", "running",
                                                    "blocking" };
@@ -42,7 +43,7 @@ void tl_svg_rect(FILE *f, tl *x, const lane *ln, const span *s, double y, double
  * green, each with its running share in the title. */
 static void svg_dense(FILE *f, tl *x, const lane *ln, double y)
 {
-    static const int cls[D_COUNT] = { 0, 1, 2, 5, 3, 4 };   /* D_* -> CSS class s<N> */
+    static const int cls[D_COUNT] = { 0, 1, 2, 5, 3, 4, 6 };   /* D_* -> CSS class s<N> */
     unsigned char *cells = malloc(SVG_LANE_W);
     double *run = calloc(SVG_LANE_W, sizeof(*run));
     if (!cells || !run) {
@@ -76,16 +77,111 @@ static void svg_dense(FILE *f, tl *x, const lane *ln, double y)
     free(run);
 }
 
-/* The picture's start: prolog, styles, background, and the title's
- * "<text>PATH: " (the caller writes the rest of the title). */
-FILE *tl_svg_open(const tl *x, const char *file, const char *path)
+/* The width of one character of a sans-serif font, in em, bounded from
+ * above: the widest of DejaVu Sans Bold (the widest common sans), Liberation
+ * Sans and Helvetica in each class, so that text measured with it fits
+ * whatever font the viewer picks. */
+static double char_em(unsigned char c)
+{
+    if (c >= 0x80)
+        return 1.1;                      /* a byte starting a non-ASCII character */
+    if (c == ' ')
+        return 0.38;
+    if (strchr("il.,:;'|!`", c))
+        return 0.42;
+    if (strchr("fjrt()[]{}/\\-\"", c))
+        return 0.58;
+    if (strchr("mw", c))
+        return 1.06;
+    if (strchr("MW%@", c))
+        return 1.12;
+    if (c >= 'A' && c <= 'Z')
+        return 0.88;
+    if (strchr("+=<>~#&_^*?$", c))
+        return 0.86;
+    return 0.74;                         /* other lower case letters, digits */
+}
+
+/* An upper bound of s's width drawn at font_px: each character counted
+ * once (the continuation bytes of UTF-8 add nothing); bold is already the
+ * widest the table allows. */
+double tl_svg_text_w(const char *s, double font_px, bool bold)
+{
+    (void)bold;
+    double w = 0;
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+        if ((*p & 0xc0) != 0x80)
+            w += char_em(*p);
+    return w * font_px;
+}
+
+/* The longest prefix of s (whole characters) followed by an ellipsis that
+ * fits max_px, or s itself when it fits. */
+void tl_svg_fit(const char *s, double font_px, bool bold, double max_px, char *buf, size_t n)
+{
+    if (!n)
+        return;
+    if (tl_svg_text_w(s, font_px, bold) <= max_px && strlen(s) < n) {
+        memcpy(buf, s, strlen(s) + 1);
+        return;
+    }
+    double w = 1.1 * font_px;            /* the ellipsis */
+    size_t k = 0, cut = 0;
+    while (s[k]) {
+        size_t e = k + 1;
+        while (s[e] && ((unsigned char)s[e] & 0xc0) == 0x80)
+            e++;
+        w += char_em((unsigned char)s[k]) * font_px;
+        if (w > max_px || e + 4 > n)
+            break;
+        k = cut = e;
+    }
+    memcpy(buf, s, cut);
+    memcpy(buf + cut, "\xe2\x80\xa6", 4);   /* … and its NUL */
+}
+
+/* The title line, bold 14 px, within the picture: "PATH: REST", REST cut
+ * if it alone would leave PATH less than 160 px, then PATH shortened from
+ * its left (its file name is the part worth keeping). */
+void tl_svg_title(FILE *f, const char *path, const char *rest)
+{
+    const double px = 14, room = SVG_W - 20;
+    char r[512], p[512];
+    tl_svg_fit(rest, px, true, room - 160 - tl_svg_text_w(": ", px, true), r, sizeof(r));
+    double avail = room - tl_svg_text_w(": ", px, true) - tl_svg_text_w(r, px, true);
+    const char *tail = path;
+    if (tl_svg_text_w(path, px, true) > avail) {
+        double w = 1.1 * px;             /* the leading ellipsis */
+        const char *q = path + strlen(path);
+        while (q > path) {
+            const char *b = q - 1;
+            while (b > path && ((unsigned char)*b & 0xc0) == 0x80)
+                b--;
+            w += char_em((unsigned char)*b) * px;
+            if (w > avail)
+                break;
+            q = b;
+        }
+        snprintf(p, sizeof(p), "\xe2\x80\xa6%s", q);
+        tail = p;
+    }
+    fprintf(f, "<text x=\"10\" y=\"20\" font-size=\"14\" font-weight=\"bold\">");
+    ls_xml_write(f, tail);
+    fputs(": ", f);
+    ls_xml_write(f, r);
+    fprintf(f, "</text>\n");
+}
+
+/* The picture's start: prolog, styles, background (the caller writes the
+ * title, tl_svg_title). */
+FILE *tl_svg_open(const tl *x, const char *file, int extra_h)
 {
     FILE *f = fopen(file, "w");
     if (!f) {
         ls_error("timeline: cannot write '%s': %m", file);
         return NULL;
     }
-    int h = SVG_TOP + (int)x->nlanes * SVG_ROW_H + 50;
+    int h = SVG_TOP + (int)x->nlanes * SVG_ROW_H + 50 + extra_h;
     fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
                "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
                "viewBox=\"0 0 %d %d\" font-family=\"sans-serif\" font-size=\"12\">\n",
@@ -93,15 +189,13 @@ FILE *tl_svg_open(const tl *x, const char *file, const char *path)
     fprintf(f, "<style>\n"
                "rect.s1 { fill: %s; } rect.s2 { fill: %s; } rect.s3 { fill: %s; }\n"
                "rect.s4 { fill: %s; fill-opacity: 0.9; } rect.s5 { fill: #9fd4a9; }\n"
+               "rect.s6 { fill: #c7b6dc; }\n"
                "rect:hover { stroke: #000; stroke-width: 1; }\n"
                "text.name { font-family: monospace; }\n"
                "line.grid { stroke: #ddd; stroke-width: 1; }\n"
                "</style>\n",
             svg_color[1], svg_color[2], svg_color[3], svg_color[4]);
     fprintf(f, "<rect width=\"100%%\" height=\"100%%\" fill=\"#fff\"/>\n");
-    fprintf(f, "<text x=\"10\" y=\"20\" font-size=\"14\" font-weight=\"bold\">");
-    ls_xml_write(f, path);
-    fputs(": ", f);
     return f;
 }
 
@@ -170,30 +264,38 @@ bool tl_svg_close(FILE *f, const char *file)
 
 bool tl_write_svg(tl *x, const char *file, const char *path, size_t ntasks, size_t nmatch)
 {
-    FILE *f = tl_svg_open(x, file, path);
-    if (!f)
-        return false;
-    char d1[32], d2[32], d3[32];
-    fprintf(f, "%zu task%s, %s .. %s (%s)", ntasks, ntasks == 1 ? "" : "s",
-            tl_fmt_at(d1, sizeof(d1), x->from - x->start), tl_fmt_at(d2, sizeof(d2), x->to - x->start), ls_fmt_dur(d3, sizeof(d3), x->to - x->from));
-    if (nmatch > ntasks)
-        fprintf(f, ", %zu more not shown", nmatch - ntasks);
-    if (x->source) {                     /* a census: what its times mean */
-        fputs(" \xe2\x80\x94 ", f);
-        ls_xml_write(f, x->source);
-    }
-    fprintf(f, "</text>\n");
     bool threads = false;
     for (size_t i = 0; i < x->nlanes; i++)
         threads |= x->lanes[i].thread;
+    FILE *f = tl_svg_open(x, file, threads ? 16 : 0);   /* threads: a second note line */
+    if (!f)
+        return false;
+    char d1[32], d2[32], d3[32], rest[512], more[48] = "";
+    if (nmatch > ntasks)
+        snprintf(more, sizeof(more), ", %zu more not shown", nmatch - ntasks);
+    /* a census: what its times mean */
+    snprintf(rest, sizeof(rest), "%zu task%s, %s .. %s (%s)%s%s%s", ntasks, ntasks == 1 ? "" : "s",
+             tl_fmt_at(d1, sizeof(d1), x->from - x->start),
+             tl_fmt_at(d2, sizeof(d2), x->to - x->start),
+             ls_fmt_dur(d3, sizeof(d3), x->to - x->from), more,
+             x->source ? " \xe2\x80\x94 " : "", x->source ? x->source : "");
+    tl_svg_title(f, path, rest);
     if (threads) {                       /* the thread rows' colours, under the axis */
-        char note[200], d[32];
+        char note[200], d[32], line[400], fit[400];
         tl_thread_note(x, (double)(x->to - x->from) / SVG_LANE_W, note, sizeof(note));
-        fprintf(f, "<text x=\"10\" y=\"%d\" fill=\"#666\">thread rows: green, the loop busy half "
-                   "of the time or more; light green, partly busy; grey, waiting in its wait call%s%s"
-                   "</text>\n", SVG_TOP + (int)x->nlanes * SVG_ROW_H + 42,
-                note[0] ? "; approximate, from windows of " : "",
-                note[0] ? ls_fmt_dur(d, sizeof(d), ls_meta_int(x->t, LS_META_WINDOW_NS, 0)) : "");
+        int y = SVG_TOP + (int)x->nlanes * SVG_ROW_H + 42;
+        tl_svg_fit("thread rows: green, the loop busy half of the time or more; light green, "
+                   "partly busy; grey, waiting in its wait call;", 12, false, SVG_W - 20, fit,
+                   sizeof(fit));
+        fprintf(f, "<text x=\"10\" y=\"%d\" fill=\"#666\">", y);
+        ls_xml_write(f, fit);
+        snprintf(line, sizeof(line), "lilac, unknown (half of the time or more neither busy nor "
+                 "waiting)%s%s", note[0] ? "; approximate, from windows of " : "",
+                 note[0] ? ls_fmt_dur(d, sizeof(d), ls_meta_int(x->t, LS_META_WINDOW_NS, 0)) : "");
+        tl_svg_fit(line, 12, false, SVG_W - 20, fit, sizeof(fit));
+        fprintf(f, "</text>\n<text x=\"10\" y=\"%d\" fill=\"#666\">", y + 16);
+        ls_xml_write(f, fit);
+        fprintf(f, "</text>\n");
     }
     static const svg_leg leg[] = {
         { 3, "running" }, { 5, "ran briefly" }, { 2, "ready" }, { 1, "suspended" },

@@ -15,13 +15,14 @@
 #include <unistd.h>
 
 const char *const tl_disp_names[D_COUNT] = { "not alive", "suspended", "ready",
-                                              "ran briefly", "running", "blocking" };
-const char tl_ascii_glyph[D_COUNT] = { ' ', '.', '-', '|', '#', '!' };
+                                              "ran briefly", "running", "blocking", "unknown" };
+const char tl_ascii_glyph[D_COUNT] = { ' ', '.', '-', '|', '#', '!', '?' };
 const char *const tl_utf8_glyph[D_COUNT] = { " ", "\xe2\x94\x80" /* ─ */,
                                               "\xe2\x96\x91" /* ░ */, "\xe2\x96\x8c" /* ▌ */,
-                                              "\xe2\x96\x88" /* █ */, "\xe2\x96\x93" /* ▓ */ };
+                                              "\xe2\x96\x88" /* █ */, "\xe2\x96\x93" /* ▓ */,
+                                              "?" };
 const char *const tl_ansi_color[D_COUNT] = { "", "\033[34m", "\033[33m", "\033[32m",
-                                              "\033[32m", "\033[1;31m" };
+                                              "\033[32m", "\033[1;31m", "\033[35m" };
 
 /* Display name "name#id", at most w bytes: the name is cut (ending in '~')
  * so that the id stays.  The name is escaped for the terminal (the SVG
@@ -282,6 +283,12 @@ void tl_print_terminal(tl *x, const struct opts *o, const char *path, size_t nta
         tl_thread_note(x, q, note, sizeof(note));
         if (note[0])
             printf("%s\n", note);
+        for (size_t i = 0; i < x->nlanes; i++)
+            if (x->lanes[i].thread) {
+                char share[160];
+                tl_thread_share(&x->lanes[i], ncols, share, sizeof(share));
+                printf("%s\n", share);
+            }
     }
     if (x->source)
         printf("tasks: %s, states and times as the censuses saw them\n", ls_term(x->source));
