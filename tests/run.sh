@@ -14,9 +14,30 @@
 #
 #   tests/run.sh            everything
 #   tests/run.sh -R NAME    pass extra arguments to both ctest runs
+#   tests/run.sh --stress [--passes N] [--hogs N] [--no-io] [--dir DIR] [ctest args]
+#                           under load: builds DIR (build/) as above, then
+#                           runs the tests labelled bpf N times (3) beside N
+#                           CPU hogs per CPU (1: `while :; do :; done`, every
+#                           core busy) and an I/O hog (dd of 64 MiB with
+#                           fsync, in a loop); exits non-zero on any failure.
+#                           See tests/README.md, "Under load".
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
+stress=0 passes=3 hogs_per_cpu=1 io_hog=1 stress_dir=build
+if [ "${1:-}" = --stress ]; then
+  stress=1
+  shift
+  while [ $# -gt 0 ]; do
+    case $1 in
+      --passes) passes=$2; shift 2 ;;
+      --hogs) hogs_per_cpu=$2; shift 2 ;;
+      --no-io) io_hog=0; shift ;;
+      --dir) stress_dir=$2; shift 2 ;;
+      *) break ;;
+    esac
+  done
+fi
 . tests/deps.sh
 loopscope_install_deps
 loopscope_install_sid_pythons
@@ -29,7 +50,7 @@ build() { # dir, extra cmake args...
 }
 run_ctest() { # dir, ctest args...
   local dir=$1; shift
-  local log="$dir/ctest-output.log"
+  local log="$dir/${ctest_log:-ctest-output.log}"
   local retries="$dir/tests/diff/retries.log"   # see tests/diff/README.md, "Retries"
   local rc=0
   rm -f "$retries"
@@ -72,6 +93,49 @@ build_min() { # dir
     return 1
   fi
 }
+
+# Under load (--stress): the bpf suites beside CPU hogs on every core and an
+# I/O hog, `passes` times.  Every hog is its own process group, killed by
+# that group's id when this script ends, however it ends.
+stress_pids=()
+stop_hogs() {
+  local p
+  for p in "${stress_pids[@]}"; do kill -- "-$p" 2>/dev/null || true; done
+  for p in "${stress_pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  stress_pids=()
+  if [ -n "${stress_tmp:-}" ]; then rm -rf "$stress_tmp"; fi
+}
+start_hogs() {
+  local n i
+  n=$(( $(nproc) * hogs_per_cpu ))
+  for ((i = 0; i < n; i++)); do
+    setsid bash -c 'while :; do :; done' & stress_pids+=($!)
+  done
+  if [ "$io_hog" = 1 ]; then
+    stress_tmp=$(mktemp -d "${TMPDIR:-/tmp}/loopscope-stress.XXXXXX")
+    setsid bash -c 'while :; do dd if=/dev/zero of="$1/io" bs=1M count=64 conv=fsync status=none; done' \
+      io-hog "$stress_tmp" & stress_pids+=($!)
+  fi
+  echo "tests/run.sh: $n CPU hog(s) on $(nproc) CPU(s)$([ "$io_hog" = 1 ] && echo ', an I/O hog (dd 64 MiB + fsync, looped)')"
+}
+if [ "$stress" = 1 ]; then
+  trap stop_hogs EXIT
+  trap 'exit 130' INT TERM
+  build "$stress_dir"
+  status=0 failed=0
+  for ((pass = 1; pass <= passes; pass++)); do
+    echo "== stress pass $pass of $passes: the bpf suites in $stress_dir/ under load"
+    start_hogs
+    t0=$(date +%s)
+    rc=0
+    ctest_log="ctest-stress-$pass.log" run_ctest "$stress_dir" -L bpf "$@" || rc=$?
+    stop_hogs
+    echo "tests/run.sh: stress pass $pass: $(grep -E 'tests passed' "$stress_dir/ctest-stress-$pass.log" || echo 'no summary') ($(( $(date +%s) - t0 )) s)"
+    if [ "$rc" -ne 0 ]; then status=1; failed=$((failed + 1)); fi
+  done
+  echo "tests/run.sh: stress: $((passes - failed)) of $passes passes without a failure"
+  exit $status
+fi
 
 build build
 build build-asan -DEVL_SANITIZE=ON -DLOOPSCOPE_BENCH=OFF
