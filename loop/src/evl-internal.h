@@ -122,15 +122,37 @@ struct evl_future {
     uint8_t waker_kind;     /* enum evl_waker_kind reported to waiters */
 };
 
-void evl__future_init(evl_future *f, evl_loop *loop, int kind, uint8_t waker_kind);
+static inline void evl__future_init(evl_future *f, evl_loop *loop, int kind, uint8_t waker_kind)
+{
+    f->loop = loop;
+    f->cbs_head = f->cbs_tail = NULL;
+    f->result = 0;
+    f->refs = 1;
+    f->holds = 0;
+    f->state = EVL_FUTURE_PENDING;
+    f->kind = (uint8_t)kind;
+    f->retrieved = 0;
+    f->waker_kind = waker_kind;
+}
 /* Complete f (state DONE or CANCELLED) and schedule its done-callbacks. */
 void evl__future_complete(evl_future *f, int state, intptr_t result);
 void evl__future_add_waiter(evl_future *f, evl__waiter *w, void (*run)(evl__handle *));
 /* Unlink w from f's list if it is still there; returns true if it was. */
 bool evl__future_remove_waiter(evl_future *f, evl__waiter *w);
+/* Free f, which nothing references or holds any more (by its kind). */
+void evl__future_free_now(evl_future *f);
+static inline void evl__future_maybe_free(evl_future *f)
+{
+    if (!f->refs && !f->holds)
+        evl__future_free_now(f);
+}
 /* Drop a hold taken by a waiter; frees f if nothing references it. */
-void evl__future_unhold(evl_future *f);
-void evl__future_maybe_free(evl_future *f);
+static inline void evl__future_unhold(evl_future *f)
+{
+    assert(f->holds > 0);
+    f->holds--;
+    evl__future_maybe_free(f);
+}
 static inline intptr_t evl__future_outcome(const evl_future *f)
 {
     return f->state == EVL_FUTURE_CANCELLED ? EVL_ECANCELED : f->result;
@@ -216,7 +238,7 @@ int evl__task_cancel(evl__task *t);
 void evl__task_free(evl__task *t);
 void evl__task_report_leak(evl__task *t, int kind);
 void evl__task_destroy_pending(evl_loop *loop);
-evl__task *evl__current_task(void);
+static inline evl__task *evl__current_task(void); /* (below the loop) */
 
 /* ------------------------------------------------------------- stacks */
 
@@ -256,13 +278,16 @@ typedef struct evl__heap {
 void evl__heap_release(evl__heap *h);
 void evl__timers_release(evl_loop *loop);
 bool evl__timer_discard(evl__handle *h);
+/* evl__timers_run_due once a timer is due (timer.c). */
+void evl__timers_fire_due(evl_loop *loop);
 /* Release a done-callback or gather handle without running its callback;
  * false if h is neither. */
 bool evl__future_discard(evl__handle *h);
-/* Move every due timer's handle to the ready queue, in heap order. */
-void evl__timers_run_due(evl_loop *loop);
-/* Deadline of the earliest armed timer; false if none. */
-bool evl__timers_next(const evl_loop *loop, uint64_t *deadline);
+/* Move every due timer's handle to the ready queue, in heap order; and
+ * the deadline of the earliest armed timer (false if none): inline, below
+ * the loop. */
+static inline void evl__timers_run_due(evl_loop *loop);
+static inline bool evl__timers_next(const evl_loop *loop, uint64_t *deadline);
 
 /* -------------------------------------------------------------- poller */
 
@@ -423,18 +448,64 @@ static inline uint64_t evl__loop_now(evl_loop *loop)
 void evl__warn(evl_loop *loop, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Queue h on loop from any thread, waking the loop. */
 void evl__post(evl_loop *loop, evl__handle *h);
-/* Loop thread: move posted handles to the ready queue. */
-void evl__drain_posted(evl_loop *loop);
+/* Loop thread: move posted handles to the ready queue (the locked part
+ * out of line: evl__drain_posted_locked, when something was posted). */
+void evl__drain_posted_locked(evl_loop *loop);
+static inline void evl__drain_posted(evl_loop *loop)
+{
+    if (atomic_load_explicit(&loop->ts_pending, memory_order_acquire))
+        evl__drain_posted_locked(loop);
+}
 evl__cbhandle *evl__cbhandle_get(evl_loop *loop);
 /* Back to the loop's free list (no user code may touch c afterwards). */
 void evl__cbhandle_put(evl_loop *loop, evl__cbhandle *c);
-evl__fdent *evl__fd_get(evl_loop *loop, int fd);
+/* fd's entry, the table grown to hold it; NULL without memory. */
+evl__fdent *evl__fd_get_slow(evl_loop *loop, int fd);
+static inline evl__fdent *evl__fd_get(evl_loop *loop, int fd)
+{
+    if (EVL__LIKELY(fd >= 0 && fd < loop->nfds))
+        return &loop->fds[fd];
+    return evl__fd_get_slow(loop, fd);
+}
 void evl__poll_forget(evl_loop *loop, int fd);
 void evl__task_wakeup_run(evl__handle *h);
-void evl__task_wake_probe(evl__task *t, evl_future *f);
+void evl__task_wake_traced(evl_loop *loop, evl__task *t, evl_future *f);
 void evl__job_free(evl_future *f);
 void evl__job_cancel(evl_future *f);
 
 #include "trace.h"
+
+/* The hot paths' small functions, inline (the profile of examples/
+ * http_server, tests/bench/README.md "HTTP at the floor"). */
+
+static inline evl__task *evl__current_task(void)
+{
+    evl_loop *loop = evl__tls_loop;
+    return loop ? loop->current : NULL;
+}
+
+/* A done-callback of f is the wakeup of task t: its state and the wake
+ * event (task.c). */
+static inline void evl__task_wake_probe(evl__task *t, evl_future *f)
+{
+    evl_loop *loop = t->fut.loop;
+    t->tstate = EVL_TASK_READY;
+    if (EVL__TRACING(loop))
+        evl__task_wake_traced(loop, t, f);
+}
+
+static inline bool evl__timers_next(const evl_loop *loop, uint64_t *deadline)
+{
+    if (loop->timers.n == 0)
+        return false;
+    *deadline = loop->timers.a[0].deadline;
+    return true;
+}
+
+static inline void evl__timers_run_due(evl_loop *loop)
+{
+    if (loop->timers.n > 0)
+        evl__timers_fire_due(loop);
+}
 
 #endif /* EVL_INTERNAL_H */

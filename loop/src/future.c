@@ -21,19 +21,6 @@
 #include <string.h>
 
 
-void evl__future_init(evl_future *f, evl_loop *loop, int kind, uint8_t waker_kind)
-{
-    f->loop = loop;
-    f->cbs_head = f->cbs_tail = NULL;
-    f->result = 0;
-    f->refs = 1;
-    f->holds = 0;
-    f->state = EVL_FUTURE_PENDING;
-    f->kind = (uint8_t)kind;
-    f->retrieved = 0;
-    f->waker_kind = waker_kind;
-}
-
 evl_future *evl_future_new(evl_loop *loop)
 {
     if (!loop)
@@ -139,10 +126,8 @@ bool evl__cb_remove(evl__cb *c)
 static void evl__gather_free(evl_future *f);
 static void evl__shield_free(evl_future *f);
 
-void evl__future_maybe_free(evl_future *f)
+void evl__future_free_now(evl_future *f)
 {
-    if (f->refs || f->holds)
-        return;
     switch (f->kind) {
     case EVL__FUT_PLAIN:
         free(f);
@@ -164,13 +149,6 @@ void evl__future_maybe_free(evl_future *f)
     case EVL__FUT_OWNED:
         break;
     }
-}
-
-void evl__future_unhold(evl_future *f)
-{
-    assert(f->holds > 0);
-    f->holds--;
-    evl__future_maybe_free(f);
 }
 
 evl_future *evl_future_ref(evl_future *f)

@@ -52,10 +52,12 @@ static int evl__wait_fd(evl__task *t, int fd, unsigned events, bool spec)
     w.fd = fd;
     w.events = events;
     w.revents = 0;
-    int rc = evl__poll_arm(loop, fd, e->armed | events);
-    if (rc < 0)
-        return spec ? 0 : rc;         /* EPERM: not pollable (a regular file) */
-    e = &loop->fds[fd];
+    if ((e->armed | events) != e->armed) { /* (the interest usually stays armed) */
+        int rc = evl__poll_arm(loop, fd, e->armed | events);
+        if (rc < 0)
+            return spec ? 0 : rc;     /* EPERM: not pollable (a regular file) */
+        e = &loop->fds[fd];
+    }
     e->grace &= ~events;
     if (events & EVL_READABLE)
         e->reader = &w;
@@ -105,11 +107,8 @@ int evl_wait_fd(int fd, unsigned events)
  * anything else runs (evl__poll_spec_resume) and makes the syscall.
  * Returns 0 to make the syscall, < 0 the wait's error (cancelled, or
  * EVL_EBADF when evl_close'd), as the wait after EAGAIN would have. */
-static int evl__read_spec(int fd)
+static int evl__read_spec(evl_loop *loop, int fd)
 {
-    evl_loop *loop = evl__tls_loop;
-    if (!loop || fd < 0 || fd >= loop->nfds || !loop->fds[fd].rd_spec)
-        return 0;
     evl__task *t = loop->current;
     if (!t || t->must_cancel || loop->spec || loop->stopping ||
         (loop->batch_end && loop->ready.head.next != loop->batch_end))
@@ -153,11 +152,13 @@ int evl_close(int fd)
 /* A read-side call that may be speculative (rule 16): only when it cannot
  * succeed without data to read.  A zero-length read succeeds at once and
  * out-of-band or error-queue reads do not wait for EPOLLIN, so those
- * always make their syscall. */
+ * always make their syscall.  The fd's rd_spec is tested here, inline:
+ * on most reads it is clear. */
 #define EVL__SPEC_READ(ok)                                                    \
     do {                                                                      \
-        if (ok) {                                                             \
-            int s_ = evl__read_spec(fd);                                      \
+        evl_loop *l_ = evl__tls_loop;                                         \
+        if (l_ && fd >= 0 && fd < l_->nfds && l_->fds[fd].rd_spec && (ok)) {  \
+            int s_ = evl__read_spec(l_, fd);                                  \
             if (s_ < 0)                                                       \
                 return s_;                                                    \
         }                                                                     \

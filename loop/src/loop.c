@@ -189,11 +189,10 @@ int evl_call_soon_threadsafe(evl_loop *loop, evl_callback cb, void *arg)
     return 0;
 }
 
-/* Move what other threads posted to the back of the ready queue. */
-void evl__drain_posted(evl_loop *loop)
+/* Move what other threads posted to the back of the ready queue
+ * (evl__drain_posted saw ts_pending set). */
+void evl__drain_posted_locked(evl_loop *loop)
 {
-    if (!atomic_load_explicit(&loop->ts_pending, memory_order_acquire))
-        return;
     pthread_mutex_lock(&loop->ts_lock);
     atomic_store_explicit(&loop->ts_pending, 0, memory_order_relaxed);
     evl__handle *h;
@@ -228,7 +227,8 @@ static bool evl__loop_alive(evl_loop *loop)
 
 /* The poll's timeout: 0 if callbacks are ready, else until the first
  * timer (rounded up to whole milliseconds), else forever (-1). */
-static int64_t evl__poll_timeout(evl_loop *loop, bool virt, bool *have_timer, uint64_t *deadline)
+static inline __attribute__((always_inline)) int64_t
+evl__poll_timeout(evl_loop *loop, bool virt, bool *have_timer, uint64_t *deadline)
 {
     int64_t timeout = -1;
     *have_timer = evl__timers_next(loop, deadline);
@@ -262,7 +262,7 @@ static bool evl__poll_skippable(const evl_loop *loop)
 
 static void evl__iteration(evl_loop *loop)
 {
-    uint64_t deadline;
+    uint64_t deadline = 0;
     bool have_timer;
     bool virt = loop->flags & EVL_LOOP_VIRTUAL_CLOCK;
 

@@ -54,7 +54,7 @@ static int evl__fd_grow(evl_loop *loop, int fd)
     return 0;
 }
 
-evl__fdent *evl__fd_get(evl_loop *loop, int fd)
+evl__fdent *evl__fd_get_slow(evl_loop *loop, int fd)
 {
     return evl__fd_grow(loop, fd) < 0 ? NULL : &loop->fds[fd];
 }
@@ -138,10 +138,20 @@ static void evl__dispatch(evl_loop *loop, int fd, uint32_t ev)
         (void)r;
         return;
     }
+    evl__iowait *rd = e->reader, *wr = e->writer;
+    if (EVL__LIKELY(ev == EPOLLIN && rd && !wr)) {
+        /* The common case, what the general path below does for it: the
+         * reader fires (its events include READABLE), and nothing is left
+         * unwanted (fired covers READABLE). */
+        rd->revents = EVL_READABLE;
+        e->reader = NULL;
+        e->grace |= rd->events;
+        evl__queue_push(&loop->ready, &rd->h);
+        return;
+    }
     unsigned ready = (ev & (EPOLLIN | EPOLLRDHUP) ? EVL_READABLE : 0) |
                      (ev & EPOLLOUT ? EVL_WRITABLE : 0) |
                      (ev & (EPOLLERR | EPOLLHUP) ? EVL_READABLE | EVL_WRITABLE : 0);
-    evl__iowait *rd = e->reader, *wr = e->writer;
     unsigned fired = 0;
     if (rd && (ready & rd->events))
         fired |= evl__fire(loop, e, rd, ready);

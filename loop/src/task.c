@@ -27,12 +27,6 @@
 static atomic_uint_fast64_t evl__next_task_id;
 #define EVL__TASK_ID_BLOCK 1024
 
-evl__task *evl__current_task(void)
-{
-    evl_loop *loop = evl__tls_loop;
-    return loop ? loop->current : NULL;
-}
-
 /* ------------------------------------------------------------ switching */
 
 static inline void evl__switch_to_task(evl_loop *loop, evl__task *t)
@@ -242,20 +236,12 @@ void evl__task_wakeup_run(evl__handle *h)
 
 /* The wake event's arguments are worked out only while tracing: left in
  * the hot path, the compiler loads them before the test. */
-static EVL__COLD void evl__task_wake_traced(evl_loop *loop, evl__task *t, evl_future *f)
+EVL__COLD void evl__task_wake_traced(evl_loop *loop, evl__task *t, evl_future *f)
 {
     evl__tr_task_wake_slow(loop, t->id,
                            f->state == EVL_FUTURE_CANCELLED && f->kind != EVL__FUT_TASK
                                ? EVL_WAKER_CANCEL : f->waker_kind,
                            loop->current ? loop->current->id : 0);
-}
-
-void evl__task_wake_probe(evl__task *t, evl_future *f)
-{
-    evl_loop *loop = t->fut.loop;
-    t->tstate = EVL_TASK_READY;
-    if (EVL__TRACING(loop))
-        evl__task_wake_traced(loop, t, f);
 }
 
 static intptr_t evl__task_switch_out(evl__task *t)

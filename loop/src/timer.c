@@ -157,7 +157,8 @@ int evl_timer_active(const evl_timer *t)
     return t->evl__state != EVL__TIMER_IDLE;
 }
 
-void evl__timers_run_due(evl_loop *loop)
+/* evl__timers_run_due with timers armed. */
+void evl__timers_fire_due(evl_loop *loop)
 {
     evl__heap *h = &loop->timers;
     while (h->n > 0 && h->a[0].deadline <= evl__loop_now(loop)) {
@@ -193,14 +194,6 @@ bool evl__timer_discard(evl__handle *hd)
     t->evl__state = EVL__TIMER_IDLE;
     if (t->evl__cb == evl__call_later_fire)
         free(evl__container_of(t, evl__cbhandle, timer));
-    return true;
-}
-
-bool evl__timers_next(const evl_loop *loop, uint64_t *deadline)
-{
-    if (loop->timers.n == 0)
-        return false;
-    *deadline = loop->timers.a[0].deadline;
     return true;
 }
 
