@@ -436,7 +436,15 @@ def sigkill_recorder():
         rec = subprocess.Popen([A.loopscope, "record", "-q", "-p", str(t.pid), "-o", db],
                                stderr=subprocess.DEVNULL)
         wait_for(lambda: semaphores(A.sem_read, t.pid).get("batch", 0) > 0, 10, "attach")
-        time.sleep(0.8)               # past the first commit
+
+        def committed():              # events in the trace on disk (a commit)
+            try:
+                return query(db, "SELECT count(*) FROM events")[0][0] > 0
+            except Exception:         # not made yet
+                return False
+        # past a commit with events: on a busy machine the recorder may
+        # keep batches back for seconds (tracer/backlog.c)
+        wait_for(committed, 60, "a commit with events")
         rec.kill()
 
         def zombie():
