@@ -247,6 +247,8 @@ struct evl__stack {
     void *base;               /* mmap start (guard page first) */
     size_t map_size;          /* whole mapping */
     void *lo, *hi;            /* usable range */
+    void *top;                /* where the task's frames start: hi less
+                               * the stack's colour (stack.c) */
 };
 
 evl__stack *evl__stack_get(evl_loop *loop);
@@ -381,6 +383,7 @@ struct evl_loop {
                                * closed loop stays allocated until 0 */
     evl__stack *stack_pool;   /* free stacks */
     uint32_t stack_pool_n;
+    uint32_t stacks_made;     /* stacks mapped so far: their colours */
     size_t stack_size;        /* usable bytes per stack */
     evl__task *task_free;     /* recycled task structs */
     evl__cbhandle *cb_free;   /* recycled call_soon handles */

@@ -192,7 +192,7 @@ static void evl__task_step(evl__task *t, intptr_t exc)
             evl__task_finalize(t, EVL_ENOMEM);
             return;
         }
-        t->sp = evl__ctx_make(t->stack->hi, evl__task_main, t);
+        t->sp = evl__ctx_make(t->stack->top, evl__task_main, t);
     } else if (exc) {
         t->resume = exc;
     }
