@@ -62,7 +62,10 @@ def record(mode, db, secs):
         args += ["--ringbuf-kb", str(TASKS_RINGBUF_KB)]
     args += ["--", A.target, mode, str(secs)]
     before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    p = subprocess.run(args, capture_output=True, text=True, errors="replace", timeout=120)
+    cpu0 = children_cpu()
+    p = subprocess.run(args, capture_output=True, text=True, errors="replace", timeout=600)
+    cpu = children_cpu() - cpu0       # the recorder's and the target's: 120 s at most
+    check(cpu <= 120, f"record and target: {cpu:.1f} s of CPU, more than 120")
     rss_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     no_sanitizer_report("record", p.stderr)
     check(p.returncode == 0, f"record exited {p.returncode}: {p.stderr.strip()[-2000:]}")
@@ -169,6 +172,12 @@ def check_trace(mode, db, stderr, rss_mb):
               f"{'n/a' if rss_mb is None else f'{rss_mb:.0f} MiB'}")
 
 
+def children_cpu():
+    """User and system CPU seconds of the children waited for so far."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
 def run_viewer(db, work):
     """Every command: bounded time, no crash, well-formed output."""
     svg, tl, exp, pf = (os.path.join(work, f) for f in ("g.svg", "t.svg", "e.json", "e.pftrace"))
@@ -186,11 +195,17 @@ def run_viewer(db, work):
         cmds.append((["graph", "--kind", kind, "-o", svg], "svg:" + svg))
     for args, out in cmds:
         what = "loopscope " + " ".join(args[:3])
+        # The bound is on the command's own CPU time, 60 s: on a busy
+        # machine (tests/run.sh --stress) its wall time is the other
+        # processes' too; a wall bound ten times that still catches a hang.
+        cpu0 = children_cpu()
         try:
             p = subprocess.run([A.loopscope, args[0], db, *args[1:]], capture_output=True,
-                               timeout=60)
+                               timeout=600)
         except subprocess.TimeoutExpired:
-            raise Fail(f"{what}: did not finish in 60 s")
+            raise Fail(f"{what}: did not finish in 600 s")
+        cpu = children_cpu() - cpu0
+        check(cpu <= 60, f"{what}: {cpu:.1f} s of CPU, more than 60")
         err = p.stderr.decode("utf-8", "replace")
         no_sanitizer_report(what, err)
         check(p.returncode in (0, 1), f"{what}: exit {p.returncode}: {err[-1500:]}")
