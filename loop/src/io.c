@@ -72,6 +72,11 @@ static int evl__wait_fd(evl__task *t, int fd, unsigned events, bool spec)
     loop->io_waits--;
     if (loop->spec == &w)
         loop->spec = NULL;            /* (the poll normally took it) */
+    /* Done (not cancelled): whoever completed the wait (its handle, after
+     * the poll or evl_close detached it from the fd; or the speculation's
+     * resume) left nothing to undo. */
+    if (EVL__LIKELY(w.fut.state == EVL_FUTURE_DONE))
+        return (int)r;
     /* Cancelled: detach from the fd and the ready queue. */
     if (fd < loop->nfds) {
         e = &loop->fds[fd];
@@ -242,33 +247,53 @@ ssize_t evl_sendto(int fd, const void *buf, size_t len, int flags, const struct 
 
 /* asyncio's sock_sendall: send, and on a short write or EAGAIN wait until
  * writable and send the rest.  *sent always holds what the kernel took. */
+static int evl__sendall_rest(int fd, const char *p, size_t len, int flags, ssize_t n,
+                             size_t *sent);
+
 int evl_sendall_sent(int fd, const void *buf, size_t len, int flags, size_t *sent)
 {
-    const char *p = buf;
+    if (!evl__current_task()) {
+        if (sent)
+            *sent = 0;
+        return EVL_ENOTTASK;          /* "task only", even when it could not block */
+    }
+    /* The common case first: the kernel takes it all at once. */
+    ssize_t n = len ? send(fd, buf, len, flags | MSG_DONTWAIT | MSG_NOSIGNAL) : 0;
+    if (EVL__LIKELY((size_t)n == len)) {
+        if (sent)
+            *sent = len;
+        return 0;
+    }
+    return evl__sendall_rest(fd, buf, len, flags, n, sent);
+}
+
+/* evl_sendall_sent after a first send that did not take everything: n is
+ * what it returned (errno set when < 0).  Short write: send the rest;
+ * EAGAIN: wait until writable, send again; EINTR: again; other errors end
+ * it. */
+static int evl__sendall_rest(int fd, const char *p, size_t len, int flags, ssize_t n,
+                             size_t *sent)
+{
     size_t done = 0;
     int rc = 0;
-    if (!evl__current_task()) {
-        rc = EVL_ENOTTASK;            /* "task only", even when it could not block */
-        goto out;
-    }
-    while (done < len) {
-        ssize_t n = send(fd, p + done, len - done, flags | MSG_DONTWAIT | MSG_NOSIGNAL);
+    for (;;) {
         if (n >= 0) {
             done += (size_t)n;
-            continue;
-        }
-        if (errno == EINTR)
-            continue;
-        if (errno != EAGAIN && errno != EWOULDBLOCK) {
+            if (done >= len)
+                break;
+        } else if (errno == EINTR) {
+            /* again */
+        } else if (errno != EAGAIN && errno != EWOULDBLOCK) {
             rc = -errno;
             break;
+        } else {
+            rc = evl_wait_fd(fd, EVL_WRITABLE);
+            if (rc < 0)
+                break;
+            rc = 0;
         }
-        rc = evl_wait_fd(fd, EVL_WRITABLE);
-        if (rc < 0)
-            break;
-        rc = 0;
+        n = send(fd, p + done, len - done, flags | MSG_DONTWAIT | MSG_NOSIGNAL);
     }
-out:
     if (sent)
         *sent = done;
     return rc;
