@@ -60,8 +60,8 @@ int ls_attach_generic(recorder *r)
 {
     struct record_bpf *s = r->skel;
     struct bpf_program *wait[][2] = LS_WAIT_PROGS(s);
-    int n = r->wait_raw ? 0 : r->wait_calls != LS_WAIT_EPOLL ? (int)(sizeof(wait) / sizeof(wait[0]))
-                                          : LS_EPOLL_CALLS;
+    int n = r->wait_hook != LS_HOOK_TRACEPOINT ? 0
+            : r->wait_calls != LS_WAIT_EPOLL ? (int)(sizeof(wait) / sizeof(wait[0])) : LS_EPOLL_CALLS;
     int err = n ? need_tracefs() : 0;
     if (err)
         return err;
@@ -75,7 +75,7 @@ int ls_attach_generic(recorder *r)
         }
     struct bpf_program *more[] = { s->progs.on_thread_exit, s->progs.on_wait_enter,
                                    s->progs.on_wait_exit };
-    for (int i = 0; i < (r->wait_raw ? 3 : 1); i++) {
+    for (int i = 0; i < (r->wait_hook == LS_HOOK_RAW ? 3 : 1); i++) {
         struct bpf_link *l = r->nlinks < LS_MAX_LINKS ? bpf_program__attach(more[i]) : NULL;
         if (!l)
             return ls_error("cannot attach %s: %s", bpf_program__name(more[i]), strerror(errno));
@@ -85,22 +85,23 @@ int ls_attach_generic(recorder *r)
 }
 
 /* waits (the generic mode): only the programs of the wait calls asked
- * for are loaded, and none of the USDT ones; else (libevl) none of the
- * wait-call programs. */
+ * for are loaded (none with --wait-hook switch: on_switch sees them), and
+ * none of the USDT ones; else (libevl) none of the wait-call programs. */
 void ls_choose_programs(recorder *r, bool waits)
 {
     struct record_bpf *s = r->skel;
     struct bpf_program *wait[][2] = LS_WAIT_PROGS(s);
-    int n = !waits || r->wait_raw ? 0
+    int n = !waits || r->wait_hook != LS_HOOK_TRACEPOINT ? 0
             : r->wait_calls != LS_WAIT_EPOLL ? (int)(sizeof(wait) / sizeof(wait[0])) : LS_EPOLL_CALLS;
+    r->skel->rodata->wait_switch = waits && r->wait_hook == LS_HOOK_SWITCH;
     for (size_t i = 0; i < sizeof(wait) / sizeof(wait[0]); i++)
         for (int j = 0; j < 2; j++)
             bpf_program__set_autoload(wait[i][j], (int)i < n);
     bpf_program__set_autoload(s->progs.on_thread_exit, waits);
     bpf_program__set_autoload(s->progs.on_pytask_init, waits);   /* decode_asyncio.c */
     bpf_program__set_autoload(s->progs.on_pytask_final, waits);
-    bpf_program__set_autoload(s->progs.on_wait_enter, waits && r->wait_raw);
-    bpf_program__set_autoload(s->progs.on_wait_exit, waits && r->wait_raw);
+    bpf_program__set_autoload(s->progs.on_wait_enter, waits && r->wait_hook == LS_HOOK_RAW);
+    bpf_program__set_autoload(s->progs.on_wait_exit, waits && r->wait_hook == LS_HOOK_RAW);
     struct bpf_program *usdt[] = {
         s->progs.on_loop_start, s->progs.on_loop_stop, s->progs.on_batch,
         s->progs.on_task_create, s->progs.on_task_run, s->progs.on_task_suspend,

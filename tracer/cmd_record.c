@@ -66,8 +66,10 @@ static void usage(FILE *f)
           "                       select, pselect6 on threads that never call those),\n"
           "                       epoll (those three only) or all (the seven anywhere)\n"
           "      --wait-hook HOOK generic mode: how the wait calls are seen: tracepoint\n"
-          "                       (default: their own syscall tracepoints) or raw (one\n"
-          "                       raw tracepoint on every syscall; see tracer/README.md)\n"
+          "                       (default: their own syscall tracepoints), raw (one\n"
+          "                       raw tracepoint on every syscall) or switch (only the\n"
+          "                       waits that sleep, from the scheduler: the agent's\n"
+          "                       always-on default; see tracer/README.md)\n"
           "  -q, --quiet          no live status line\n"
           "      --priority P     idle (default), batch or normal: idle runs the recorder\n"
           "                       as SCHED_IDLE, on the CPU time the service leaves,\n"
@@ -354,9 +356,14 @@ static int parse(recorder *r, struct ls_group_sel *sel, int argc, char **argv, b
                 return 1 + ls_error("invalid --wait-calls '%s' (auto, epoll or all)", optarg);
             break;
         case 'H':
-            if (strcmp(optarg, "tracepoint") && strcmp(optarg, "raw"))
-                return 1 + ls_error("invalid --wait-hook '%s' (tracepoint or raw)", optarg);
-            r->wait_raw = !strcmp(optarg, "raw");
+            if (!strcmp(optarg, "tracepoint"))
+                r->wait_hook = LS_HOOK_TRACEPOINT;
+            else if (!strcmp(optarg, "raw"))
+                r->wait_hook = LS_HOOK_RAW;
+            else if (!strcmp(optarg, "switch"))
+                r->wait_hook = LS_HOOK_SWITCH;
+            else
+                return 1 + ls_error("invalid --wait-hook '%s' (tracepoint, raw or switch)", optarg);
             break;
         case 1011: {
             char host[256], port[16];
@@ -481,6 +488,9 @@ static int parse(recorder *r, struct ls_group_sel *sel, int argc, char **argv, b
                             r->max_size ? "max-size" : "flight-recorder",
                             r->max_size ? "the cap is checked against what is stored"
                                         : "its window is in memory already");
+    if (r->wait_hook == LS_HOOK_SWITCH && r->no_blocking)
+        return 1 + ls_error("--wait-hook switch sees the waits from the scheduler's switches, "
+                            "which --no-blocking leaves unwatched");
     if (!backlog && !r->max_size && !r->flight_window_ns && !group)
         r->backlog_limit = LS_BACKLOG_DEFAULT;
     const char *t = getenv("LOOPSCOPE_TEST_BACKLOG");
@@ -672,6 +682,7 @@ static char *agent_keep[2];
 static recorder agent_defaults(void)
 {
     return (recorder){ .ringbuf_kb = 65536, .block_threshold_ms = 10, .census_ms = 100,
+                       .wait_hook = LS_HOOK_SWITCH,
                        .task_probe_rate = 2000, .priority = LS_PRIO_IDLE, .pidfd = -1,
                        .go_pipe = -1 };
 }
@@ -701,6 +712,7 @@ static int agent_reload(recorder *r, struct ls_group_sel *sel)
     r->census_ms = t.census_ms;
     r->no_tasks = t.no_tasks;
     r->no_blocking = t.no_blocking;
+    r->wait_hook = t.wait_hook;
     r->quiet = t.quiet;
     free(agent_keep[0]);
     free(agent_keep[1]);

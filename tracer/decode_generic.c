@@ -164,7 +164,9 @@ static void meta_start(recorder *r)
     ls_sink_meta(r, LS_META_WAIT_CALLS, "%s", r->wait_calls == LS_WAIT_ALL     ? "all"
                                               : r->wait_calls == LS_WAIT_EPOLL ? "epoll"
                                                                                : "auto");
-    ls_sink_meta(r, LS_META_WAIT_HOOK, "%s", r->wait_raw ? "raw" : "tracepoint");
+    ls_sink_meta(r, LS_META_WAIT_HOOK, "%s", r->wait_hook == LS_HOOK_RAW      ? "raw"
+                                             : r->wait_hook == LS_HOOK_SWITCH ? "switch"
+                                                                              : "tracepoint");
     ls_sink_meta(r, LS_META_WINDOW_NS, "%llu", (unsigned long long)LS_WINDOW_NS);
 }
 

@@ -172,7 +172,7 @@ void ls_flight_write(recorder *r, int64_t now, bool cut)
     o->no_batch = r->no_batch;
     o->mode = r->mode;
     o->wait_calls = r->wait_calls;
-    o->wait_raw = r->wait_raw;
+    o->wait_hook = r->wait_hook;
     o->quiet = true;
     o->ringbuf_kb = r->ringbuf_kb;
     o->block_threshold_ms = r->block_threshold_ms;

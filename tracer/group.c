@@ -431,7 +431,7 @@ static void member_start(ls_group *g, pid_t pid, pid_t parent)
     recorder *t = g->r, *r = &m->r;
     /* the options, none of the state */
     *r = (recorder){ .pid = pid, .duration = 0, .no_batch = t->no_batch, .mode = t->mode,
-                     .wait_calls = t->wait_calls, .wait_raw = t->wait_raw, .quiet = true,
+                     .wait_calls = t->wait_calls, .wait_hook = t->wait_hook, .quiet = true,
                      .ringbuf_kb = t->ringbuf_kb, .block_threshold_ms = t->block_threshold_ms,
                      .no_blocking = t->no_blocking, .syscalls = t->syscalls,
                      .threshold_given = t->threshold_given, .argc = t->argc, .argv = t->argv,

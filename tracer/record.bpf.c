@@ -17,6 +17,7 @@ const volatile bool generic = false;
 const volatile __u64 window_ns = 20000000;
 const volatile bool wait_all = false;
 const volatile bool wait_auto = false;
+const volatile bool wait_switch = false;
 const volatile bool watch_procs = false;
 volatile __u32 recorder_polling = 0;
 

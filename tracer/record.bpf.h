@@ -55,6 +55,8 @@ extern const volatile __u64 window_ns;
 extern const volatile bool wait_all;   /* --wait-calls all */
 extern const volatile bool wait_auto;  /* --wait-calls auto: poll/select on threads
                                         * that never wait in epoll */
+extern const volatile bool wait_switch;  /* --wait-hook switch: the waits that sleep,
+                                          * seen from sched_switch alone */
 extern const volatile bool watch_procs;  /* a process group's --children: forks, execs */
 
 /* Written by the recorder while it runs (.bss): nonzero while it drains

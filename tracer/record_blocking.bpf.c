@@ -13,7 +13,7 @@
  * time since it began, minus its time switched out, passed the threshold
  * is reported once, with its registers and stack at the sample.
  */
-#include "record.bpf.h"
+#include "record_wait.bpf.h"
 #include "pystack.bpf.h"
 
 /* One slot per CPU (a per-CPU array's values are limited to 32 KiB):
@@ -144,10 +144,31 @@ block_begin(__u32 tid, struct lview *v, __u32 kind, struct pt_regs *regs, __s64 
     return m;
 }
 
+/* --wait-hook switch: thread tid (prev, still the current thread) goes
+ * to sleep with these user registers; asleep in a wait call, that is the
+ * call's entry (wait_enter).  True if it is, the thread is idle now.  A
+ * user page fault's orig_ax is its error code, and the poll family's
+ * numbers are codes too (their U bit set; the epoll family's is clear):
+ * for those, the instruction before ip must be the syscall instruction. */
+static __always_inline bool switch_wait_out(__u32 tid, struct pt_regs *regs, __u64 now)
+{
+    long nr = (long)BPF_CORE_READ(regs, orig_ax);
+    if (!is_wait_call(nr))
+        return false;
+    bool poll = !is_epoll_call(nr);
+    if (poll) {
+        __u16 op = 0;
+        __u64 ip = BPF_CORE_READ(regs, ip);
+        if (bpf_probe_read_user(&op, sizeof(op), (void *)(ip - 2)) || op != 0x050f)
+            return false;
+    }
+    return wait_enter(tid, now, poll, wait_nfds(regs, nr));
+}
+
 SEC("tp_btf/sched_switch")
 int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
-    if (!detect_blocking)
+    if (!detect_blocking && !wait_switch)
         return 0;
     /* Every switch of the machine comes here: leave at once if neither
      * thread is the target's. */
@@ -157,7 +178,9 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
     __u64 now = bpf_ktime_get_ns();
 
     /* A loop thread comes back: account its time away. */
-    if (in) {
+    if (in && wait_switch)
+        wait_exit(next->pid, now);      /* back from a sleep in its wait call */
+    if (in && detect_blocking) {
         __u32 ntid = next->pid;
         struct block_msg *o = bpf_map_lookup_elem(&offcpu, &ntid);
         if (o && o->h.pad == LS_ASLEEP) {  /* back from a sleep of the call */
@@ -174,8 +197,11 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
     if (!out)
         return 0;
     __u32 ptid = prev->pid;
+    if (wait_switch && prev->__state != 0 &&
+        switch_wait_out(ptid, (struct pt_regs *)bpf_task_pt_regs(prev), now))
+        return 0;
     struct lview v;
-    if (!loop_view(ptid, &v))
+    if (!detect_blocking || !loop_view(ptid, &v))
         return 0;
 
     struct ls_step_off *so = bpf_map_lookup_elem(&step_off, &ptid);
@@ -219,12 +245,27 @@ SEC("perf_event")
 int on_cpu_sample(struct bpf_perf_event_data *ctx)
 {
     __u32 tid = (__u32)bpf_get_current_pid_tgid();
+    if (!from_target())
+        return 0;
+    __u64 now = bpf_ktime_get_ns();
+    /* --wait-hook switch: a wait call that does not sleep is seen only
+     * when a sample finds the thread in it (in the kernel, the call's
+     * number in its saved registers): an iteration ends and the next
+     * begins there, as far as this view can tell.  (The sample was in
+     * the kernel if its ip is a kernel address: the upper half.) */
+    if (wait_switch && (long)PT_REGS_IP(&ctx->regs) < 0) {
+        struct pt_regs *tr = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+        if (is_epoll_call((long)BPF_CORE_READ(tr, orig_ax))) {
+            if (wait_enter(tid, now, false, 1))
+                wait_exit(tid, now);
+            return 0;
+        }
+    }
     struct lview v;
-    if (!from_target() || !loop_view(tid, &v))
+    if (!loop_view(tid, &v))
         return 0;
     if ((v.phase != EVL_PHASE_TASK && v.phase != EVL_PHASE_CALLBACK) || !v.since)
         return 0;
-    __u64 now = bpf_ktime_get_ns();
     __u64 off = 0;
     struct ls_step_off *so = bpf_map_lookup_elem(&step_off, &tid);
     if (so && so->steps == v.steps)

@@ -50,6 +50,14 @@ enum {
     LS_WAIT_ALL = 2,          /* epoll_*, poll and select on every thread */
 };
 
+/* Generic mode: how the wait calls are seen (--wait-hook; tracer/README.md,
+ * "Seeing the wait calls"). */
+enum {
+    LS_HOOK_TRACEPOINT = 0,   /* their syscall tracepoints: every call */
+    LS_HOOK_RAW = 1,          /* raw sys_enter/sys_exit: every call */
+    LS_HOOK_SWITCH = 2,       /* sched_switch: the calls that sleep (the agent's default) */
+};
+
 struct ls_flight;
 
 /* prio.c: --priority; idle is the recorder's thread as SCHED_IDLE, raised
@@ -83,7 +91,7 @@ typedef struct recorder {
     bool no_batch;
     enum { LS_MODE_AUTO, LS_MODE_LIBEVL, LS_MODE_GENERIC } mode;
     int wait_calls;           /* --wait-calls: LS_WAIT_AUTO (default), _EPOLL, _ALL */
-    bool wait_raw;            /* --wait-hook raw: raw sys_enter/sys_exit */
+    int wait_hook;            /* --wait-hook: LS_HOOK_TRACEPOINT (default), _RAW, _SWITCH */
     bool quiet;
     unsigned ringbuf_kb;
     bool ringbuf_given;       /* --ringbuf-kb was given (a group's members take less) */

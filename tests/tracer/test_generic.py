@@ -291,7 +291,9 @@ def python_case(python, *record_args):
     version = subprocess.run([python, "-c", "import platform; print(platform.python_version())"],
                              capture_output=True, text=True).stdout.strip()
     m = check_generic_meta(db, f"CPython {version}")
-    eq(m.get("wait_hook"), "raw" if "raw" in record_args else "tracepoint", "meta wait_hook")
+    hook = record_args[record_args.index("--wait-hook") + 1] if "--wait-hook" in record_args \
+        else "tracepoint"
+    eq(m.get("wait_hook"), hook, "meta wait_hook")
     note(f"{python}: runtime {m['runtime']!r}, threads {threads}")
     eq(loops(db), [t.pid], "loop threads (the main thread only)")
     eps = episodes(db)
@@ -383,6 +385,14 @@ def python_raw_hook():
     """The same with --wait-hook raw (raw sys_enter/sys_exit instead of the
     wait calls' own tracepoints): the same episodes, frames and tasks."""
     python_case("/usr/bin/python3.11", "--wait-hook", "raw")
+
+
+@case
+def python_switch_hook():
+    """The same with --wait-hook switch (the agent's always-on default: no
+    syscall hook, the waits that sleep seen from sched_switch): the same
+    episodes, frames and tasks."""
+    python_case("/usr/bin/python3.11", "--wait-hook", "switch")
 
 
 @case
