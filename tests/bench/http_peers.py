@@ -128,12 +128,17 @@ class Server:
     pid, which is not the Popen's under strace) and 'port N' when it listens;
     stopped with SIGTERM to P."""
 
+    cpu = None                        # --pin: the server's CPU
+
     def __init__(self, name, cmd):
         self.name, self.cmd = name, cmd
 
     def __enter__(self):
+        cpu = Server.cpu
         self.p = subprocess.Popen(self.cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                  text=True)
+                                  text=True,
+                                  preexec_fn=(lambda: os.sched_setaffinity(0, {cpu}))
+                                  if cpu is not None else None)
         deadline = time.monotonic() + 10
         self.port = None
         self.pid = self.p.pid
@@ -289,6 +294,8 @@ def main():
     ap.add_argument("--callgrind", action="store_true",
                     help="instead of timing: one run of each server under callgrind, "
                          "instructions per request (a count, not affected by the load)")
+    ap.add_argument("--pin", metavar="S,C",
+                    help="run each server on CPU S and wrk (and this script) on CPU C")
     ap.add_argument("--top", type=int, default=15,
                     help="--callgrind: how many functions to list per server")
     a = ap.parse_args()
@@ -298,6 +305,10 @@ def main():
             print(f"http_peers.py: needs {tool}", file=sys.stderr)
             return 77
     servers = server_cmds(os.path.abspath(a.build), a.servers.split(","))
+    if a.pin:
+        scpu, ccpu = (int(x) for x in a.pin.split(","))
+        Server.cpu = scpu
+        os.sched_setaffinity(0, {ccpu})   # wrk inherits it
 
     # Same bytes from everyone, or the comparison means nothing.
     answers = {}
@@ -348,7 +359,9 @@ def main():
     res = {name: [] for name in servers}
     names = list(servers)
     print(f"wrk -t{a.threads} -c{a.connections} -d{a.seconds}s, {a.rounds} rounds "
-          f"(order {', '.join(names)}, reversed in even rounds)")
+          f"(order {', '.join(names)}, reversed in even rounds)"
+          + (f"; servers on CPU {Server.cpu}, wrk on CPU {sorted(os.sched_getaffinity(0))[0]}"
+             if Server.cpu is not None else ""))
     for r in range(a.rounds):
         for name in (names if r % 2 == 0 else names[::-1]):
             with Server(name, servers[name]) as s:
