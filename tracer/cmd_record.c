@@ -97,6 +97,9 @@ static void usage(FILE *f)
           "                       or from its root), as they come, until stopped\n"
           "      --comm NAME      every process named NAME (/proc/PID/comm), as they come,\n"
           "                       until stopped\n"
+          "      --loops          every process with a thread asleep in a wait call\n"
+          "                       (epoll_wait; poll or select on a descriptor), looked\n"
+          "                       for every 2 s\n"
           "\n"
           "Flight recorder (libevl or generic mode; see tracer/README.md):\n"
           "      --flight-recorder WINDOW  keep the last WINDOW (e.g. 30s, 500ms, 2m) of\n"
@@ -232,6 +235,7 @@ static int parse(recorder *r, struct ls_group_sel *sel, int argc, char **argv, b
         { "children", no_argument, NULL, 1012 },
         { "cgroup", required_argument, NULL, 1013 },
         { "comm", required_argument, NULL, 1014 },
+        { "loops", no_argument, NULL, 1017 },
         { "dir", required_argument, NULL, 1015 },
         { "max-total", required_argument, NULL, 1016 },
         { "help", no_argument, NULL, 'h' },
@@ -264,6 +268,9 @@ static int parse(recorder *r, struct ls_group_sel *sel, int argc, char **argv, b
             if (sel->ncomm == LS_SEL_MAX)
                 return 1 + ls_error("too many --comm (at most %d)", LS_SEL_MAX);
             sel->comm[sel->ncomm++] = optarg;
+            break;
+        case 1017:
+            sel->loops = true;
             break;
         case 1015:
         case 1016:
@@ -437,14 +444,14 @@ static int parse(recorder *r, struct ls_group_sel *sel, int argc, char **argv, b
     }
     if (optind < argc)
         r->cmd = argv + optind;
-    bool looks = sel->ncgroup || sel->ncomm;
+    bool looks = sel->ncgroup || sel->ncomm || sel->loops;
     if (agent) {
         if (r->cmd || sel->npids)
-            return 1 + ls_error("the agent selects processes with --comm and --cgroup "
+            return 1 + ls_error("the agent selects processes with --comm, --cgroup and --loops "
                                 "(no -p, no -- CMD)");
         if (!looks)
-            return 1 + ls_error("the agent needs a selection: --comm NAME or --cgroup PATH "
-                                "(on the command line or in its --config file)");
+            return 1 + ls_error("the agent needs a selection: --comm NAME, --cgroup PATH or "
+                                "--loops (on the command line or in its --config file)");
         if (!r->flight_window_ns)
             r->flight_window_ns = 30000000000ll;
         if (!triggers) {              /* a stall of 100 ms */
@@ -460,13 +467,13 @@ static int parse(recorder *r, struct ls_group_sel *sel, int argc, char **argv, b
             sel->dir = "/var/lib/loopscope";
         if (!sel->dir_cap)
             sel->dir_cap = 1ull << 30;
-    } else if (sel->ncgroup && sel->ncomm) {
-        return 1 + ls_error("give --cgroup or --comm, not both");
+    } else if ((sel->ncgroup != 0) + (sel->ncomm != 0) + sel->loops > 1) {
+        return 1 + ls_error("give one of --cgroup, --comm and --loops");
     }
     bool group = agent || sel->npids > 1 || sel->children || looks;
     if (looks && !agent && (r->pid || r->cmd))
         return 1 + ls_error("--%s selects the processes itself: no -p or -- CMD with it",
-                            sel->ncgroup ? "cgroup" : "comm");
+                            sel->ncgroup ? "cgroup" : sel->ncomm ? "comm" : "loops");
     if (!agent && !r->pid == !r->cmd && !looks)
         return 1 + ls_error("give either -p PID or -- CMD (see 'loopscope record --help')");
     if (group && r->cmd)
@@ -576,7 +583,7 @@ int cmd_record(int argc, char **argv)
     int err = parse(r, &sel, argc, argv, false);
     if (err)
         return err;
-    if (sel.npids > 1 || sel.children || sel.ncgroup || sel.ncomm)
+    if (sel.npids > 1 || sel.children || sel.ncgroup || sel.ncomm || sel.loops)
         return ls_group_record(r, &sel, &why);   /* group.c: its own summary */
     if ((err = ls_recorder_open(r))) {
         ls_recorder_free(r);
@@ -725,12 +732,13 @@ int cmd_agent(int argc, char **argv)
 {
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            fputs("usage: loopscope agent [-c FILE] [--comm NAME]... [--cgroup PATH]...\n"
+            fputs("usage: loopscope agent [-c FILE] [--comm NAME]... [--cgroup PATH]... [--loops]\n"
                   "                       [--dir DIR] [--max-total SIZE] [--metrics [HOST:]PORT]\n"
                   "                       [--flight-recorder WINDOW] [--trigger T]... [options]\n"
                   "\n"
                   "Watch a host's event-loop processes and keep a flight recorder on each:\n"
-                  "every process whose name is a --comm, or that is in a --cgroup, is attached\n"
+                  "every process whose name is a --comm, that is in a --cgroup, or (--loops)\n"
+                  "that has an event loop, is attached\n"
                   "as it appears and let go as it exits; each trigger writes a trace of that\n"
                   "process into DIR (COMM-PID-N.db), whose traces are kept under --max-total\n"
                   "(the oldest removed first); /metrics serves every process's loop lag,\n"
@@ -744,6 +752,8 @@ int cmd_agent(int argc, char **argv)
                   "      --comm NAME      processes named NAME (/proc/PID/comm); repeatable\n"
                   "      --cgroup PATH    processes in this cgroup (v2: from its root, or a\n"
                   "                       path); repeatable\n"
+                  "      --loops          every process with a thread asleep in a wait call\n"
+                  "                       (epoll_wait; poll or select on a descriptor)\n"
                   "      --dir DIR        where the traces go (default /var/lib/loopscope)\n"
                   "      --max-total SIZE their total size at most (default 1G)\n"
                   "      --metrics [HOST:]PORT  the endpoint (default 127.0.0.1:9464)\n"
@@ -751,7 +761,8 @@ int cmd_agent(int argc, char **argv)
                   "      --trigger T      blocking>=DUR (default blocking>=100ms) or leak\n"
                   "      --flight-memory SIZE  each process's memory for its window (default 32M)\n"
                   "      --check          read the configuration, print what it says, exit\n"
-                  "      and record's --tail, -t, --no-tasks, --census-ms, --wait-calls, -q\n"
+                  "      and record's --tail, -t, --no-tasks, --census-ms, --wait-calls,\n"
+                  "      --wait-hook (default switch: the always-on mode), -q\n"
                   "\n"
                   "example: loopscope agent --comm python3 --comm node --dir /var/lib/loopscope\n"
                   "         (examples/loopscope-agent.service runs it under systemd)\n", stdout);
@@ -786,6 +797,8 @@ int cmd_agent(int argc, char **argv)
             printf("comm %s\n", sel.comm[i]);
         for (int i = 0; i < sel.ncgroup; i++)
             printf("cgroup %s\n", sel.cgroup[i]);
+        if (sel.loops)
+            printf("loops\n");
         printf("dir %s\nmax-total %llu\nmetrics %s\nflight-recorder %gs\ntrigger "
                "blocking>=%gms%s\ntail %gs\nflight-memory %llu\n", sel.dir,
                (unsigned long long)sel.dir_cap, r->metrics_addr, r->flight_window_ns / 1e9,

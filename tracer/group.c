@@ -39,6 +39,8 @@
 #define LS_GROUP_MAX 64           /* members in one recording; more are counted, not recorded */
 #define LS_ID_SHIFT 40            /* a member's ids: its own + (k << 40) */
 #define LS_SCAN_NS 500000000ll    /* --cgroup, --comm: looked at again this often */
+#define LS_LOOPS_SCAN_NS 2000000000ll  /* --loops: every process's threads, this often */
+#define LS_LOOPS_THREADS 256      /* --loops: the threads of a process looked at */
 #define LS_PENDING_MAX 256        /* forks and execs reported, not yet attached */
 #define LS_MEMBER_RING_KB 8192    /* a member's ring buffer unless --ringbuf-kb */
 #define LS_GROUP_KEYS 128         /* meta keys the group keeps (ours, not the target's) */
@@ -563,20 +565,47 @@ static bool scan_cgroup(ls_group *g, const char *cg)
     return true;
 }
 
-/* Every process with a --comm name now (ours excepted). */
-static void scan_comm(ls_group *g)
+/* --loops: does pid (a user process: it has an executable) have a thread
+ * asleep in a wait call now?  Its first LS_LOOPS_THREADS threads. */
+static bool has_loop(pid_t pid, int wait_calls)
+{
+    char path[64], exe[16];
+    snprintf(path, sizeof(path), "/proc/%d/exe", (int)pid);
+    if (readlink(path, exe, sizeof(exe)) <= 0)
+        return false;                 /* a kernel thread, or gone */
+    snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+    DIR *d = opendir(path);
+    struct dirent *e;
+    bool found = false;
+    for (int n = 0; !found && d && n < LS_LOOPS_THREADS && (e = readdir(d));) {
+        pid_t tid = parse_pid(e->d_name);
+        if (tid) {
+            n++;
+            found = ls_thread_waits(pid, tid, wait_calls) != 0;
+        }
+    }
+    if (d)
+        closedir(d);
+    return found;
+}
+
+/* Every process with a loop, or with a --comm name, now (ours excepted);
+ * loops: look for loops this time. */
+static void scan_procs(ls_group *g, bool loops)
 {
     DIR *d = opendir("/proc");
     struct dirent *e;
     while (d && (e = readdir(d))) {
         pid_t pid = parse_pid(e->d_name);
-        if (!pid || pid == getpid())
+        if (!pid || pid == getpid() || is_member(g, pid))
             continue;
         char comm[64];
         ls_proc_comm(pid, comm, sizeof(comm));
-        for (int i = 0; comm[0] && i < g->sel->ncomm; i++)
-            if (!strcmp(comm, g->sel->comm[i]))
-                member_start(g, pid, 0);
+        bool want = false;
+        for (int i = 0; comm[0] && i < g->sel->ncomm && !want; i++)
+            want = !strcmp(comm, g->sel->comm[i]);
+        if (want || (loops && has_loop(pid, g->r->wait_calls)))
+            member_start(g, pid, 0);
     }
     if (d)
         closedir(d);
@@ -794,8 +823,9 @@ static int resolve_all(const struct ls_group_sel *sel, char (*cg)[PATH_MAX], boo
     return 0;
 }
 
-/* Every selection that finds processes by looking: attach what it finds. */
-static void scan_all(ls_group *g, char (*cg)[PATH_MAX], bool *cg_ok, bool tty)
+/* Every selection that finds processes by looking: attach what it finds
+ * (--loops: when loops is true). */
+static void scan_all(ls_group *g, char (*cg)[PATH_MAX], bool *cg_ok, bool tty, bool loops)
 {
     const struct ls_group_sel *sel = g->sel;
     char err[PATH_MAX + 64];
@@ -809,8 +839,8 @@ static void scan_all(ls_group *g, char (*cg)[PATH_MAX], bool *cg_ok, bool tty)
             fprintf(stderr, "%scgroup %s %s\n", tty ? "\r" : "", cg[i], ok ? "is there" : "is gone");
         cg_ok[i] = ok;
     }
-    if (sel->ncomm)
-        scan_comm(g);
+    if (sel->ncomm || (sel->loops && loops))
+        scan_procs(g, sel->loops && loops);
 }
 
 /* Before any member ran: nothing recorded, nothing left behind (the
@@ -889,8 +919,8 @@ int ls_group_record(recorder *r, struct ls_group_sel *sel, const char **why)
     }
     for (int i = 0; i < sel->ncgroup; i++)
         cg_ok[i] = cg[i][0] && scan_cgroup(g, cg[i]);
-    if (sel->ncomm)
-        scan_comm(g);
+    if (sel->ncomm || sel->loops)
+        scan_procs(g, sel->loops);
     if (sel->children && sel->ncgroup)
         for (uint32_t i = 0, n = g->n; i < n; i++)
             add_descendants(g, g->m[i]->pid, 0);
@@ -907,8 +937,10 @@ int ls_group_record(recorder *r, struct ls_group_sel *sel, const char **why)
     }
     if (!started && !agent) {
         pthread_sigmask(SIG_SETMASK, &old, NULL);
-        return group_abort(g, ls_error("no process matches %s %s", sel->ncgroup ? "cgroup" : "comm",
-                                       sel->ncgroup ? sel->cgroup[0] : sel->comm[0]));
+        return group_abort(g, sel->ncgroup || sel->ncomm
+            ? ls_error("no process matches %s %s", sel->ncgroup ? "cgroup" : "comm",
+                       sel->ncgroup ? sel->cgroup[0] : sel->comm[0])
+            : ls_error("no process has a thread waiting in a wait call (--loops)"));
     }
     if (!r->quiet && agent)
         fprintf(stderr, "agent: %u process%s now; flight traces into '%s' (at most %llu MiB)\n",
@@ -924,7 +956,7 @@ int ls_group_record(recorder *r, struct ls_group_sel *sel, const char **why)
 
     int sfd = signalfd(-1, &stop_set, SFD_NONBLOCK | SFD_CLOEXEC);
     int64_t deadline = r->duration > 0 ? r->start_ns + (int64_t)(r->duration * 1e9) : 0;
-    int64_t last_scan = ls_now(), last_status = r->start_ns, last_cap = 0;
+    int64_t last_scan = ls_now(), last_loops = last_scan, last_status = r->start_ns, last_cap = 0;
     bool stopping = false, tty = !r->quiet && isatty(2);
     const char *stop_why = NULL;
     for (;;) {
@@ -953,7 +985,7 @@ int ls_group_record(recorder *r, struct ls_group_sel *sel, const char **why)
                 fprintf(stderr, "%sagent: %s\n", tty ? "\r" : "",
                         rerr ? "the configuration has errors (above): kept the one before"
                              : "configuration reloaded");
-            last_scan = 0;
+            last_scan = last_loops = 0;
             sig = 0;
         }
         if (!stopping && sig > 0)
@@ -974,8 +1006,11 @@ int ls_group_record(recorder *r, struct ls_group_sel *sel, const char **why)
                 member_start(g, g->pending[i].pid, g->pending[i].parent);
             g->npending = 0;
             if (now - last_scan >= LS_SCAN_NS) {
+                bool loops = now - last_loops >= LS_LOOPS_SCAN_NS;
                 last_scan = now;
-                scan_all(g, cg, cg_ok, tty);
+                if (loops)
+                    last_loops = now;
+                scan_all(g, cg, cg_ok, tty, loops);
             }
             pthread_mutex_unlock(&g->mu);
             pthread_sigmask(SIG_SETMASK, &run, NULL);
@@ -1026,9 +1061,9 @@ int ls_group_record(recorder *r, struct ls_group_sel *sel, const char **why)
     r->store = NULL;
     r->trace_done = !err && !agent;
     if (!r->quiet || g->refused || g->failed)
-        fprintf(stderr, "%s %llu process%s%s%s (%s)%s\n", agent ? "agent: recorded" : "recorded",
+        fprintf(stderr, "%s %llu process%s%s%s%s (%s)%s\n", agent ? "agent: recorded" : "recorded",
                 (unsigned long long)g->recorded, g->recorded == 1 ? "" : "es",
-                agent ? "" : " into '", agent ? "" : r->out, *why,
+                agent ? "" : " into '", agent ? "" : r->out, agent ? "" : "'", *why,
                 g->refused ? "; more processes at once than a group records (64): the rest "
                              "were not recorded" : "");
     for (int i = 0; i < g->nkeys; i++)

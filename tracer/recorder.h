@@ -259,6 +259,7 @@ int ls_spawn(recorder *r);
 void ls_child_runs(recorder *r);
 void ls_detect_generic_runtime(recorder *r, bool running);
 void ls_find_waiting_threads(recorder *r);
+int ls_thread_waits(pid_t pid, long tid, int wait_calls);
 void ls_proc_comm(pid_t pid, char *comm, size_t len);
 
 /* attach.c: which programs load, attaching them */
@@ -352,6 +353,8 @@ struct ls_group_sel {
     int ncgroup;
     const char *comm[LS_SEL_MAX];     /* process names (/proc/PID/comm) */
     int ncomm;
+    bool loops;                       /* --loops: every process with a thread asleep in
+                                       * a wait call (ls_thread_waits) */
     /* `loopscope agent` (cmd_record.c): no trace of its own; each process
      * a flight recorder writing into dir (COMM-PID-N.db), whose traces
      * stay under dir_cap bytes, oldest removed first; it waits while

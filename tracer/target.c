@@ -247,15 +247,42 @@ void ls_detect_generic_runtime(recorder *r, bool running)
         snprintf(r->runtime, sizeof(r->runtime), "native");
 }
 
-/* Generic mode: threads already asleep in a wait call when we attach are
- * loop threads from the start (else a thread is one from its next wait
- * call on): read from /proc/PID/task/TID/syscall. */
-void ls_find_waiting_threads(recorder *r)
+/* Is thread tid of pid asleep in a wait call (wait_calls: LS_WAIT_*), by
+ * /proc/PID/task/TID/syscall?  0 no, 1 in epoll_*, 2 in poll or select on
+ * some descriptor (one on none is a sleep: CPython 3.10's time.sleep). */
+int ls_thread_waits(pid_t pid, long tid, int wait_calls)
 {
     static const long calls[] = { SYS_epoll_wait, SYS_epoll_pwait, 441 /* epoll_pwait2 */,
                                   SYS_poll, SYS_ppoll, SYS_select, SYS_pselect6 };
-    int ncalls = r->wait_calls != LS_WAIT_EPOLL ? (int)(sizeof(calls) / sizeof(calls[0]))
-                                                : LS_EPOLL_CALLS;
+    int ncalls = wait_calls != LS_WAIT_EPOLL ? (int)(sizeof(calls) / sizeof(calls[0]))
+                                             : LS_EPOLL_CALLS;
+    char sp[96], buf[64], *end;
+    snprintf(sp, sizeof(sp), "/proc/%d/task/%ld/syscall", (int)pid, tid);
+    int fd = open(sp, O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+    if (fd >= 0)
+        close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = 0;
+    long nr = strtol(buf, &end, 10);
+    if (end == buf)
+        return 0;                     /* "running" */
+    char *a1;
+    unsigned long arg0 = strtoul(end, &a1, 16), arg1 = strtoul(a1, NULL, 16);
+    bool nofd = (nr == SYS_poll || nr == SYS_ppoll) ? !arg1
+                : (nr == SYS_select || nr == SYS_pselect6) ? !arg0 : false;
+    for (int i = 0; i < ncalls; i++)
+        if (nr == calls[i])
+            return i < LS_EPOLL_CALLS ? 1 : nofd ? 0 : 2;
+    return 0;
+}
+
+/* Generic mode: threads already asleep in a wait call when we attach are
+ * loop threads from the start (else a thread is one from its next wait
+ * call on). */
+void ls_find_waiting_threads(recorder *r)
+{
     char path[64];
     snprintf(path, sizeof(path), "/proc/%d/task", r->pid);
     DIR *d = opendir(path);
@@ -265,32 +292,13 @@ void ls_find_waiting_threads(recorder *r)
         long tid = strtol(e->d_name, &end, 10);
         if (*end || tid <= 0 || tid > INT32_MAX)
             continue;
-        char sp[96], buf[64];
-        snprintf(sp, sizeof(sp), "/proc/%d/task/%ld/syscall", r->pid, tid);
-        int fd = open(sp, O_RDONLY | O_CLOEXEC);
-        ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
-        if (fd >= 0)
-            close(fd);
-        if (n <= 0)
-            continue;
-        buf[n] = 0;
-        long nr = strtol(buf, &end, 10);
-        /* its first two arguments: a poll or select on no descriptor is a
-         * sleep (CPython 3.10's time.sleep), not a wait */
-        char *a1;
-        unsigned long arg0 = strtoul(end, &a1, 16), arg1 = strtoul(a1, NULL, 16);
-        bool nofd = (nr == SYS_poll || nr == SYS_ppoll) ? !arg1
-                    : (nr == SYS_select || nr == SYS_pselect6) ? !arg0 : false;
-        int call = -1;
-        for (int i = 0; i < ncalls && call < 0; i++)
-            if (end != buf && nr == calls[i])
-                call = i;
-        if (call < 0 || nofd)
+        int call = ls_thread_waits(r->pid, tid, r->wait_calls);
+        if (!call)
             continue;
         int64_t now = ls_now();
         /* asleep in epoll_*: an epoll loop, whose poll and select calls
          * are blocking calls from now on (--wait-calls auto) */
-        bool epoll = call < LS_EPOLL_CALLS;
+        bool epoll = call == 1;
         struct ls_gloop g = { .in_wait = 1, .enter_ns = (uint64_t)now, .epoll = epoll,
                               .polls = !epoll, .w.start_ns = (uint64_t)now };
         uint32_t key = (uint32_t)tid;

@@ -387,6 +387,30 @@ def comm_cgroup():
             os.rmdir(cg)
 
 
+@case
+def loops():
+    """--loops: every process with a thread asleep in a wait call, looked
+    for every 2 s: an asyncio server there at the start and one started
+    later are recorded; a process that only sleeps is not.  (RUN_SERIAL in
+    CMakeLists.txt: it attaches to every loop of the machine, other tests'
+    targets too.)"""
+    srv = spawn([sys.executable, os.path.join(GEN, "py_server.py")])
+    pid = int(srv.stdout.readline().split()[1])
+    srv.stdout.readline()                     # its port: its loop waits
+    sleeper = spawn(["sleep", "60"])
+    g = Group("--loops")
+    g.wait_member(pid)
+    second = spawn([sys.executable, os.path.join(GEN, "py_server.py")])
+    pid2 = int(second.stdout.readline().split()[1])
+    second.stdout.readline()
+    g.wait_member(pid2)                       # found by a later scan
+    db = g.stop()
+    got = {r[0] for r in query(db, "SELECT pid FROM processes")}
+    check({pid, pid2} <= got, f"the asyncio servers {pid}, {pid2} not among {sorted(got)}")
+    check(sleeper.pid not in got, f"sleep {sleeper.pid} recorded: {sorted(got)}")
+    check(os.getpid() not in got and g.p.pid not in got, "the test or the recorder recorded")
+
+
 def scrape(url):
     import urllib.request
     with urllib.request.urlopen(url, timeout=10) as r:
@@ -510,7 +534,11 @@ def errors():
          r"--flight-recorder does not apply to a process group"),
         (["-p", me, "--children", "--backlog", "8M"], r"--backlog does not apply to a process group"),
         (["--comm", "x", "-p", me], r"--comm selects the processes itself"),
-        (["--comm", "x", "--cgroup", "y"], r"--cgroup or --comm, not both"),
+        (["--comm", "x", "--cgroup", "y"], r"give one of --cgroup, --comm and --loops"),
+        (["--loops", "--comm", "x"], r"give one of --cgroup, --comm and --loops"),
+        (["--loops", "-p", me], r"--loops selects the processes itself"),
+        (["-p", me, "--wait-hook", "switch", "--no-blocking"], r"--wait-hook switch sees the "
+                                                               r"waits from the scheduler"),
         (["--comm", "x", "--dir", d], r"--dir is the agent's"),
         (["agent", "agent", "--dir", d], r"the agent needs a selection"),
         (["agent", "agent", "-p", me, "--dir", d], r"the agent selects processes with --comm"),
