@@ -207,6 +207,35 @@ def syscalls_per_request(name, cmd, seconds, connections, threads):
     return {k: v / reqs for k, v in counts.items()}, reqs
 
 
+def syscalls_perf_trace(name, cmd, seconds, connections, threads):
+    """One run of the server with `perf trace -s -p PID` attached during
+    wrk (root; lighter than strace): ({syscall: calls per request},
+    {syscall: failed calls per request}, requests)."""
+    import tempfile
+    with tempfile.NamedTemporaryFile(prefix="http_peers-", suffix=".perf") as out:
+        with Server(name, cmd) as s:
+            tr = subprocess.Popen(["perf", "trace", "-s", "-p", str(s.pid), "-o", out.name],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            time.sleep(1)                 # attached
+            p = subprocess.run(["wrk", "-t", str(threads), "-c", str(connections),
+                                "-d", f"{seconds}s", s.url], capture_output=True, text=True,
+                               timeout=seconds + 60)
+            tr.send_signal(signal.SIGINT)
+            tr.wait(timeout=60)
+        total = re.search(r"^\s+(\d+) requests in", p.stdout, re.M)
+        if p.returncode != 0 or not total:
+            raise RuntimeError(f"wrk failed ({p.returncode}):\n{p.stdout}{p.stderr}")
+        reqs = int(total.group(1))
+        calls, errors = {}, {}
+        for line in open(out.name):
+            f = line.split()
+            # "syscall calls errors total min avg max stddev"
+            if len(f) >= 3 and f[1].isdigit() and f[2].isdigit():
+                calls[f[0]] = int(f[1]) / reqs
+                errors[f[0]] = int(f[2]) / reqs
+    return calls, errors, reqs
+
+
 def cpu_ns(pid):
     """CPU time (user + system) of every thread of pid so far, in ns: the
     scheduler's own accounting (/proc/PID/task/*/schedstat), finer than
@@ -291,6 +320,10 @@ def main():
     ap.add_argument("--syscalls", action="store_true",
                     help="instead of timing: one run of each server under strace -f -c, "
                          "syscalls per request (a count, hardly affected by the load)")
+    ap.add_argument("--tracer", choices=("strace", "perf"), default="strace",
+                    help="--syscalls: strace -f -c over the whole run (default), or perf "
+                         "trace -s attached for the wrk run (root; lighter, and it counts "
+                         "the failed calls: a read that met EAGAIN)")
     ap.add_argument("--callgrind", action="store_true",
                     help="instead of timing: one run of each server under callgrind, "
                          "instructions per request (a count, not affected by the load)")
@@ -322,6 +355,23 @@ def main():
                   file=sys.stderr)
             return 1
     print(f"GET / answered identically by {', '.join(answers)} ({len(answers[ref_name])} bytes)")
+
+    if a.syscalls and a.tracer == "perf":
+        if not shutil.which("perf"):
+            print("http_peers.py: --tracer perf needs perf", file=sys.stderr)
+            return 77
+        print(f"syscalls per request under perf trace -s (wrk -t{a.threads} -c{a.connections} "
+              f"-d{a.seconds}s; tracing slows the server a little, so polls are amortised "
+              f"over somewhat more requests than in a timed run)")
+        for name, cmd in servers.items():
+            calls, errors, reqs = syscalls_perf_trace(name, cmd, a.seconds, a.connections,
+                                                      a.threads)
+            top = sorted(((v, k) for k, v in calls.items() if v >= 0.01), reverse=True)
+            detail = ", ".join(f"{k} {v:.2f}" + (f" ({errors[k]:.2f} failed)"
+                                                 if errors[k] >= 0.01 else "")
+                               for v, k in top)
+            print(f"{name:8} {sum(calls.values()):6.2f} per request ({reqs} requests): {detail}")
+        return 0
 
     if a.syscalls:
         if not shutil.which("strace"):
