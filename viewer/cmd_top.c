@@ -29,6 +29,7 @@
 static const char usage[] =
     "usage: loopscope top -p PID [-o FILE] [-f] [-d SECONDS] [-t MS] [--sort KEY] [--text]\n"
     "                     [--mode auto|libevl|generic]\n"
+    "       loopscope top --agent [[HOST:]PORT] [-i SECONDS] [-d SECONDS] [--text]\n"
     "\n"
     "A live view of a running program, refreshed every second: its loop's\n"
     "iterations per second, idle share (time in the poll) and lag (iteration\n"
@@ -55,7 +56,12 @@ static const char usage[] =
     "      --text           plain text blocks even on a terminal\n"
     "      --mode MODE      auto (default), libevl or generic, as for record\n"
     "\n"
-    "example: loopscope top -p $(pidof http_server)\n";
+    "With --agent, what a `loopscope agent` sees instead: its /metrics (default\n"
+    "127.0.0.1:9464) fetched every second or -i SECONDS, per process and loop\n"
+    "thread (see 'loopscope top --agent --help').\n"
+    "\n"
+    "example: loopscope top -p $(pidof http_server)\n"
+    "         loopscope top --agent 9464\n";
 
 /* ------------------------------------------------------------- cells */
 
@@ -469,6 +475,9 @@ int cmd_top(int argc, char **argv)
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
+    for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
+        if (!strcmp(argv[i], "--agent") || !strncmp(argv[i], "--agent=", 8))
+            return cmd_top_agent(argc, argv);   /* an agent's view: cmd_top_agent.c */
     static top tt;                    /* large (feeds, buckets): not on the stack */
     top *t = &tt;
     memset(t, 0, sizeof(*t));

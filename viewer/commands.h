@@ -20,6 +20,7 @@ int cmd_lint(int argc, char **argv);
 int cmd_sql(int argc, char **argv);
 int cmd_diff(int argc, char **argv);
 int cmd_top(int argc, char **argv);        /* live: tracer/live.h */
+int cmd_top_agent(int argc, char **argv);  /* top --agent: an agent's /metrics */
 
 /* A command's own options: getopt_long tables and a handler that returns
  * 0, or non-zero after printing an error for a bad value. */
