@@ -162,5 +162,10 @@
     XX(stress_1e6_tasks) \
     XX(stress_1e5_sleepers) \
     XX(stress_cancel_storm) \
+    XX(promtext_basic) \
+    XX(promtext_escapes) \
+    XX(promtext_hostile) \
+    XX(promtext_bounds) \
+    XX(promtext_quantile) \
 
 #endif /* EVL_UNIT_TEST_LIST_H */
