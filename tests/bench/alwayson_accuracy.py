@@ -122,14 +122,12 @@ def match(ref, sw, thr_ns):
 
 # ---------------------------------------------------------------- targets
 
-class Python:
-    name = "python"
-    routes = ["sleep", "cpu", "poll"]
+class LineServer:
+    """A server that prints "pid N" and "port P" and answers one line, a
+    route, per connection (py_server.py, blocking_server)."""
 
-    def start(self, a, d):
-        self.p = subprocess.Popen([sys.executable, os.path.join(ROOT, "tests", "tracer",
-                                                                "generic", "py_server.py")],
-                                  stdout=subprocess.PIPE, text=True, cwd=d)
+    def spawn(self, cmd, d):
+        self.p = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, cwd=d)
         self.pid = int(line_of(self.p, "pid "))
         self.port = int(line_of(self.p, "port "))
 
@@ -138,15 +136,24 @@ class Python:
             c.sendall(route.encode() + b"\n")
             c.recv(200)
 
+    def stop(self):
+        self.p.kill()
+        self.p.wait()
+
+
+class Python(LineServer):
+    name = "python"
+    routes = ["sleep", "cpu", "poll"]
+
+    def start(self, a, d):
+        self.spawn([sys.executable, os.path.join(ROOT, "tests", "tracer", "generic",
+                                                 "py_server.py")], d)
+
     def load(self, stop):
         def client():
             while not stop.is_set():
                 self.request("good")
         return [threading.Thread(target=client, daemon=True) for _ in range(8)]
-
-    def stop(self):
-        self.p.kill()
-        self.p.wait()
 
 
 class Redis:
@@ -196,28 +203,16 @@ class Redis:
         self.p.wait()
 
 
-class BlockingServer:
+class BlockingServer(LineServer):
     name = "blocking_server"
     routes = ["sleep", "pipe", "fsync", "spin"]
     extra = ["--mode", "generic"]
 
     def start(self, a, d):
-        self.p = subprocess.Popen([os.path.join(a.build, "examples", "blocking_server"), "--port",
-                                   "0"], stdout=subprocess.PIPE, text=True, cwd=d)
-        self.pid = int(line_of(self.p, "pid "))
-        self.port = int(line_of(self.p, "port "))
-
-    def request(self, route):
-        with socket.create_connection(("127.0.0.1", self.port), timeout=30) as c:
-            c.sendall(route.encode() + b"\n")
-            c.recv(200)
+        self.spawn([os.path.join(a.build, "examples", "blocking_server"), "--port", "0"], d)
 
     def load(self, stop):
         return []
-
-    def stop(self):
-        self.p.kill()
-        self.p.wait()
 
 
 TARGETS = {t.name: t for t in (Python, Redis, BlockingServer)}
