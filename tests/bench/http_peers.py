@@ -260,15 +260,16 @@ def loadavg():
         return float(f.read().split()[0])
 
 
-def callgrind_run(name, cmd, seconds, connections, threads, top):
+def callgrind_run(name, cmd, seconds, connections, threads, top, cache_sim=False):
     """One run of the server under callgrind, counters zeroed once it
     listens and dumped after wrk: (instructions per request, requests,
-    [(self instructions per request, function)] of the top functions)."""
+    [(self instructions per request, function)] of the top functions,
+    {event: count per request} of the simulated cache with cache_sim)."""
     import tempfile
     with tempfile.TemporaryDirectory(prefix="http_peers-cg-") as d:
         outf = os.path.join(d, "cg.out")
         with Server(name, ["valgrind", "--tool=callgrind", f"--callgrind-out-file={outf}"]
-                    + cmd) as s:
+                    + (["--cache-sim=yes"] if cache_sim else []) + cmd) as s:
             # The server printed its port from inside valgrind: it listens.
             subprocess.run(["callgrind_control", "-z", str(s.pid)], capture_output=True,
                            check=True, timeout=60)
@@ -285,12 +286,16 @@ def callgrind_run(name, cmd, seconds, connections, threads, top):
         if not dumps:
             raise RuntimeError(f"{name}: callgrind wrote no dump")
         dump = os.path.join(d, dumps[0])
-        ir = None
+        ir, events, counts = None, [], {}
         with open(dump) as f:
             for line in f:
-                m = re.match(r"(?:summary|totals):\s+(\d+)", line)
+                if line.startswith("events:"):
+                    events = line.split()[1:]
+                m = re.match(r"(?:summary|totals):\s+([\d ]+)", line)
                 if m:
-                    ir = int(m.group(1))
+                    vals = [int(v) for v in m.group(1).split()]
+                    ir = vals[0]
+                    counts = {e: v / reqs for e, v in zip(events, vals)}
                     break
         ann = subprocess.run(["callgrind_annotate", "--threshold=100", dump],
                              capture_output=True, text=True).stdout
@@ -305,7 +310,7 @@ def callgrind_run(name, cmd, seconds, connections, threads, top):
     # Functions on the stack when the counters were zeroed (main and what
     # calls it) come out with the whole count as their own: not listed.
     funcs = [(n, fn) for n, fn in funcs if n < 0.99 * ir / reqs]
-    return ir / reqs, reqs, funcs[:top]
+    return ir / reqs, reqs, funcs[:top], counts
 
 
 def main():
@@ -329,6 +334,9 @@ def main():
                          "instructions per request (a count, not affected by the load)")
     ap.add_argument("--pin", metavar="S,C",
                     help="run each server on CPU S and wrk (and this script) on CPU C")
+    ap.add_argument("--cache-sim", action="store_true",
+                    help="--callgrind: also callgrind's cache model (first-level and last-level "
+                         "misses per request, D1mr/D1mw reads/writes)")
     ap.add_argument("--top", type=int, default=15,
                     help="--callgrind: how many functions to list per server")
     a = ap.parse_args()
@@ -394,10 +402,15 @@ def main():
               f"-c{a.connections} -d{a.seconds}s; counters zeroed once the server listens)")
         per = {}
         for name, cmd in servers.items():
-            ir, reqs, funcs = callgrind_run(name, cmd, a.seconds, a.connections, a.threads, a.top)
+            ir, reqs, funcs, counts = callgrind_run(name, cmd, a.seconds, a.connections,
+                                                    a.threads, a.top, a.cache_sim)
             per[name] = ir
-            print(f"\n{name}: {ir:,.0f} instructions per request ({reqs} requests); "
-                  f"top {len(funcs)} by self cost:")
+            print(f"\n{name}: {ir:,.0f} instructions per request ({reqs} requests)")
+            if a.cache_sim:
+                print("  simulated cache misses per request: " +
+                      ", ".join(f"{e} {counts[e]:.2f}" for e in
+                                ("I1mr", "D1mr", "D1mw", "ILmr", "DLmr", "DLmw") if e in counts))
+            print(f"  top {len(funcs)} by self cost:")
             for n, fn in funcs:
                 print(f"  {n:9,.1f}  {fn}")
         if "libuv" in per:
