@@ -851,8 +851,12 @@ static void header(agtop *t, char *b, size_t n)
 {
     char c[32], r[32];
     int64_t now = now_ns();
-    int k = snprintf(b, n, "agent %s port %s  %.1fs  every %gs", ls_term_n(t->host, 200), t->port,
-                     (now - t->start) / 1e9, t->interval);
+    bool v6 = strchr(t->host, ':') != NULL;
+    char every[48] = "";
+    if (t->interval != 1)
+        snprintf(every, sizeof every, "  every %gs", t->interval);
+    int k = snprintf(b, n, "agent %s%s%s:%s  %.1fs%s", v6 ? "[" : "", ls_term_n(t->host, 200),
+                     v6 ? "]" : "", t->port, (now - t->start) / 1e9, every);
     if (k < 0 || (size_t)k >= n)
         return;
     if (t->have)
@@ -869,7 +873,7 @@ static void status(agtop *t, char *b, size_t n)
     if (t->err[0])
         snprintf(b, n, "agent unreachable for %.0fs: %s (retrying%s)",
                  (now_ns() - t->down_since) / 1e9, t->err,
-                 t->have ? "; its last answer below" : "");
+                 t->have && t->curses ? "; its last answer below" : "");
 }
 
 /* --------------------------------------------------------------- text */
@@ -991,7 +995,7 @@ static void draw(agtop *t)
     }
     int y = 3, footer = LINES - 1;
     int site_rows = t->nsrows ? (int)(t->nsrows < 10 ? t->nsrows : 10) + 2 : 2;
-    snprintf(l, sizeof l, "%-15s %7s %7s %7s %6s %6s %8s %8s %5s %8s %6s %8s", "COMM", "PID",
+    snprintf(l, sizeof l, "%-15s %7s %7s %7s %6s %6s %7s %7s %5s %7s %6s %8s", "COMM", "PID",
              "LOOP", "ITER/S", "BUSY", "IDLE", "LAG P50", "P99", "BLOCK", "BLOCKED", "TOTAL",
              "BLOCKED");
     attron(A_BOLD);
@@ -1014,7 +1018,7 @@ static void draw(agtop *t)
         l[0] = 0;
         cat_cell(l, sizeof l, r->p->info ? ls_term_n(r->p->comm, 64) : "?", 15);
         size_t at = strlen(l);
-        snprintf(l + at, sizeof l - at, "%7d %7s %7s %6s %6s %8s %8s %5s %8s %6s %8s", r->p->pid,
+        snprintf(l + at, sizeof l - at, "%7d %7s %7s %6s %6s %7s %7s %5s %7s %6s %8s", r->p->pid,
                  loop, rate(a, 32, r->ips), pct(b, 32, r->busy), pct(c, 32, r->idle),
                  lag(d, 32, r->p50, r->p50_above), lag(e, 32, r->p99, r->p99_above),
                  count(f, 32, r->l && r->interval ? r->blocks : -1),
@@ -1031,7 +1035,7 @@ static void draw(agtop *t)
         put_line(y++, l);
     }
     if (y < footer) {
-        snprintf(l, sizeof l, "%8s %5s %8s %6s %7s  %s", "BLOCKED", "BLOCK", "TOTAL", "BLOCKS",
+        snprintf(l, sizeof l, "%5s %7s %6s %8s %7s  %s", "BLOCK", "BLOCKED", "TOTAL", "BLOCKED",
                  "PID", "SITE");
         attron(A_BOLD);
         put_line(y++, l);
@@ -1040,8 +1044,8 @@ static void draw(agtop *t)
     for (size_t i = 0; i < t->nsrows && y < footer; i++, y++) {
         const ag_siterow *r = &t->srows[i];
         char a[32], b[32], c[32], d[32];
-        snprintf(l, sizeof l, "%8s %5s %8s %6s %7d  %s", secs(a, 32, r->secs),
-                 count(b, 32, r->eps), secs(c, 32, r->s->secs), count(d, 32, r->s->eps),
+        snprintf(l, sizeof l, "%5s %7s %6s %8s %7d  %s", count(b, 32, r->eps),
+                 secs(a, 32, r->secs), count(d, 32, r->s->eps), secs(c, 32, r->s->secs),
                  r->s->pid, ls_term_n(r->s->site, 600));
         put_line(y, l);
     }
@@ -1106,9 +1110,10 @@ static bool wait_until(agtop *t, int64_t until, bool *redraw)
     for (;;) {
         if (stop_signal)
             return true;
-        int64_t left = (until - now_ns()) / 1000000;
+        int64_t left = until - now_ns();
         if (left <= 0)
             return false;
+        left = (left + 999999) / 1000000;       /* ms, rounded up: never early */
         struct pollfd p = { .fd = 0, .events = POLLIN };
         int n = poll(&p, t->curses ? 1 : 0, (int)(left > 100 ? 100 : left));
         (void)n;
