@@ -120,6 +120,16 @@ def match(ref, sw, thr_ns):
     return len(want), caught, errs, false
 
 
+def near(ref, loop, start):
+    """The reference episode on loop nearest to start, said."""
+    on = [e for e in ref if e[0] == loop]
+    if not on:
+        return "none"
+    e = min(on, key=lambda e: abs(e[2] - start))
+    return (f"{'off' if e[1] == 1 else 'on'}-CPU {e[3] / 1e6:.2f} ms, "
+            f"{(e[2] - start) / 1e6:+.1f} ms away")
+
+
 # ---------------------------------------------------------------- targets
 
 class LineServer:
@@ -246,12 +256,16 @@ def run(a, cls, loaded, d):
         raise RuntimeError(f"{t.name} exited while recorded")
     t.stop()
     n, caught, errs, false = match(ref, sw, a.threshold * 1e6)
+    t0 = min([e[2] for e in ref + sw] or [0])
     errs.sort()
     med = errs[len(errs) // 2] if errs else float("nan")
     worst = max(errs, key=abs) if errs else float("nan")
     return (f"{t.name:16} {'loaded' if loaded else 'quiet':7} {len(reqs):5} {n:6} {caught:6} "
             f"{100.0 * caught / n if n else float('nan'):6.1f} % {med:+8.2f} {worst:+8.2f} "
-            f"{len(false):6} {100.0 * iters:6.1f} %")
+            f"{len(false):6} {100.0 * iters:6.1f} %"
+            + "".join(f"\n    false: {'off' if k == 1 else 'on'}-CPU {dur / 1e6:.2f} ms at "
+                      f"+{(s - t0) / 1e9:.3f} s (reference's nearest on that thread: "
+                      f"{near(ref, l, s)})" for l, k, s, dur in false))
 
 
 def main():
