@@ -170,10 +170,40 @@ int evl_close(int fd)
     } while (0)
 #define EVL__SPEC_FLAGS_OK(len, flags) ((len) > 0 && !((flags) & (MSG_OOB | MSG_ERRQUEUE)))
 
-ssize_t evl_recv(int fd, void *buf, size_t len, int flags)
+/* evl_recv when the fd's rd_spec is set, or after a recv that failed:
+ * the whole of it (speculation, retries, the wait). */
+static __attribute__((noinline)) ssize_t evl__recv_full(int fd, void *buf, size_t len, int flags)
 {
     EVL__SPEC_READ(EVL__SPEC_FLAGS_OK(len, flags));
     EVL__RETRY_IO(recv(fd, buf, len, flags | MSG_DONTWAIT), EVL_READABLE)
+}
+
+static __attribute__((noinline)) ssize_t evl__recv_failed(int fd, void *buf, size_t len,
+                                                          int flags)
+{
+    /* The first recv failed (errno): what EVL__RETRY_IO does with it. */
+    if (errno != EINTR) {
+        if (errno != EAGAIN && errno != EWOULDBLOCK)
+            return -errno;
+        evl__read_drained(fd);
+        int r = evl_wait_fd(fd, EVL_READABLE);
+        if (r < 0)
+            return r;
+    }
+    EVL__RETRY_IO(recv(fd, buf, len, flags | MSG_DONTWAIT), EVL_READABLE)
+}
+
+ssize_t evl_recv(int fd, void *buf, size_t len, int flags)
+{
+    /* The common case in a few instructions: no speculation (rd_spec
+     * clear), the recv succeeds; the rest out of line. */
+    evl_loop *l = evl__tls_loop;
+    if (EVL__UNLIKELY(l && fd >= 0 && fd < l->nfds && l->fds[fd].rd_spec))
+        return evl__recv_full(fd, buf, len, flags);
+    ssize_t n = recv(fd, buf, len, flags | MSG_DONTWAIT);
+    if (EVL__LIKELY(n >= 0))
+        return n;
+    return evl__recv_failed(fd, buf, len, flags);
 }
 
 ssize_t evl_send(int fd, const void *buf, size_t len, int flags)
