@@ -145,16 +145,48 @@ static void mt_window(void *s, uint64_t loop, const struct ls_window *w)
     l->wait_ns += w->wait_ns;
 }
 
+/* Stack id's entry (NULL: none); make: take one for it, in one of the
+ * LS_STACK_WAYS places its hash gives, first a free one, then one without
+ * a site (an await chain's), else the first.  The ids are hashed: a
+ * group's processes have ids id + k << 40 (group.c), the same low bits,
+ * and the await chains a census stores take ids as fast as it runs, so a
+ * plain id % size would let one process's stacks evict another's sites. */
+#define LS_STACK_WAYS 4
+static struct mstack *stack_entry(struct ls_metrics *m, int64_t id, bool make)
+{
+    const size_t n = sizeof m->stacks / sizeof m->stacks[0];
+    uint64_t h = (uint64_t)id * 0x9e3779b97f4a7c15ull;
+    size_t first = (size_t)((h ^ (h >> 31)) % n), pick = n;
+    for (size_t k = 0; k < LS_STACK_WAYS; k++) {
+        size_t i = (first + k) % n;
+        if (m->stacks[i].id == id)
+            return &m->stacks[i];
+        if (!m->stacks[i].id && (pick == n || m->stacks[pick].id))
+            pick = i;                 /* a free one: the best */
+        else if (!m->stacks[i].label && pick == n)
+            pick = i;                 /* one without a site: the next best */
+    }
+    if (!make)
+        return NULL;
+    struct mstack *st = &m->stacks[pick == n ? first : pick];
+    free(st->label);
+    *st = (struct mstack){ .id = id };
+    return st;
+}
+
 static void mt_frame(void *s, int64_t stack, int depth, uint64_t pc, const ls_sym *f, bool app)
 {
     struct ls_metrics *m = s;
     (void)pc;
     if (stack <= 0)
         return;
-    struct mstack *st = &m->stacks[(uint64_t)stack % (sizeof m->stacks / sizeof m->stacks[0])];
-    if (st->id != stack || depth == 0) {
-        free(st->label);
-        *st = (struct mstack){ .id = stack };
+    struct mstack *st = stack_entry(m, stack, false);
+    if (!st || depth == 0) {
+        if (st) {                     /* the same id again: stored anew */
+            free(st->label);
+            *st = (struct mstack){ .id = stack };
+        } else
+            st = stack_entry(m, stack, true);
     }
     if (st->done || !app)
         return;
@@ -195,9 +227,8 @@ static void mt_block(void *s, const ls_block_rec *b)
         l->blocks[b->kind]++;
         l->block_ns[b->kind] += dur;
     }
-    struct mstack *st = b->stack > 0
-        ? &m->stacks[(uint64_t)b->stack % (sizeof m->stacks / sizeof m->stacks[0])] : NULL;
-    struct mcount *c = site_count(m, l ? l->pid : 0, st && st->id == b->stack ? st->label : NULL);
+    struct mstack *st = b->stack > 0 ? stack_entry(m, b->stack, false) : NULL;
+    struct mcount *c = site_count(m, l ? l->pid : 0, st ? st->label : NULL);
     if (c) {
         c->blocks++;
         c->block_ns += dur;

@@ -144,6 +144,28 @@ block_begin(__u32 tid, struct lview *v, __u32 kind, struct pt_regs *regs, __s64 
     return m;
 }
 
+/* Is the thread, asleep again with these registers, still in the call of
+ * its open episode o (fsync sleeps several times), not in a new call from
+ * the same place (two requests served back to back, with no wait between
+ * them that slept: --wait-hook switch sees no boundary there)?  The same
+ * stack pointer, and the same top LS_SAME_WORDS words of its stack as when
+ * the episode began: a call's user stack is frozen while it runs, a new
+ * call's locals differ. */
+#define LS_SAME_WORDS 32
+static __always_inline bool same_call(struct block_msg *o, struct pt_regs *regs)
+{
+    __u64 sp = BPF_CORE_READ(regs, sp), now[LS_SAME_WORDS];
+    if (sp != o->b.regs[7])
+        return false;
+    if (o->b.stack_len < sizeof(now) || bpf_probe_read_user(now, sizeof(now), (void *)sp))
+        return true;                  /* nothing to compare: as before */
+    const __u64 *then = (const __u64 *)o->stack;
+    for (int i = 0; i < LS_SAME_WORDS; i++)
+        if (now[i] != then[i])
+            return false;
+    return true;
+}
+
 /* --wait-hook switch: thread tid (prev, still the current thread) goes
  * to sleep with these user registers; asleep in a wait call, that is the
  * call's entry (wait_enter).  True if it is, the thread is idle now.  A
@@ -225,7 +247,8 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
     __u64 ip = BPF_CORE_READ(regs, ip);
     struct block_msg *o = bpf_map_lookup_elem(&offcpu, &ptid);
     if (o) {
-        if (o->b.steps == v.steps && o->b.syscall == nr && o->b.regs[16] == ip) {
+        if (o->b.steps == v.steps && o->b.syscall == nr && o->b.regs[16] == ip &&
+            same_call(o, regs)) {
             o->h.pad = LS_ASLEEP;     /* still the same blocking call */
             return 0;
         }

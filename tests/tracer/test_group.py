@@ -25,6 +25,11 @@ Cases:
     agent_reload    loopscope agent: SIGHUP reads its configuration again (a
                     name added is attached; one with an error is refused and
                     the one before kept); SIGTERM ends it with exit 0
+    loops           --loops: every process with an event loop, one started
+                    while recording too; a process that only sleeps not
+    fork_storm      --children on a process that forks 1000 children at
+                    once: bounded members, memory and waiting forks, the
+                    rest counted, nothing left attached
     errors          a bad pid list, a dead pid in it, a cgroup that does
                     not exist, a name nothing has, options a group does not
                     take, the agent's bad configurations: one error line,
@@ -409,6 +414,54 @@ def loops():
     check({pid, pid2} <= got, f"the asyncio servers {pid}, {pid2} not among {sorted(got)}")
     check(sleeper.pid not in got, f"sleep {sleeper.pid} recorded: {sorted(got)}")
     check(os.getpid() not in got and g.p.pid not in got, "the test or the recorder recorded")
+
+
+@case
+def fork_storm():
+    """-p PID --children on a process that forks 1000 children at once
+    (generic/fork_storm.py): the recorder keeps at most 64 members and 256
+    forks waiting, counts the rest (meta processes_unrecorded), keeps its
+    memory bounded (under 512 MiB anonymous: each member's own; its
+    64 ring buffers of 8 MiB come on top), keeps the parent recorded,
+    writes a sound trace, and leaves nothing attached."""
+    srv = spawn([sys.executable, os.path.join(GEN, "fork_storm.py"), "1000"])
+    pid = int(srv.stdout.readline().split()[1])
+    g = Group("-p", str(pid), "--children")
+    g.wait_member(pid)
+    objs = bpf_objects()
+    os.kill(pid, signal.SIGUSR1)
+    eq(srv.stdout.readline().strip(), "forked 1000", "the storm's end")
+    with open(f"/proc/{g.p.pid}/status") as f:
+        st = f.read()
+    hwm, anon = (int(re.search(rf"{k}:\s+(\d+) kB", st).group(1)) for k in ("VmHWM", "RssAnon"))
+    check(g.p.poll() is None, "the recorder died in the storm")
+    db = g.stop()
+    eq(g.p.returncode, 0, f"record's exit: {g.err[-300:]!r}")
+    integrity(db)
+    m = dict(query(db, "SELECT key, value FROM meta"))
+    rows = query(db, "SELECT pid, parent_pid FROM processes")
+    kids = [p for p, parent in rows if parent == pid]
+    print(f"fork storm: {len(rows)} processes rows ({len(kids)} children), unrecorded "
+         f"{m.get('processes_unrecorded')}, recorder peak RSS {hwm // 1024} MiB, anonymous "
+          f"{anon // 1024} MiB at the storm's end")
+    check(pid in [p for p, _ in rows], "the parent is not in the processes table")
+    check(kids, "no child was recorded")
+    check(int(m.get("processes_unrecorded", 0)) > 0,
+          f"1000 children and none unrecorded: {m.get('processes_unrecorded')}")
+    # 64 members' ring buffers are 512 MiB of the resident size (mapped,
+    # not anonymous); the rest is each member's own
+    check(anon < 512 * 1024, f"the recorder's anonymous memory {anon // 1024} MiB")
+    check(hwm < 1536 * 1024, f"the recorder's peak RSS {hwm // 1024} MiB")
+    wait_for(lambda: not (bpf_objects() - objs), 10,
+             f"the recorder's BPF programs to go: {bpf_objects() - objs}")
+    os.kill(pid, signal.SIGTERM)
+    srv.wait(timeout=30)
+
+
+def bpf_objects():
+    """The ids of the BPF programs loaded on the machine now."""
+    r = subprocess.run(["bpftool", "prog", "list"], capture_output=True, text=True)
+    return set(re.findall(r"^(\d+):", r.stdout, re.M))
 
 
 def scrape(url):
