@@ -33,8 +33,9 @@ evl_future *evl_future_new(evl_loop *loop)
     return f;
 }
 
-/* call_soon every registered done-callback, in registration order. */
-static void evl__future_schedule_callbacks(evl_future *f)
+/* call_soon every registered done-callback, in registration order; a
+ * task's wakeup makes it READY (and is a wake event while traced). */
+static EVL__COLD void evl__future_schedule_callbacks_traced(evl_future *f)
 {
     evl__waiter *w = f->cbs_head;
     f->cbs_head = f->cbs_tail = NULL;
@@ -44,6 +45,27 @@ static void evl__future_schedule_callbacks(evl_future *f)
         if (w->h.run == evl__task_wakeup_run && !f->loop->closing)
             evl__task_wake_probe(evl__container_of(w, evl__task, wait), f);
         evl__queue_push(&f->loop->ready, &w->h);
+        w = next;
+    }
+}
+
+/* The same untraced: no call in the loop (the tracing test once, outside
+ * it, so that a build with probes pays one load and branch a completion). */
+static void evl__future_schedule_callbacks(evl_future *f)
+{
+    evl_loop *loop = f->loop;
+    if (EVL__TRACING(loop)) {
+        evl__future_schedule_callbacks_traced(f);
+        return;
+    }
+    evl__waiter *w = f->cbs_head;
+    f->cbs_head = f->cbs_tail = NULL;
+    while (w) {
+        evl__waiter *next = w->next;
+        w->next = NULL;
+        if (w->h.run == evl__task_wakeup_run && !loop->closing)
+            evl__container_of(w, evl__task, wait)->tstate = EVL_TASK_READY;
+        evl__queue_push(&loop->ready, &w->h);
         w = next;
     }
 }
