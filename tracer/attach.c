@@ -73,9 +73,12 @@ int ls_attach_generic(recorder *r)
                                 bpf_program__name(wait[i][j]), strerror(errno));
             r->links[r->nlinks++] = l;
         }
-    struct bpf_program *more[] = { s->progs.on_thread_exit, s->progs.on_wait_enter,
+    struct bpf_program *more[] = { s->progs.on_thread_exit,
+                                   r->wait_hook == LS_HOOK_SWITCH ? s->progs.on_waking
+                                                                   : s->progs.on_wait_enter,
                                    s->progs.on_wait_exit };
-    for (int i = 0; i < (r->wait_hook == LS_HOOK_RAW ? 3 : 1); i++) {
+    int nmore = r->wait_hook == LS_HOOK_RAW ? 3 : r->wait_hook == LS_HOOK_SWITCH ? 2 : 1;
+    for (int i = 0; i < nmore; i++) {
         struct bpf_link *l = r->nlinks < LS_MAX_LINKS ? bpf_program__attach(more[i]) : NULL;
         if (!l)
             return ls_error("cannot attach %s: %s", bpf_program__name(more[i]), strerror(errno));
@@ -100,6 +103,7 @@ void ls_choose_programs(recorder *r, bool waits)
     bpf_program__set_autoload(s->progs.on_thread_exit, waits);
     bpf_program__set_autoload(s->progs.on_pytask_init, waits);   /* decode_asyncio.c */
     bpf_program__set_autoload(s->progs.on_pytask_final, waits);
+    bpf_program__set_autoload(s->progs.on_waking, waits && r->wait_hook == LS_HOOK_SWITCH);
     bpf_program__set_autoload(s->progs.on_wait_enter, waits && r->wait_hook == LS_HOOK_RAW);
     bpf_program__set_autoload(s->progs.on_wait_exit, waits && r->wait_hook == LS_HOOK_RAW);
     struct bpf_program *usdt[] = {

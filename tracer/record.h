@@ -141,6 +141,8 @@ struct ls_gloop {
     __u32 epoll;            /* it has waited in epoll_wait & co.: its poll and
                              * select calls are not waits (--wait-calls auto) */
     __u32 polls;            /* waits in poll or select */
+    __u32 woke;             /* --wait-hook switch: it woke a thread since its step began */
+    __u32 pad;
     struct ls_window w;     /* the window being summed */
 };
 

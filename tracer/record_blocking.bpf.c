@@ -284,6 +284,18 @@ int on_cpu_sample(struct bpf_perf_event_data *ctx)
             return 0;
         }
     }
+    /* --wait-hook switch: a thread that woke another since its step began
+     * (a reply written to a client's socket, work handed to a worker) has
+     * served events in that time, not run one long step: a loop so busy
+     * that its waits never sleep would otherwise look like one */
+    if (wait_switch) {
+        struct ls_gloop *g = bpf_map_lookup_elem(&gloops, &tid);
+        if (g && g->woke && !g->in_wait) {
+            if (wait_enter(tid, now, false, 1))
+                wait_exit(tid, now);
+            return 0;
+        }
+    }
     struct lview v;
     if (!loop_view(tid, &v))
         return 0;

@@ -74,6 +74,22 @@ int BPF_PROG(on_wait_exit, struct pt_regs *regs, long ret)
     return wait_exit_current();
 }
 
+/* --wait-hook switch: a loop thread (the current one, outside its wait)
+ * wakes a thread: what on_cpu_sample takes for a sign that it is serving
+ * events, not running one long step.  Every wakeup of the machine comes
+ * here: leave at once unless it is the target's. */
+SEC("tp_btf/sched_waking")
+int BPF_PROG(on_waking, struct task_struct *p)
+{
+    if (!wait_switch || !from_target())
+        return 0;
+    __u32 tid = (__u32)bpf_get_current_pid_tgid();
+    struct ls_gloop *g = bpf_map_lookup_elem(&gloops, &tid);
+    if (g && !g->in_wait)
+        g->woke = 1;
+    return 0;
+}
+
 /* A loop thread that exits: forget it (thread ids are reused). */
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(on_thread_exit, struct task_struct *t)

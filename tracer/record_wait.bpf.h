@@ -147,6 +147,7 @@ static __always_inline void wait_exit(__u32 tid, __u64 now)
         return;
     g->w.wait_ns += now - g->enter_ns;
     g->in_wait = 0;
+    g->woke = 0;
     g->since = now;
     g->steps++;
 }
