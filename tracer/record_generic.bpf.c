@@ -74,14 +74,35 @@ int BPF_PROG(on_wait_exit, struct pt_regs *regs, long ret)
     return wait_exit_current();
 }
 
+/* A syscall by which a loop hands something to another thread: a reply
+ * written to a client's socket or pipe, a worker woken, a connection
+ * closed. */
+static __always_inline bool hands_over(long nr)
+{
+    switch (nr) {
+    case 1: case 3: case 18: case 20: case 44: case 46: case 48: /* write close pwrite64 writev
+                                                                    sendto sendmsg shutdown */
+    case 202: case 296: case 307: case 328: case 426:   /* futex pwritev sendmmsg pwritev2
+                                                           io_uring_enter */
+        return true;
+    }
+    return false;
+}
+
 /* --wait-hook switch: a loop thread (the current one, outside its wait)
- * wakes a thread: what on_cpu_sample takes for a sign that it is serving
- * events, not running one long step.  Every wakeup of the machine comes
- * here: leave at once unless it is the target's. */
+ * wakes a thread inside one of those calls: what on_cpu_sample takes for
+ * a sign that it is serving events, not running one long step.  Not any
+ * wakeup while it runs: an interrupt's (another process's timer) runs
+ * in its context too, also inside whatever syscall it is in (a CPU loop
+ * that reads its clock with clock_gettime). Every wakeup of the machine
+ * comes here: leave at once unless it is the target's. */
 SEC("tp_btf/sched_waking")
 int BPF_PROG(on_waking, struct task_struct *p)
 {
     if (!wait_switch || !from_target())
+        return 0;
+    struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+    if (!hands_over((long)BPF_CORE_READ(regs, orig_ax)))
         return 0;
     __u32 tid = (__u32)bpf_get_current_pid_tgid();
     struct ls_gloop *g = bpf_map_lookup_elem(&gloops, &tid);
