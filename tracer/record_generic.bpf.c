@@ -101,12 +101,12 @@ int BPF_PROG(on_waking, struct task_struct *p)
 {
     if (!wait_switch || !from_target())
         return 0;
-    struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
-    if (!hands_over((long)BPF_CORE_READ(regs, orig_ax)))
-        return 0;
     __u32 tid = (__u32)bpf_get_current_pid_tgid();
     struct ls_gloop *g = bpf_map_lookup_elem(&gloops, &tid);
-    if (g && !g->in_wait)
+    if (!g || g->woke || g->in_wait)  /* a busy step's later wakeups: nothing to do */
+        return 0;
+    struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+    if (hands_over((long)BPF_CORE_READ(regs, orig_ax)))
         g->woke = 1;
     return 0;
 }
