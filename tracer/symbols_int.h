@@ -42,7 +42,7 @@
  * changed: JIT code alone changes that size all the time). */
 #define LS_KEEP_FAST_NS 2000000ll        /* 2 ms */
 #define LS_KEEP_FAST_FOR_NS 1000000000ll /* for 1 s */
-#define LS_KEEP_SLOW_NS 50000000ll       /* 50 ms */
+#define LS_KEEP_SLOW_NS 200000000ll      /* 200 ms: an agent keeps one per process */
 #define LS_KEEP_GAP_MIN_NS 20000000ll
 #define LS_KEEP_GAP_MAX_NS 1000000000ll
 
