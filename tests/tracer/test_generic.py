@@ -360,7 +360,11 @@ def python_case(python, *record_args):
                              WHERE loop_id = ? AND start_ns < ? AND end_ns > ?""",
                       t.pid, r["t1"] - MS, r["t0"] + MS)[0]
             check(w[2], f"{what}: no loop_windows rows around it")
-            check(w[0] < 10 * MS and w[1] >= 0.9 * wall,
+            # (--wait-hook switch: an "iteration" is a stretch between
+            # sleeps, several iterations when the waits between them
+            # did not sleep, such as the request's own handling)
+            longest = 25 * MS if "switch" in record_args else 10 * MS
+            check(w[0] < longest and w[1] >= 0.9 * wall,
                   f"{what}: the loop was not idle: max iteration {w[0] / MS:.1f} ms, "
                   f"waited {w[1] / MS:.1f} ms")
     # iteration_hist: the sleeps' iterations (>= 50 ms) and the cpu ones
