@@ -137,6 +137,17 @@ int ls_store_check(const char *path, bool force, char *err, size_t errlen)
     return 0;
 }
 
+/* Remove a trace file and what SQLite keeps beside it. */
+static void unlink_trace(const char *path)
+{
+    char side[PATH_MAX + 8];
+    unlink(path);
+    snprintf(side, sizeof(side), "%s-wal", path);
+    unlink(side);
+    snprintf(side, sizeof(side), "%s-shm", path);
+    unlink(side);
+}
+
 ls_store *ls_store_create(const char *path, bool force, char *err, size_t errlen)
 {
     struct stat st;
@@ -243,7 +254,7 @@ fail_db:
 fail_unlink:
     sqlite3_close(s->db);
     s->db = NULL;
-    unlink(target);
+    unlink_trace(target);             /* a full disk leaves its -wal and -shm */
 fail:
     free(s->path);
     free(s->tmp);
@@ -599,12 +610,7 @@ void ls_store_abort(ls_store *s)
     const char *target = s->tmp ? s->tmp : s->path;
     finalize_all(s);
     sqlite3_close(s->db);
-    char side[PATH_MAX + 8];
-    unlink(target);
-    snprintf(side, sizeof(side), "%s-wal", target);
-    unlink(side);
-    snprintf(side, sizeof(side), "%s-shm", target);
-    unlink(side);
+    unlink_trace(target);
     free(s->path);
     free(s->tmp);
     free(s);

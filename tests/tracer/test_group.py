@@ -30,6 +30,8 @@ Cases:
     fork_storm      --children on a process that forks 1000 children at
                     once: bounded members, memory and waiting forks, the
                     rest counted, nothing left attached
+    agent_full_disk the agent's trace directory full: one line, no
+                    half-written trace, the agent goes on
     errors          a bad pid list, a dead pid in it, a cgroup that does
                     not exist, a name nothing has, options a group does not
                     take, the agent's bad configurations: one error line,
@@ -566,6 +568,61 @@ def agent_reload():
     _, err = p.communicate(timeout=60)
     eq(p.returncode, 0, f"agent exit status ({err})")
     check("agent: recorded 2 processes" in err, f"the agent's last line: {err!r}")
+
+
+@case
+def agent_full_disk():
+    """loopscope agent whose trace directory is full (a 256 KiB tmpfs): a
+    triggered trace that cannot be written is said in one line and leaves
+    no file behind; the agent keeps recording and serving /metrics, and
+    SIGTERM still ends it with exit 0."""
+    d = tmpdir()
+    full = os.path.join(d, "full")
+    os.mkdir(full)
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "loopscope-test", full],
+                       capture_output=True, text=True)
+    eq(r.returncode, 0, f"mount a tmpfs: {r.stderr}")
+    try:
+        name = f"lsfull{os.getpid() % 10000}"
+        srv = spawn([sys.executable, os.path.join(GEN, "py_server.py"), "--comm", name])
+        pid = int(srv.stdout.readline().split()[1])
+        port = int(srv.stdout.readline().split()[1])
+        p = subprocess.Popen([A.loopscope, "agent", "--comm", name, "--dir", full,
+                              "--metrics", "127.0.0.1:0", "--trigger", "blocking>=20ms",
+                              "--tail", "200ms"], stderr=subprocess.PIPE, text=True)
+        PROCS.append(p)
+        lines = []
+
+        def until(pat):
+            while True:
+                line = p.stderr.readline()
+                check(line, f"the agent ended before {pat!r}: {lines}")
+                lines.append(line.rstrip())
+                m = re.search(pat, line)
+                if m:
+                    return m
+        seen = {}
+        while len(seen) < 2:                  # both lines, in either order
+            m = until(rf"metrics: (http://\S+)|pid {pid}: (recording)")
+            seen["url" if m.group(1) else "pid"] = m.group(1)
+        url = seen["url"]
+        request(port, "sleep")                # 50 ms: the trigger fires
+        err = until(r"error: .*")
+        check(re.search(r"flight recorder|space|write", err.group(0)),
+              f"the agent's line for the full disk: {err.group(0)!r}")
+        request(port, "sleep")
+        text = wait_for(lambda: (lambda t: t if "loopscope_blocking_episodes_total" in t and
+                                 sum(v for k, v in series(t, "loopscope_blocking_episodes_total")
+                                     .items() if f'pid="{pid}"' in k) >= 2 else None)(scrape(url)),
+                        30, "both episodes counted by /metrics")
+        check(p.poll() is None, "the agent ended on a full disk")
+        p.send_signal(signal.SIGTERM)
+        _, rest = p.communicate(timeout=60)
+        eq(p.returncode, 0, f"the agent's exit status: {rest!r}")
+        left = [f for f in os.listdir(full) if re.match(rf"{name}-{pid}-\d+\.db", f)]
+        eq(left, [], "half-written traces (or their -wal, -shm) left in the full directory")
+    finally:
+        subprocess.run(["umount", "-l", full])
 
 
 @case
