@@ -291,8 +291,7 @@ int on_cpu_sample(struct bpf_perf_event_data *ctx)
     if (wait_switch) {
         struct ls_gloop *g = bpf_map_lookup_elem(&gloops, &tid);
         if (g && g->woke && !g->in_wait) {
-            if (wait_enter(tid, now, false, 1))
-                wait_exit(tid, now);
+            step_boundary(tid, g, now);
             return 0;
         }
     }

@@ -152,4 +152,17 @@ static __always_inline void wait_exit(__u32 tid, __u64 now)
     g->steps++;
 }
 
+/* Loop thread g (tid's, outside its wait) ends a step at now, seen some
+ * other way than a wait call (--wait-hook switch: a CPU sample after it
+ * woke a thread), and the next begins: an iteration as wait_enter and
+ * wait_exit count one, what kind of loop it is (epoll, poll) unchanged. */
+static __always_inline void step_boundary(__u32 tid, struct ls_gloop *g, __u64 now)
+{
+    __u32 polls = g->polls;
+    if (wait_enter(tid, now, !g->epoll, 1)) {
+        g->polls = polls;
+        wait_exit(tid, now);
+    }
+}
+
 #endif /* LOOPSCOPE_RECORD_WAIT_BPF_H */
