@@ -522,6 +522,26 @@ def metrics():
     g.stop()
 
 
+class Agent:
+    """loopscope agent with ARGS; its stderr read a line at a time."""
+
+    def __init__(self, *args):
+        self.p = subprocess.Popen([A.loopscope, "agent", *args], stderr=subprocess.PIPE,
+                                  text=True)
+        PROCS.append(self.p)
+        self.lines = []
+
+    def until(self, pat):
+        """The match of the next line that matches PAT (lines before it read)."""
+        while True:
+            line = self.p.stderr.readline()
+            check(line, f"the agent ended before {pat!r}: {self.lines}")
+            self.lines.append(line.rstrip())
+            m = re.search(pat, line)
+            if m:
+                return m
+
+
 @case
 def agent_reload():
     """loopscope agent: SIGHUP reads its configuration again: a name added
@@ -533,17 +553,8 @@ def agent_reload():
     conf = os.path.join(d, "agent.conf")
     with open(conf, "w") as f:
         f.write(f"comm {names[0]}\ndir {d}/traces\nmetrics 127.0.0.1:0\n")
-    p = subprocess.Popen([A.loopscope, "agent", "-c", conf], stderr=subprocess.PIPE, text=True)
-    PROCS.append(p)
-    lines = []
-
-    def until(pat):
-        while True:
-            line = p.stderr.readline()
-            check(line, f"the agent ended before {pat!r}: {lines}")
-            lines.append(line.rstrip())
-            if re.search(pat, line):
-                return line
+    agent = Agent("-c", conf)
+    p, until = agent.p, agent.until
     until(rf"pid {pids[0]}: recording")
     with open(conf, "a") as f:
         f.write(f"comm {names[1]}\n")
@@ -587,20 +598,9 @@ def agent_full_disk():
         srv = spawn([sys.executable, os.path.join(GEN, "py_server.py"), "--comm", name])
         pid = int(srv.stdout.readline().split()[1])
         port = int(srv.stdout.readline().split()[1])
-        p = subprocess.Popen([A.loopscope, "agent", "--comm", name, "--dir", full,
-                              "--metrics", "127.0.0.1:0", "--trigger", "blocking>=20ms",
-                              "--tail", "200ms"], stderr=subprocess.PIPE, text=True)
-        PROCS.append(p)
-        lines = []
-
-        def until(pat):
-            while True:
-                line = p.stderr.readline()
-                check(line, f"the agent ended before {pat!r}: {lines}")
-                lines.append(line.rstrip())
-                m = re.search(pat, line)
-                if m:
-                    return m
+        agent = Agent("--comm", name, "--dir", full, "--metrics", "127.0.0.1:0",
+                      "--trigger", "blocking>=20ms", "--tail", "200ms")
+        p, until = agent.p, agent.until
         seen = {}
         while len(seen) < 2:                  # both lines, in either order
             m = until(rf"metrics: (http://\S+)|pid {pid}: (recording)")
