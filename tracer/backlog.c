@@ -23,8 +23,12 @@
  *   - its oldest message is LS_BACKLOG_AGE_NS old: a trace on disk is
  *     never further behind;
  *   - a blocking episode comes (ingest.c): the loop stalled, there is
- *     nothing to spare it, and the episode's stack is best symbolized
- *     while the target still maps what it ran;
+ *     nothing to spare it.  Everything up to the episode is due, and
+ *     stored in slices of at most LS_BACKLOG_SLICE_NS between which the
+ *     main loop still reads the ring: stored in one go, a backlog held
+ *     the recorder for seconds on a busy machine while the loop, its
+ *     buffers not given back, lost what it recorded (tests/README.md,
+ *     "Under load");
  *   - recording ends (engine.c), before the trace is finished.
  *
  * Its memory is one arena of --backlog bytes, mapped and touched when
@@ -58,11 +62,16 @@
 #define LS_SPARE_PERIOD_NS 200000000ll  /* how often the CPUs' idle time is read */
 #define LS_SPARE_CPUS 0.5               /* idle CPUs (seconds per second) that make time to spare */
 #define LS_BACKLOG_AGE_NS 10000000000ll /* the oldest message waits no longer */
+/* Storing from the backlog takes at most this long per turn of the main
+ * loop: a loop handing over thousands of batches a second fills the 256
+ * buffers it lends in a tenth of a second. */
+#define LS_BACKLOG_SLICE_NS 10000000ll
 
 struct ls_backlog {
     uint8_t *mem;             /* the arena: nslots slots of a batch each, mem_size bytes */
     size_t mem_size;
     uint32_t nslots, first, n;  /* the ring of slots: the oldest, how many are held */
+    uint32_t due;             /* the oldest n to store now: up to a blocking episode */
     uint64_t bytes, peak;     /* message bytes held now, at most (meta backlog_peak) */
     uint64_t msgs;            /* messages that waited in it (meta backlog_messages) */
     bool spare;               /* the CPUs had time to spare when last read */
@@ -113,11 +122,12 @@ static void take_oldest(recorder *r)
     struct ls_slot *s = slot_at(b, b->first);
     b->first = (b->first + 1) % b->nslots;
     b->n--;
+    b->due -= b->due > 0;
     b->bytes -= s->size;
     ls_take_msg(r, s->data, s->size);
 }
 
-static void drain_until(recorder *r, int64_t until);
+static void drain_until(recorder *r, int64_t until, bool due_only);
 
 static void hold_msg(recorder *r, const void *data, size_t size, bool ref)
 {
@@ -127,7 +137,7 @@ static void hold_msg(recorder *r, const void *data, size_t size, bool ref)
     if (ref && !(br = ls_batch_ref(r, data, size)))
         return;
     if (!ref && size > sizeof(slot_at(b, 0)->data)) {
-        drain_until(r, 0);            /* no slot holds it: everything before it, then it */
+        drain_until(r, 0, false);     /* no slot holds it: everything before it, then it */
         ls_take_msg(r, data, size);
         return;
     }
@@ -150,9 +160,10 @@ static void hold_msg(recorder *r, const void *data, size_t size, bool ref)
         b->peak = b->bytes;
 }
 
-static void drain_until(recorder *r, int64_t until)
+static void drain_until(recorder *r, int64_t until, bool due_only)
 {
-    while (r->backlog->n && (!until || ls_now() < until))
+    struct ls_backlog *b = r->backlog;
+    while (b->n && (!due_only || b->due) && (!until || ls_now() < until))
         take_oldest(r);
 }
 
@@ -186,32 +197,37 @@ static bool tick(recorder *r, int64_t now, int64_t slice_ns, bool usr1)
     (void)usr1;
     if (now - b->seen_at >= LS_SPARE_PERIOD_NS)
         b->spare = idle_cpus(b, now) >= LS_SPARE_CPUS && !r->backlog_test_hold;
+    if (slice_ns > LS_BACKLOG_SLICE_NS)
+        slice_ns = LS_BACKLOG_SLICE_NS;
+    if (b->due) {
+        drain_until(r, now + slice_ns, true);
+        if (b->due)
+            return true;              /* the next turn comes at once */
+    }
     if (!b->n || (!b->spare && now - slot_at(b, b->first)->t < LS_BACKLOG_AGE_NS))
         return false;
-    drain_until(r, now + slice_ns);
+    drain_until(r, now + slice_ns, false);
     return b->n != 0;
 }
 
 /* While the CPUs are busy, kept batches wait, and so does all that comes
- * after them; a blocking episode takes everything with it: the loop
- * stalled, there is nothing to spare it. */
+ * after them; a blocking episode makes everything up to it due (tick). */
 static bool take(recorder *r, const void *data, size_t size, bool ref)
 {
     struct ls_backlog *b = r->backlog;
     const struct ls_msg_hdr *h = data;
-    if (size >= sizeof(*h) && h->type == LS_MSG_BLOCK) {
-        drain_until(r, 0);
-        return false;
-    }
+    bool block = size >= sizeof(*h) && h->type == LS_MSG_BLOCK;
     if (!((ref && !b->spare) || b->n))
         return false;
     hold_msg(r, data, size, ref);
+    if (block)
+        b->due = b->n;
     return true;
 }
 
 static bool holding(recorder *r) { return r->backlog->n && r->backlog->n < r->backlog->nslots; }
 static uint64_t bytes(recorder *r) { return r->backlog->bytes; }
-static void drain(recorder *r) { drain_until(r, 0); }
+static void drain(recorder *r) { drain_until(r, 0, false); }
 
 static void meta_start(recorder *r)
 {

@@ -135,7 +135,21 @@ int ls_prio_start(ls_prio *p, pid_t tid, const struct bpf_map *ring)
     }
     pthread_mutex_init(&p->mu, NULL);
     prio_set(p, true);
-    if (atomic_load(&p->idle) && pthread_create(&p->watchdog, NULL, prio_watchdog, p) == 0) {
+    /* The watchdog of normal policy, said explicitly: a thread inherits
+     * its creator's, and its creator is now SCHED_IDLE.  It once was
+     * idle too, starved with the thread it watches on a busy machine
+     * (seen as a loop losing seconds of records beside CPU hogs). */
+    pthread_attr_t a;
+    struct sched_param sp = { 0 };
+    bool made = false;
+    if (atomic_load(&p->idle) && pthread_attr_init(&a) == 0) {
+        made = pthread_attr_setinheritsched(&a, PTHREAD_EXPLICIT_SCHED) == 0 &&
+               pthread_attr_setschedpolicy(&a, SCHED_OTHER) == 0 &&
+               pthread_attr_setschedparam(&a, &sp) == 0 &&
+               pthread_create(&p->watchdog, &a, prio_watchdog, p) == 0;
+        pthread_attr_destroy(&a);
+    }
+    if (made) {
         p->started = p->used = true;
         return 0;
     }

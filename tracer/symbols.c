@@ -148,40 +148,47 @@ ls_syms *ls_syms_new(pid_t pid)
 
 /* ------------------------------------------------------------ the keeper */
 
-/* What the process executes, cheaply: its executable memory (VmExe,
- * VmLib: file and JIT code) and its executable file.  0: nothing to read
- * (gone); a zombie has no Vm lines: 1. */
-static uint64_t exec_signature(pid_t pid)
+/* What the process executes, cheaply: which executable file (exe: its
+ * inode and device) and how much executable memory it maps (vm: VmExe,
+ * VmLib, file and JIT code).  false: nothing to read (gone).  A zombie
+ * has neither: both 1. */
+static bool exec_signature(pid_t pid, uint64_t *exe, uint64_t *vm)
 {
     char path[64], buf[4096];
     snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
-        return 0;
+        return false;
     ssize_t n = read(fd, buf, sizeof(buf) - 1);
     close(fd);
     if (n <= 0)
-        return 0;
+        return false;
     buf[n] = 0;
-    uint64_t h = 1;
+    *vm = *exe = 1;
     const char *keys[] = { "\nVmExe:", "\nVmLib:" };
     for (int k = 0; k < 2; k++) {
         const char *p = strstr(buf, keys[k]);
         if (p)
-            h = h * 1000003u + strtoull(p + strlen(keys[k]), NULL, 10) + 1;
+            *vm = *vm * 1000003u + strtoull(p + strlen(keys[k]), NULL, 10) + 1;
     }
     struct stat st;
     snprintf(path, sizeof(path), "/proc/%d/exe", (int)pid);
     if (stat(path, &st) == 0)
-        h = (h * 1000003u + st.st_ino) * 1000003u + st.st_dev;
-    return h ? h : 1;
+        *exe = ((uint64_t)st.st_ino * 1000003u + st.st_dev) | 2;
+    return true;
 }
 
+/* A new executable (an exec: a command the recorder started runs its
+ * program, which may be done in milliseconds) is read at once, and so is
+ * the next change after it or after a read that found files mapped: the
+ * kernel maps an exec's file after the exe link changes, ld.so its
+ * libraries after that.  Changes of executable memory that map no file
+ * (JIT code, all the time) are read at most every `gap`, doubling. */
 static void *keeper(void *arg)
 {
     ls_syms *s = arg;
-    int64_t start = ls_mono_ns(), changed = start, last_read = 0, gap = LS_KEEP_GAP_MIN_NS;
-    uint64_t sig = 0;
+    int64_t start = ls_mono_ns(), changed = start, last_read = 0, gap = 0;
+    uint64_t exe = 0, vm = 0;
     pthread_mutex_lock(&s->mu);
     while (!s->stop) {
         int64_t now = ls_mono_ns();
@@ -194,22 +201,30 @@ static void *keeper(void *arg)
         if (s->stop)
             break;
         pthread_mutex_unlock(&s->mu);
-        uint64_t now_sig = exec_signature(s->pid);
+        uint64_t now_exe, now_vm;
+        bool alive = exec_signature(s->pid, &now_exe, &now_vm);
         pthread_mutex_lock(&s->mu);
-        if (now_sig == 0 || s->gone)
+        if (!alive || s->gone)
             break;                    /* exited: what we have is what it had */
         now = ls_mono_ns();
-        if (now_sig == sig || now - last_read < gap)
+        if (now_exe == exe && (now_vm == vm || now - last_read < gap))
             continue;
-        sig = now_sig;
+        bool exec = now_exe != exe;
+        exe = now_exe;
+        vm = now_vm;
         last_read = now;
         uint64_t before = s->refreshes;
         ls_maps_read(s);
-        if (s->refreshes != before) {
-            changed = now;            /* files mapped: look often for a while */
-            gap = LS_KEEP_GAP_MIN_NS;
-        } else if ((gap *= 2) > LS_KEEP_GAP_MAX_NS) {
-            gap = LS_KEEP_GAP_MAX_NS; /* JIT code only: read seldom */
+        if (exec || s->refreshes != before) {
+            /* a new program (seen before the kernel has mapped its file,
+             * maybe) or files mapped: look often for a while, and read at
+             * the next change */
+            changed = now;
+            gap = 0;
+        } else {                      /* JIT code only: read ever more seldom */
+            gap = gap ? gap * 2 : LS_KEEP_GAP_MIN_NS;
+            if (gap > LS_KEEP_GAP_MAX_NS)
+                gap = LS_KEEP_GAP_MAX_NS;
         }
     }
     pthread_mutex_unlock(&s->mu);

@@ -38,8 +38,10 @@
  * the process's executable memory size (/proc/PID/status), fast for a
  * while after it starts and after a change (a program starting maps its
  * libraries), and the least and most time between two reads of its maps
- * the keeper makes (the gap doubles while reads find no file mapping
- * changed: JIT code alone changes that size all the time). */
+ * the keeper makes while reads find no file mapping changed (doubling
+ * from the least: JIT code alone changes that size all the time).  An
+ * exec, and the first change after a read that found one, are read at
+ * once. */
 #define LS_KEEP_FAST_NS 2000000ll        /* 2 ms */
 #define LS_KEEP_FAST_FOR_NS 1000000000ll /* for 1 s */
 #define LS_KEEP_SLOW_NS 200000000ll      /* 200 ms: an agent keeps one per process */

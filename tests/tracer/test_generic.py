@@ -557,6 +557,17 @@ def node_perf_map():
 
 # ------------------------------------------------------------ libuv
 
+def stop_target(p, what):
+    """Checks that p, a C target started with a long --seconds, is still
+    running after its recording, ends it with SIGTERM and returns what it
+    printed (each line is flushed as printed, so none is lost)."""
+    check(p.poll() is None, f"{what} died while traced")
+    p.terminate()
+    out, _ = p.communicate(timeout=60)
+    eq(p.returncode, -signal.SIGTERM, f"{what} exit status")
+    return out
+
+
 def marked_line(path, marker):
     for i, line in enumerate(open(path), 1):
         if marker in line:
@@ -598,19 +609,24 @@ def timer_episodes(db, pid, cbs, start, end, src, cb, loop_fn):
 def libuv_timer():
     """uv_blocking (C, libuv): the timer callback's usleep found with the
     callback's name and file:line; the thread pool's sleeps not."""
-    p = spawn([A.uv_blocking, "--seconds", "4"])
+    # it runs until the test stops it (SIGTERM, once the recording is
+    # stored), not for a fixed time a busy machine can use up in attaching;
+    # every line it prints is flushed as printed
+    p = spawn([A.uv_blocking, "--seconds", "600"])
     line = p.stdout.readline()
     check(line.startswith("pid "), f"uv_blocking printed {line!r}")
     pid = int(line.split()[1])
-    time.sleep(0.6)                     # its pool threads started, asleep
+    # the first callback has queued work, so libuv's pool threads exist
+    first = [p.stdout.readline()]
+    while not first[-1].startswith("cb "):
+        check(first[-1], "uv_blocking ended before its first timer callback")
+        first.append(p.stdout.readline())
     threads_before = tids(pid)
     rec = Recorder(pid)
     time.sleep(2)
     threads = tids(pid)
     db = rec.stop()
-    check(p.poll() is None, "uv_blocking died while traced")
-    out, _ = p.communicate(timeout=30)
-    eq(p.returncode, 0, "uv_blocking exit status")
+    out = "".join(first) + stop_target(p, "uv_blocking")
     cbs, works = [], []
     for l in out.splitlines():
         f = l.split()
@@ -636,7 +652,7 @@ def poll_loop(binary, src, cb, loop_fn):
     its timer callback cb blocking 50 ms every 250 ms): found without
     flags, the summary says it waits in poll, each callback one off-CPU
     episode with cb's frame at its BUG line and loop_fn below it."""
-    p = spawn([binary, "--seconds", "4"])
+    p = spawn([binary, "--seconds", "600"])     # until stop_target
     line = p.stdout.readline()
     check(line.startswith("pid "), f"{binary} printed {line!r}")
     pid = int(line.split()[1])
@@ -644,9 +660,7 @@ def poll_loop(binary, src, cb, loop_fn):
     rec = Recorder(pid)
     time.sleep(2)
     db = rec.stop()
-    check(p.poll() is None, f"{binary} died while traced")
-    out, _ = p.communicate(timeout=30)
-    eq(p.returncode, 0, f"{binary} exit status")
+    out = stop_target(p, binary)
     cbs = [tuple(map(int, l.split()[1:4])) for l in out.splitlines() if l.startswith("cb ")]
     m = check_generic_meta(db, "native")
     start, end = int(m["start_ns"]), rec.stop_ns

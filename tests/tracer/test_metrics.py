@@ -225,9 +225,14 @@ def prometheus():
     eq(prom.query(f'loopscope_target_info{{pid="{srv.pid}",mode="generic"}}')[0][0]["runtime"][:7],
        "CPython", "loopscope_target_info's runtime")
     # the windows reach the recorder once a second: the four 50 ms
-    # iterations are in [2^25, 2^26) ns, the longest of all
+    # iterations are 2^25 ns (33.5 ms) or longer.  On a quiet machine they
+    # are the longest, under 2^26; on a busy one waiting for a CPU makes
+    # them, and maybe others, longer
+    q = ('sum(loopscope_loop_iteration_seconds_count) - '
+         'sum(loopscope_loop_iteration_seconds_bucket{le="0.033554432"})')
+    scraped(q, lambda v: v >= K)
     q = 'histogram_quantile(1, sum by (le) (loopscope_loop_iteration_seconds_bucket))'
-    scraped(q, lambda v: 0.0335 <= v <= 0.0672)
+    scraped(q, lambda v: v >= 0.0335)
     v = prom.value('sum(loopscope_loop_iteration_seconds_count)')
     check(v and v >= K + 4, f"iterations counted: {v}")
     prom.stop()
@@ -375,7 +380,12 @@ def endpoint():
     st, ctype, body = get(rec.url)
     eq(st, 200, "GET /metrics")
     eq(ctype, "text/plain; version=0.0.4; charset=utf-8", "content type")
-    m = parse(body)
+    # the episode's series appear once the recorder, at idle priority, has
+    # read its messages: on a busy machine that can be long after the reply
+    def with_site():
+        m = parse(get(rec.url)[2])
+        return m if "loopscope_blocking_site_episodes_total" in m else None
+    m = wait_for(with_site, 60, "the episode's series in the exposition", interval=0.2)
     for name in ("loopscope_target_info", "loopscope_loop_iteration_seconds_bucket",
                  "loopscope_blocking_episodes_total", "loopscope_blocking_site_episodes_total",
                  "loopscope_tasks", "loopscope_dropped_messages_total",

@@ -8,6 +8,7 @@ Each CASE is one ctest entry (tests/tracer/CMakeLists.txt).  Exit 0 pass,
 """
 import os
 import re
+import resource
 import shutil
 import signal
 import stat
@@ -550,7 +551,11 @@ def loop_buffers_held():
         time.sleep(1.0)
         rec.send_signal(signal.SIGCONT)
         cont_ns = time.monotonic_ns()   # CLOCK_MONOTONIC, the records' clock
-        time.sleep(1.0)
+        # records from after the stop: the loop had its buffers back once
+        # the recorder, idle and on a busy machine maybe slow to run again,
+        # read and freed what it held (the trace is committed as it goes)
+        wait_for(lambda: query(db, "SELECT count(*) FROM events WHERE ts_ns > ?", cont_ns)[0][0],
+                 60, "events after the recorder was let go")
         err = interrupt(rec)
     finally:
         t.kill()
@@ -562,9 +567,6 @@ def loop_buffers_held():
     check("LOSSY" in err and "the target's loops dropped" in err,
           f"summary does not say the loop dropped records: {err!r}")
     check(int(m["read_errors"]) == 0, f"kept batches unreadable: {m}")
-    # records from after the stop: the loop had its buffers back
-    after = query(db, "SELECT count(*) FROM events WHERE ts_ns > ?", cont_ns)[0][0]
-    check(after > 0, f"no events after the recorder was let go: {m}")
 
 
 @case
@@ -671,7 +673,10 @@ def idle_keeps_up():
     hands it some 700 batches a second while it holds them back: never
     raised, nothing lost.  Its first version read for 0.1 ms of each 20 ms
     turn: it kept up with 340 batches a second here, not with 700, and the
-    watchdog raised it."""
+    watchdog raised it.  When other work takes its CPU (tests/run.sh
+    --stress), being raised is right, and what is checked is that the ring
+    dropped nothing and every kept batch was read: the loop itself may
+    drop records then, counted (meta loop_lost_records_claimed)."""
     if len(os.sched_getaffinity(0)) < 2:
         return                        # the target and the recorder need a CPU each
     cpus = sorted(os.sched_getaffinity(0))
@@ -681,12 +686,16 @@ def idle_keeps_up():
     try:
         db = tmpdb()
         secs = 2
+        busy0, use0, t0 = cpu_busy_s(cpus[0]), children_cpu_s(), time.monotonic()
         # the backlog holds it all (2046 slots): reads only, no storing
         rec = subprocess.run([A.loopscope, "record", "-q", "-o", db, "-p", str(t.pid),
                               "-d", str(secs), "--backlog", "128M"],
                              capture_output=True, text=True, timeout=120,
                              env=dict(os.environ, LOOPSCOPE_TEST_BACKLOG="hold"),
                              preexec_fn=lambda: os.sched_setaffinity(0, {cpus[0]}))
+        # what else ran on the recorder's CPU meanwhile
+        others = (cpu_busy_s(cpus[0]) - busy0 - (children_cpu_s() - use0)) / \
+                 (time.monotonic() - t0)
         eq(rec.returncode, 0, f"record exit status ({rec.stderr.strip()})")
     finally:
         t.kill()
@@ -695,11 +704,35 @@ def idle_keeps_up():
     m = meta(db)
     rate = int(m["batches_kept"]) / secs
     # a slower machine makes fewer: the test is weaker there, not wrong
-    print(f"  note: the loop handed over {rate:.0f} batches/s")
+    print(f"  note: the loop handed over {rate:.0f} batches/s; other work took "
+          f"{others:.0%} of the recorder's CPU")
     check(int(m["backlog_messages"]) > 0, f"nothing was held back: {m}")
-    eq(int(m["priority_raises"]), 0, f"meta priority_raises ({rate:.0f} batches/s: {m})")
-    for k in ("dropped_messages", "loop_lost_records_claimed", "read_errors"):
+    if others < 0.25:
+        eq(int(m["priority_raises"]), 0, f"meta priority_raises ({rate:.0f} batches/s: {m})")
+        eq(int(m["loop_lost_records_claimed"]), 0, f"meta loop_lost_records_claimed ({m})")
+    else:
+        # a busy machine (tests/run.sh --stress): the CPU was not its own,
+        # and raising it is what must happen
+        print(f"  note: the CPU was not the recorder's own: {m['priority_raises']} raise(s), "
+              f"{m['loop_lost_records_claimed']} records the loop dropped, not checked")
+    for k in ("dropped_messages", "read_errors"):
         eq(int(m[k]), 0, f"meta {k} ({m})")
+
+
+def cpu_busy_s(cpu):
+    """CPU cpu's time not idle since boot, in seconds (/proc/stat)."""
+    with open("/proc/stat") as f:
+        for line in f:
+            if line.startswith(f"cpu{cpu} "):
+                v = [int(x) for x in line.split()[1:9]]
+                return (sum(v) - v[3] - v[4]) / os.sysconf("SC_CLK_TCK")
+    raise Fail(f"no cpu{cpu} in /proc/stat")
+
+
+def children_cpu_s():
+    """CPU time of the children this process has waited for, in seconds."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
 
 
 def expect_error(args, pattern, rc=None):
