@@ -370,6 +370,16 @@ def agent():
         check(s.p.poll() is None, "a service died under the agent")
 
 
+def scrape_with_site(rec):
+    """The parsed exposition once it has a call site's series.  They
+    appear once the recorder, at idle priority, has read the episode's
+    messages: on a busy machine that can be long after the reply."""
+    def with_site():
+        m = parse(get(rec.url)[2])
+        return m if "loopscope_blocking_site_episodes_total" in m else None
+    return wait_for(with_site, 60, "a call site's series in the exposition", interval=0.2)
+
+
 @case
 def endpoint():
     """The exposition's grammar; bad requests and slow clients are closed
@@ -380,12 +390,7 @@ def endpoint():
     st, ctype, body = get(rec.url)
     eq(st, 200, "GET /metrics")
     eq(ctype, "text/plain; version=0.0.4; charset=utf-8", "content type")
-    # the episode's series appear once the recorder, at idle priority, has
-    # read its messages: on a busy machine that can be long after the reply
-    def with_site():
-        m = parse(get(rec.url)[2])
-        return m if "loopscope_blocking_site_episodes_total" in m else None
-    m = wait_for(with_site, 60, "the episode's series in the exposition", interval=0.2)
+    m = scrape_with_site(rec)
     for name in ("loopscope_target_info", "loopscope_loop_iteration_seconds_bucket",
                  "loopscope_blocking_episodes_total", "loopscope_blocking_site_episodes_total",
                  "loopscope_tasks", "loopscope_dropped_messages_total",
@@ -455,7 +460,7 @@ def hostile_labels():
     srv = Server(script, "--comm", comm)
     rec = Recorder(srv.pid)
     srv.request("sleep")
-    m = parse(get(rec.url)[2])
+    m = scrape_with_site(rec)
     unesc = lambda v: re.sub(r'\\(.)', lambda x: {"n": "\n"}.get(x.group(1), x.group(1)), v)
     eq([unesc(l["comm"]) for l, _ in m["loopscope_target_info"]], [comm.replace("\x1b", "\\x1b")],
        "comm, escaped and read back (control bytes as \\xHH)")
