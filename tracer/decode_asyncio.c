@@ -58,7 +58,8 @@ struct ls_asyncio {
     uint64_t next_id;
     int64_t interval, due;
     uint64_t censuses, census_ns, truncated, read_errors;
-    int64_t last_ts, max_gap;       /* census starts: the widest gap */
+    int64_t last_ts, max_gap;       /* the last census's start; the widest time from
+                                     * one's start to the next one's end */
     bool first_done, warned, final_done;
     /* the uprobes at the Task type's tp_init and tp_finalize, while tasks
      * are made at most r->task_probe_rate a second */
@@ -368,8 +369,11 @@ static void census(recorder *r, struct ls_asyncio *a)
 {
     age_gone(r, a, a->c.ts, false);
     int rc = ls_pytasks_census(a->pt, &a->c);
-    if (a->last_ts && a->c.ts - a->last_ts > a->max_gap)
-        a->max_gap = a->c.ts - a->last_ts;
+    /* how late a change can be stamped: made just after the last census
+     * read it, it is seen by this one and stamped at its end (diff) */
+    int64_t end = a->c.ts + a->c.dur;
+    if (a->last_ts && end - a->last_ts > a->max_gap)
+        a->max_gap = end - a->last_ts;
     a->last_ts = a->c.ts;
     a->censuses++;
     a->census_ns += (uint64_t)a->c.dur;
