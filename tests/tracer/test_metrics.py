@@ -442,7 +442,10 @@ def endpoint():
     srv.request("sleep")
     check(parse(get(rec.url)[2]), "a scrape after all that")
     err = rec.stop()
-    check("recorded 2 blocking episodes" in err, f"record's summary: {err!r}")
+    # the two sleeps; beside CPU hogs (tests/run.sh --stress) a step the
+    # server was preempted in can add one
+    n = re.search(r"recorded (\d+) blocking episodes", err)
+    check(n and int(n.group(1)) >= 2, f"record's summary: {err!r}")
 
 
 @case

@@ -47,7 +47,9 @@ time.monotonic_ns() (CLOCK_MONOTONIC):
     {"ev":"act","task":"main","do":WHAT,"target":NAME,"t":T}   main cancels, drops, releases
     {"ev":"collected","task":"main","t":T}             after gc.collect() of leaky
     {"ev":"block","task":"blocker","t0":T,"t1":T}      around blocker's time.sleep(0.05)
-    {"ev":"end","task":"main","t":T}                   last line
+    {"ev":"end","task":"main","t":T,"run_delay":NS}    last line; NS: the main thread's
+                                                       time runnable but waiting for a CPU
+                                                       (schedstat), all run long
 
 Every task is logged, asyncio's own too: start_server and each accepted
 connection create short-lived unnamed tasks ("Task-N"; "None" on 3.13.0,
@@ -360,7 +362,7 @@ async def main(args):
         await asyncio.sleep(max(0, ready + args.hold * 1e9 - now()) / 1e9)
     gc.collect()
     if not args.clean_exit:
-        log("end", task="main", t=now())
+        log_end()
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(0)
@@ -397,7 +399,14 @@ def run(args):
             loop.run_until_complete(loop.shutdown_default_executor())
             asyncio.set_event_loop(None)
             loop.close()
-    log("end", task="main", t=now())
+    log_end()
+
+
+def log_end():
+    """The last line, with the main thread's run delay (schedstat)."""
+    with open(f"/proc/self/task/{os.getpid()}/schedstat") as f:
+        run_delay = int(f.read().split()[1])
+    log("end", task="main", t=now(), run_delay=run_delay)
 
 
 def start(loop):
