@@ -20,6 +20,7 @@ sys.path when ctest runs `python3 tests/tracer/SCRIPT.py CASE ...`
 """
 import argparse
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -80,6 +81,12 @@ def wait_for(pred, timeout, what, interval=0.05):
             return got
         time.sleep(interval)
     raise Fail(f"timed out after {timeout} s waiting for {what() if callable(what) else what}")
+
+
+def children_cpu():
+    """User and system CPU seconds of the children waited for so far."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
 
 
 class cpu_hogs:

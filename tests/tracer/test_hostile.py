@@ -21,7 +21,7 @@ import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from lstest import (Fail, check, query, meta, integrity, tmpdir, parse_args,
-                    run_case)  # the copy every script shares
+                    run_case, children_cpu)  # the copy every script shares
 
 A = None
 MODES = ["random", "lengths", "records", "names", "tasks", "loops", "flood", "pub", "unbatched",
@@ -170,12 +170,6 @@ def check_trace(mode, db, stderr, rss_mb):
             check(rss_mb < RSS_LIMIT_MB, f"recorder peak RSS {rss_mb:.0f} MiB >= {RSS_LIMIT_MB}")
         print(f"tasks rows {n}, recorder peak RSS "
               f"{'n/a' if rss_mb is None else f'{rss_mb:.0f} MiB'}")
-
-
-def children_cpu():
-    """User and system CPU seconds of the children waited for so far."""
-    r = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return r.ru_utime + r.ru_stime
 
 
 def run_viewer(db, work):

@@ -8,7 +8,6 @@ Each CASE is one ctest entry (tests/tracer/CMakeLists.txt).  Exit 0 pass,
 """
 import os
 import re
-import resource
 import shutil
 import signal
 import stat
@@ -16,7 +15,8 @@ import subprocess
 import sys
 import time
 from lstest import (Fail, check, eq, query, meta, integrity, wait_for, tmpdir, semaphores,
-                    parse_args, run_case, cpu_hogs)  # the copy every script shares
+                    parse_args, run_case, cpu_hogs,
+                    children_cpu)  # the copy every script shares
 import lstrace  # on sys.path through lstest
 
 A = None
@@ -686,7 +686,7 @@ def idle_keeps_up():
     try:
         db = tmpdb()
         secs = 2
-        busy0, use0, t0 = cpu_busy_s(cpus[0]), children_cpu_s(), time.monotonic()
+        busy0, use0, t0 = cpu_busy_s(cpus[0]), children_cpu(), time.monotonic()
         # the backlog holds it all (2046 slots): reads only, no storing
         rec = subprocess.run([A.loopscope, "record", "-q", "-o", db, "-p", str(t.pid),
                               "-d", str(secs), "--backlog", "128M"],
@@ -694,7 +694,7 @@ def idle_keeps_up():
                              env=dict(os.environ, LOOPSCOPE_TEST_BACKLOG="hold"),
                              preexec_fn=lambda: os.sched_setaffinity(0, {cpus[0]}))
         # what else ran on the recorder's CPU meanwhile
-        others = (cpu_busy_s(cpus[0]) - busy0 - (children_cpu_s() - use0)) / \
+        others = (cpu_busy_s(cpus[0]) - busy0 - (children_cpu() - use0)) / \
                  (time.monotonic() - t0)
         eq(rec.returncode, 0, f"record exit status ({rec.stderr.strip()})")
     finally:
@@ -727,12 +727,6 @@ def cpu_busy_s(cpu):
                 v = [int(x) for x in line.split()[1:9]]
                 return (sum(v) - v[3] - v[4]) / os.sysconf("SC_CLK_TCK")
     raise Fail(f"no cpu{cpu} in /proc/stat")
-
-
-def children_cpu_s():
-    """CPU time of the children this process has waited for, in seconds."""
-    r = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return r.ru_utime + r.ru_stime
 
 
 def expect_error(args, pattern, rc=None):
