@@ -232,4 +232,97 @@ static __always_inline void episode_close(__u32 tid)
     bpf_map_delete_elem(&offcpu, &tid);
 }
 
+/* ---- A step's time off the CPU (struct ls_step_off, record.h) ----
+ * An on-CPU episode is a step whose CPU time passed the threshold, and its
+ * CPU time is its wall time less its time off the CPU: switched out
+ * (on_switch), or stolen.  Steal is time the hypervisor ran something else
+ * on this virtual CPU while the guest wanted it; the guest's clock runs on
+ * through it, so a step on a busy host gains, in wall time, whatever the
+ * host took in the middle of it (stretches of 10-30 ms beside CPU and I/O
+ * hogs on the test machine: tracer/README.md, "A step's CPU time").
+ *
+ * The kernel counts it per run queue: the run queue's clock (rq->clock)
+ * less its task clock is the time its CPU gave no task (steal, and
+ * interrupts where the kernel accounts them apart).  Both clocks are
+ * brought up to date at every switch, so they are exact in on_switch, and
+ * at every tick, so in a CPU sample they may be a tick behind -- or, when
+ * the CPU was just stolen and the tick has not run yet, a whole stolen
+ * stretch behind.  How far behind is the wall time since the last update
+ * less the run queue clock's advance since, measured from an anchor (a
+ * ktime and the rq->clock of the same moment: the switch-in, exact, then
+ * each sample that finds the clock moved, so that the two clocks' drift
+ * never builds up; a sample's anchor is up to a tick early, which only
+ * makes the lag seem smaller).  A sample counts a lag of more than a tick
+ * as off the CPU: time the kernel has not counted yet may be stolen, and
+ * the next sample, half a threshold on, decides once it is counted. */
+extern unsigned int CONFIG_HZ __kconfig __weak;
+
+struct rq_clocks {
+    __u64 clock, unrun;
+};
+
+/* Task t's run queue, which is its CPU's while it runs.  A kernel without
+ * group scheduling (no se.cfs_rq) counts nothing, as before. */
+static __always_inline struct rq_clocks rq_clocks(struct task_struct *t)
+{
+    struct rq_clocks c = {};
+    if (!bpf_core_field_exists(t->se.cfs_rq))
+        return c;
+    struct rq *rq = BPF_CORE_READ(t, se.cfs_rq, rq);
+    if (!rq)
+        return c;
+    c.clock = BPF_CORE_READ(rq, clock);
+    c.unrun = c.clock - BPF_CORE_READ(rq, clock_task);
+    return c;
+}
+
+/* Thread so (running as t) begins a stretch on its CPU at now. */
+static __always_inline void stretch_begin(struct task_struct *t, struct ls_step_off *so, __u64 now)
+{
+    struct rq_clocks c = rq_clocks(t);
+    so->in_ns = so->anchor_ns = now;
+    so->unrun_in = c.unrun;
+    so->anchor_clock = c.clock;
+}
+
+/* Time off the CPU in thread so's stretch on this CPU so far (t running),
+ * within its step begun at since: stolen time the run queue has counted,
+ * and with sampling, time it may not have counted yet (above).  At most
+ * the part of the stretch within the step. */
+static __always_inline __u64 stretch_off(struct task_struct *t, struct ls_step_off *so,
+                                         __u64 since, __u64 now, bool sampling)
+{
+    if (!so->in_ns)
+        return 0;                     /* not seen switched in: unknown */
+    struct rq_clocks c = rq_clocks(t);
+    __u64 from = so->in_ns > since ? so->in_ns : since;
+    __u64 most = now > from ? now - from : 0;
+    __s64 off = (__s64)(c.unrun - so->unrun_in);
+    if (off < 0)
+        off = 0;
+    if (sampling && c.clock) {
+        __s64 lag = (__s64)(now - so->anchor_ns) - (__s64)(c.clock - so->anchor_clock);
+        __u64 tick = 1000000000ull / (CONFIG_HZ ? CONFIG_HZ : 100);
+        if (lag > (__s64)tick)
+            off += lag;
+        if (c.clock != so->anchor_clock) {
+            so->anchor_ns = now;
+            so->anchor_clock = c.clock;
+        }
+    }
+    return (__u64)off < most ? (__u64)off : most;
+}
+
+/* The current thread's (tid's) time off the CPU so far in its step
+ * (steps, begun at since); sampling: as a CPU sample counts it. */
+static __always_inline __u64 step_off_now(__u32 tid, __u32 steps, __u64 since, __u64 now,
+                                          bool sampling)
+{
+    struct ls_step_off *so = bpf_map_lookup_elem(&step_off, &tid);
+    if (!so)
+        return 0;
+    return (so->steps == steps ? so->off_ns : 0) +
+           stretch_off(bpf_get_current_task_btf(), so, since, now, sampling);
+}
+
 #endif /* LOOPSCOPE_RECORD_BPF_H */

@@ -153,13 +153,20 @@ struct ls_gloop {
  * 0 in every message sent. */
 #define LS_ASLEEP 1u
 
-/* Off-CPU time of the current step of each loop thread (map step_off), so
- * that an on-CPU episode counts CPU time, not wall time. */
+/* Time off the CPU in the current step of each loop thread (map step_off),
+ * so that an on-CPU episode counts CPU time, not wall time: time switched
+ * out, and time stolen by the hypervisor while it ran (steal, which the
+ * guest's clock counts but its CPU did not run; record.bpf.h, rq_clocks). */
 struct ls_step_off {
     __u32 steps;            /* the step (evl_loop_pub.steps, or generic steps) */
     __u32 pad;
-    __u64 off_ns;           /* switched-out time within that step */
+    __u64 off_ns;           /* switched-out and stolen time within that step,
+                               up to the last switch-out */
     __u64 out_ns;           /* switched out since, 0 if running */
+    __u64 in_ns;            /* running since (switched in), 0 if not known */
+    __u64 unrun_in;         /* its CPU's time given no task then (rq_clocks) */
+    __u64 anchor_ns;        /* a ktime, and the run queue's clock then */
+    __u64 anchor_clock;
 };
 
 /* --syscalls: time spent in each syscall by each loop thread. */

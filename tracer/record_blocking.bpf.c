@@ -10,8 +10,9 @@
  *
  * On-CPU: a CPU-clock perf event on each CPU (blocks.c says why not per
  * thread) samples whatever runs there; a loop thread's step whose wall
- * time since it began, minus its time switched out, passed the threshold
- * is reported once, with its registers and stack at the sample.
+ * time since it began, minus its time off the CPU (switched out, or
+ * stolen: record.bpf.h), passed the threshold is reported once, with its
+ * registers and stack at the sample.
  */
 #include "record_wait.bpf.h"
 #include "pystack.bpf.h"
@@ -210,9 +211,11 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
             o->h.pad = 0;
         }
         struct ls_step_off *so = bpf_map_lookup_elem(&step_off, &ntid);
-        if (so && so->out_ns) {
-            so->off_ns += now - so->out_ns;
+        if (so) {
+            if (so->out_ns)
+                so->off_ns += now - so->out_ns;
             so->out_ns = 0;
+            stretch_begin(next, so, now);
         }
     }
 
@@ -234,10 +237,13 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
         if (!so)
             return 0;
     }
+    __u64 stolen = stretch_off(prev, so, v.since, now, false);
     if (so->steps != v.steps) {
         so->steps = v.steps;
         so->off_ns = 0;
     }
+    so->off_ns += stolen;
+    so->in_ns = 0;
     so->out_ns = now;
 
     if (prev->__state == 0)           /* TASK_RUNNING: preempted, not blocked */
@@ -300,10 +306,7 @@ int on_cpu_sample(struct bpf_perf_event_data *ctx)
         return 0;
     if ((v.phase != EVL_PHASE_TASK && v.phase != EVL_PHASE_CALLBACK) || !v.since)
         return 0;
-    __u64 off = 0;
-    struct ls_step_off *so = bpf_map_lookup_elem(&step_off, &tid);
-    if (so && so->steps == v.steps)
-        off = so->off_ns;
+    __u64 off = step_off_now(tid, v.steps, v.since, now, true);
     if (now - v.since < block_threshold_ns + off)
         return 0;                     /* less CPU time than the threshold */
     __u32 *last = bpf_map_lookup_elem(&oncpu_reported, &tid);

@@ -19,16 +19,13 @@
 static const struct ls_gloop gloop_zero;  /* too big for the BPF stack */
 
 /* The step of tid ends at now; send its on-CPU episode, if any, with the
- * step's CPU time: wall time minus time switched out. */
+ * step's CPU time: wall time minus time off the CPU. */
 static __always_inline void oncpu_close(__u32 tid, __u64 now)
 {
     struct block_msg *o = bpf_map_lookup_elem(&oncpu_open, &tid);
     if (!o)
         return;
-    __u64 off = 0;
-    struct ls_step_off *so = bpf_map_lookup_elem(&step_off, &tid);
-    if (so && so->steps == o->b.steps)
-        off = so->off_ns;
+    __u64 off = step_off_now(tid, o->b.steps, o->b.start_ns, now, false);
     __u64 wall = now - o->b.start_ns;
     o->b.dur_ns = wall > off ? wall - off : 0;
     block_send(o);

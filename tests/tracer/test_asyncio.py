@@ -144,8 +144,12 @@ def lifecycle():
         check(name in rows, f"task {name!r} has no row (rows: {sorted(rows)})")
         eq(len(rows[name]), 1, f"rows named {name!r}")
         r = rows[name][0]
+        # the probe and the truth's line are a few instructions apart,
+        # unless the loop thread lost its CPU between them: at most its
+        # run delay (beside CPU hogs, 21 ms was seen)
         dc = abs(r["created"] - t["created"])
-        check(dc <= TOL, f"{name}: created {dc / MS:.1f} ms from the truth")
+        check(dc <= TOL + run_delay, f"{name}: created {dc / MS:.1f} ms from the truth "
+                                     f"(its run delay {run_delay / MS:.1f} ms)")
         worst_c = max(worst_c, dc)
         if t["state"]:
             eq(r["final"], FINAL[t["state"]], f"{name}'s final state")

@@ -327,15 +327,13 @@ def oncpu():
     check(m.get("trigger", "").startswith("blocking>=30.0 ms: ") and "on-CPU" in m["trigger"]
           and "handle_conn#1" in m["trigger"], f"trigger {m.get('trigger')!r}")
     eps = query(db, "SELECT start_ns, dur_ns FROM blocking WHERE kind = 2")
-    # one at or over the trigger: the spin's.  Beside CPU hogs (tests/run.sh
-    # --stress) one run also held an on-CPU episode of 12 ms in the second
-    # before it, under the trigger: allowed, and shown
-    over = [e for e in eps if e[1] >= 30 * 10**6]
-    eq(len(over), 1, f"on-CPU episodes of 30 ms or more ({eps})")
-    if len(eps) > 1:
-        print(f"  note: on-CPU episodes under the trigger too: {eps}")
-    eq(int(m["trigger_ns"]), over[0][0], "trigger_ns (the step's start)")
-    check(over[0][1] >= 45 * 10**6, f"the spin's episode lasted {over[0][1]} ns")
+    # the spin's, and no other: the idle server's steps are short, also
+    # beside CPU hogs on a VM whose host steals the CPU in the middle of
+    # one (tests/run.sh --stress once found a false one of 12 ms here,
+    # before the recorder counted steal off the CPU)
+    eq(len(eps), 1, "on-CPU episodes")
+    eq(int(m["trigger_ns"]), eps[0][0], "trigger_ns (the step's start)")
+    check(eps[0][1] >= 45 * 10**6, f"the spin's episode lasted {eps[0][1]} ns")
     site = query(db, "SELECT count(*) FROM frames f JOIN blocking b ON b.stack_id = f.stack_id "
                      "WHERE f.file LIKE '%blocking_server.c' AND f.function LIKE 'spin_ms%'")
     check(site[0][0] >= 1, "no spin_ms frame in blocking_server.c")

@@ -46,18 +46,17 @@ def note(msg):
 
 
 def steal_ns():
-    """The machine's steal time (ns, all CPUs; /proc/stat, USER_HZ ticks).
-    The recorder's CPU time of a step is its wall time minus the time its
-    thread was switched out, so time a hypervisor took from the vCPU counts
-    in it; the kernel's per-thread CPU time (schedstat, thread_time) leaves
-    it out.  Bounds on on-CPU episodes allow for the steal over the request
-    (plus a tick of /proc/stat's granularity)."""
+    """The machine's steal time (ns, all CPUs; /proc/stat, USER_HZ ticks),
+    shown beside a bound on an on-CPU episode.  The recorder's CPU time of
+    a step leaves it out, as the kernel's per-thread CPU time (schedstat,
+    thread_time) does, but counts it from the run queue's clocks, up to a
+    scheduler tick behind: the bounds allow TICK for that."""
     with open("/proc/stat") as f:
         v = f.readline().split()
     return int(v[8]) * 1_000_000_000 // os.sysconf("SC_CLK_TCK")
 
 
-TICK = 10 * MS      # /proc/stat's granularity (USER_HZ 100)
+TICK = 10 * MS      # a scheduler tick (4 ms at HZ 250), with room
 
 
 PROCS = []            # killed when the case ends
@@ -338,10 +337,10 @@ def python_case(python, *record_args):
             e = got[0]
             eq(e["kind"], 2, f"{what}: kind (2 on-CPU)")
             eq(e["loop"], t.pid, f"{what}: loop thread")
-            hi = r["cpu"] + 5 * MS + r["steal"] + TICK
+            hi = r["cpu"] + 5 * MS + TICK
             check(25 * MS <= e["dur"] <= hi,
                   f"{what}: {e['dur'] / MS:.2f} ms of CPU not in [25, handler's "
-                  f"{r['cpu'] / MS:.2f} + 5 + steal {r['steal'] / MS:.0f} + 10]")
+                  f"{r['cpu'] / MS:.2f} + 5 + 10] (steal meanwhile {r['steal'] / MS:.0f})")
             check(any(f.startswith("_PyEval_EvalFrame") for f in functions(e)),
                   f"{what}: no eval loop frame in the on-CPU stack: {show(e)}")
             check_python_frames(e, what, [("cpu_work", CPU_LINES), ("handle", CPU_CALL)])
@@ -413,6 +412,53 @@ def python_pyenv():
 # ------------------------------------------------------------ Node.js
 
 NODE_FILE_MB = 256
+
+
+@case
+def cpu_steps():
+    """Steps of 5 ms of CPU time are no on-CPU episodes (threshold 10 ms),
+    however long their wall time; steps of 30 ms are.  Beside CPU hogs on
+    a VM (tests/run.sh --stress) a light step is preempted and the host
+    steals the CPU in the middle of some (15 % of the CPUs' time here,
+    tests/bench/results/oncpu_steal.txt): both are off the CPU.  That
+    counted 7 % of such steps as episodes before steal was counted, none
+    in two minutes after, one in 1 800 steps by hand (tracer/README.md, "A
+    step's CPU time": not explained); so at most 1 % here, or one."""
+    out = os.path.join(tmpdir(), "steps.txt")
+    secs = 6
+    t = spawn(["/usr/bin/python3.11", os.path.join(GEN, "cpu_steps.py"), "5", str(secs + 3),
+               out, "30", "10"])
+    eq(t.stdout.readline().strip(), "ready", "the target's first line")
+    rec = Recorder(t.pid, "-t", "10", "-d", str(secs))
+    db = rec.finish()
+    t.wait(timeout=60)
+    start = int(meta(db)["start_ns"])
+    steps = [tuple(map(int, line.split())) for line in open(out)]
+    steps = [x for x in steps if start <= x[0] and x[1] <= start + secs * 1000 * MS]
+    eps = [e for e in episodes(db) if e["kind"] == 2]
+    # the recorder's step begins at the wait's return, a little before the
+    # target's stamp
+    def step_of(e):
+        got = [x for x in steps if x[0] - 2 * MS <= e["start"] <= x[1]]
+        return got[0] if got else None
+    false = [(e["start"] - start, e["dur"], step_of(e)) for e in eps
+             if not step_of(e) or step_of(e)[2] < 10 * MS]
+    light = [x for x in steps if x[2] < 10 * MS]
+    check(len(false) <= max(1, len(light) // 100),
+          f"on-CPU episodes not in a step of 10 ms of CPU or more: {false} (of {len(light)} "
+          f"light steps, {sum(1 for x in light if x[1] - x[0] >= 10 * MS)} of 10 ms or more "
+          "of wall time)")
+    if false:
+        note(f"on-CPU episodes in light steps: {false}")
+    heavy = [x for x in steps if x[2] >= 25 * MS]
+    found = {step_of(e) for e in eps}
+    check(heavy and 2 * sum(1 for x in heavy if x in found) >= len(heavy),
+          f"heavy steps found: {sum(1 for x in heavy if x in found)} of {len(heavy)}")
+    for e in eps:
+        x = step_of(e)
+        if x and x[2] >= 10 * MS:
+            check(8 * MS <= e["dur"] <= x[2] + 5 * MS + TICK,
+                  f"an episode of {e['dur'] / MS:.1f} ms of CPU in a step of {x[2] / MS:.1f} ms")
 
 
 def big_file(d):
@@ -815,10 +861,10 @@ def redis():
             # the command's iteration, then the reply written over several
             # (redis's slowlog has the command's wall time: under load, a
             # good part of it is spent waiting for a CPU)
-            check(0.5 * tcpu <= e["dur"] <= tcpu + 5 * MS + steal + TICK,
-                  f"{what}: {e['dur'] / MS:.1f} ms of CPU not in [0.5x, 1x + 5 ms + steal "
-                  f"{steal / MS:.0f} + 10] of the main thread's {tcpu / MS:.1f} ms over the "
-                  f"request (/proc schedstat)")
+            check(0.5 * tcpu <= e["dur"] <= tcpu + 5 * MS + TICK,
+                  f"{what}: {e['dur'] / MS:.1f} ms of CPU not in [0.5x, 1x + 5 ms + 10] of "
+                  f"the main thread's {tcpu / MS:.1f} ms over the request (/proc schedstat; "
+                  f"steal meanwhile {steal / MS:.0f})")
             fn = "keysCommand"
         if syms[fn]:
             check(fn in fns, f"{what}: no {fn} frame: {show(e)}")
