@@ -238,8 +238,7 @@ static __always_inline void episode_close(__u32 tid)
  * (on_switch), or stolen.  Steal is time the hypervisor ran something else
  * on this virtual CPU while the guest wanted it; the guest's clock runs on
  * through it, so a step on a busy host gains, in wall time, whatever the
- * host took in the middle of it (stretches of 10-30 ms beside CPU and I/O
- * hogs on the test machine: tracer/README.md, "A step's CPU time").
+ * host took in the middle of it (tracer/README.md, "A step's CPU time").
  *
  * The kernel counts it per run queue: the run queue's clock (rq->clock)
  * less its task clock is the time its CPU gave no task (steal, and

@@ -489,7 +489,12 @@ def node_case(flags):
     t = Target([node, *flags, os.path.join(GEN, "node_server.js"), path], cwd=d)
     perf_map = f"/tmp/perf-{t.pid}.map"
     try:
-        time.sleep(0.5)
+        # V8 compiles a function at its first call: the handler's first
+        # request spent over 10 ms of CPU in its bytecode compiler beside
+        # CPU hogs (tests/run.sh --stress), sampled there as the spin's
+        # on-CPU episode.  Compiled before the recording, not in it.
+        for route in ("good", "spin", "atomics"):
+            t.request(route, tid=t.pid)
         threads = tids(t.pid)
         rec = Recorder(t.pid)
         reqs = []
@@ -536,10 +541,10 @@ def node_case(flags):
             # the handler measures the process's CPU (V8's GC threads too):
             # the main thread's own is read from its schedstat by the client
             tcpu = r["thread_cpu"]
-            check(0.5 * tcpu <= e["dur"] <= tcpu + 5 * MS + r["steal"] + TICK,
-                  f"{what}: {e['dur'] / MS:.1f} ms of CPU not in [0.5x, 1x + 5 ms + steal "
-                  f"{r['steal'] / MS:.0f} + 10] of the main thread's {tcpu / MS:.1f} ms over "
-                  f"the request (/proc schedstat)")
+            check(0.5 * tcpu <= e["dur"] <= tcpu + 5 * MS + TICK,
+                  f"{what}: {e['dur'] / MS:.1f} ms of CPU not in [0.5x, 1x + 5 ms + 10] of the "
+                  f"main thread's {tcpu / MS:.1f} ms over the request (/proc schedstat; steal "
+                  f"meanwhile {r['steal'] / MS:.0f})")
             others = [show(x) for x in got if x is not e]
             if others:
                 note(f"{what}: besides the spin: {others}")
