@@ -540,7 +540,10 @@ def loop_buffers_held():
     the records it cannot keep, counts them, and goes on; the recorder, let
     go, reads what the loop kept, frees it, stores the loop's count and says
     the trace is lossy; the loop records again once freed."""
-    t = start("ticker", "--seconds", "30", "--burst", "20000")
+    # the ticker outlives the test (killed at its end): its kept batches
+    # are read from its memory, and beside CPU hogs (tests/run.sh
+    # --stress) the recorder took over 20 s to come to them
+    t = start("ticker", "--seconds", "600", "--burst", "20000")
     try:
         db = tmpdb()
         rec = subprocess.Popen([A.loopscope, "record", "-p", str(t.pid), "-o", db],
