@@ -83,6 +83,15 @@ def wait_for(pred, timeout, what, interval=0.05):
     raise Fail(f"timed out after {timeout} s waiting for {what() if callable(what) else what}")
 
 
+def schedstat(pid, tid=None):
+    """Thread TID's (default: PID's main thread) time on a CPU and time
+    runnable but waiting for one, in ns (/proc schedstat; exact while it
+    is not running)."""
+    with open(f"/proc/{pid}/task/{tid or pid}/schedstat") as f:
+        v = f.read().split()
+    return int(v[0]), int(v[1])
+
+
 def children_cpu():
     """User and system CPU seconds of the children waited for so far."""
     r = resource.getrusage(resource.RUSAGE_CHILDREN)

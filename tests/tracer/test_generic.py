@@ -26,7 +26,7 @@ import sys
 import time
 
 from lstest import (Fail, Skip, check, eq, query, meta, integrity, wait_for, tmpdir,
-                    parse_args, run_case)  # the copy every script shares
+                    schedstat, parse_args, run_case)  # the copy every script shares
 
 A = None
 CASES = {}
@@ -46,17 +46,19 @@ def note(msg):
 
 
 def steal_ns():
-    """The machine's steal time (ns, all CPUs; /proc/stat, USER_HZ ticks),
-    shown beside a bound on an on-CPU episode.  The recorder's CPU time of
-    a step leaves it out, as the kernel's per-thread CPU time (schedstat,
-    thread_time) does, but counts it from the run queue's clocks, up to a
-    scheduler tick behind: the bounds allow TICK for that."""
+    """The machine's steal time (ns, all CPUs; /proc/stat, USER_HZ ticks).
+    The kernel's per-thread CPU time (schedstat, thread_time) leaves it
+    out; the recorder's CPU time of a step leaves out what the run queue
+    has counted as stolen (tracer/README.md, "A step's CPU time"), but a
+    stress pass once counted a redis KEYS above the thread's own CPU time
+    by part of the steal meanwhile (not explained).  So bounds on on-CPU
+    episodes still allow for the steal over the request, plus TICK."""
     with open("/proc/stat") as f:
         v = f.readline().split()
     return int(v[8]) * 1_000_000_000 // os.sysconf("SC_CLK_TCK")
 
 
-TICK = 10 * MS      # a scheduler tick (4 ms at HZ 250), with room
+TICK = 10 * MS      # /proc/stat's granularity (USER_HZ 100)
 
 
 PROCS = []            # killed when the case ends
@@ -81,13 +83,7 @@ class Target:
         self.port = int(line.split()[1])
 
     def thread_cpu(self, tid):
-        return self.schedstat(tid)[0]
-
-    def schedstat(self, tid):
-        """Thread tid's time on a CPU and runnable but waiting for one (ns)."""
-        with open(f"/proc/{self.pid}/task/{tid}/schedstat") as f:
-            v = f.read().split()
-            return int(v[0]), int(v[1])
+        return schedstat(self.pid, tid)[0]
 
     def request(self, route, tid=None):
         """Send ROUTE; return the handler's (t0, t1, cpu, extra), the
@@ -95,7 +91,7 @@ class Target:
         that thread's CPU time over it and its time waiting for a CPU (runq:
         preempted on a busy machine) (it sleeps before and after, so its
         schedstat is up to date)."""
-        s0, q0 = self.schedstat(tid) if tid else (0, 0)
+        s0, q0 = schedstat(self.pid, tid) if tid else (0, 0)
         st0 = steal_ns()
         c0 = time.monotonic_ns()
         with socket.create_connection(("127.0.0.1", self.port), timeout=30) as c:
@@ -110,7 +106,7 @@ class Target:
         f = got.decode().split()
         check(len(f) == 6 and f[:2] == ["done", route], f"answer to {route}: {got!r}")
         time.sleep(0.01)              # the server back in its wait call
-        s1, q1 = self.schedstat(tid) if tid else (0, 0)
+        s1, q1 = schedstat(self.pid, tid) if tid else (0, 0)
         return dict(route=route, t0=int(f[2]), t1=int(f[3]), cpu=int(f[4]), extra=f[5],
                     c0=c0, c1=c1, thread_cpu=s1 - s0, runq=q1 - q0, steal=steal_ns() - st0)
 
@@ -337,10 +333,10 @@ def python_case(python, *record_args):
             e = got[0]
             eq(e["kind"], 2, f"{what}: kind (2 on-CPU)")
             eq(e["loop"], t.pid, f"{what}: loop thread")
-            hi = r["cpu"] + 5 * MS + TICK
+            hi = r["cpu"] + 5 * MS + r["steal"] + TICK
             check(25 * MS <= e["dur"] <= hi,
                   f"{what}: {e['dur'] / MS:.2f} ms of CPU not in [25, handler's "
-                  f"{r['cpu'] / MS:.2f} + 5 + 10] (steal meanwhile {r['steal'] / MS:.0f})")
+                  f"{r['cpu'] / MS:.2f} + 5 + steal {r['steal'] / MS:.0f} + 10]")
             check(any(f.startswith("_PyEval_EvalFrame") for f in functions(e)),
                   f"{what}: no eval loop frame in the on-CPU stack: {show(e)}")
             check_python_frames(e, what, [("cpu_work", CPU_LINES), ("handle", CPU_CALL)])
@@ -422,8 +418,8 @@ def cpu_steps():
     steals the CPU in the middle of some (15 % of the CPUs' time here,
     tests/bench/results/oncpu_steal.txt): both are off the CPU.  That
     counted 7 % of such steps as episodes before steal was counted, none
-    in two minutes after, one in 1 800 steps by hand (tracer/README.md, "A
-    step's CPU time": not explained); so at most 1 % here, or one."""
+    in two minutes after, but not all steal is left out (tracer/README.md,
+    "A step's CPU time"); so at most 1 % here, or one."""
     out = os.path.join(tmpdir(), "steps.txt")
     secs = 6
     t = spawn(["/usr/bin/python3.11", os.path.join(GEN, "cpu_steps.py"), "5", str(secs + 3),
@@ -541,10 +537,10 @@ def node_case(flags):
             # the handler measures the process's CPU (V8's GC threads too):
             # the main thread's own is read from its schedstat by the client
             tcpu = r["thread_cpu"]
-            check(0.5 * tcpu <= e["dur"] <= tcpu + 5 * MS + TICK,
-                  f"{what}: {e['dur'] / MS:.1f} ms of CPU not in [0.5x, 1x + 5 ms + 10] of the "
-                  f"main thread's {tcpu / MS:.1f} ms over the request (/proc schedstat; steal "
-                  f"meanwhile {r['steal'] / MS:.0f})")
+            check(0.5 * tcpu <= e["dur"] <= tcpu + 5 * MS + r["steal"] + TICK,
+                  f"{what}: {e['dur'] / MS:.1f} ms of CPU not in [0.5x, 1x + 5 ms + steal "
+                  f"{r['steal'] / MS:.0f} + 10] of the main thread's {tcpu / MS:.1f} ms over "
+                  f"the request (/proc schedstat)")
             others = [show(x) for x in got if x is not e]
             if others:
                 note(f"{what}: besides the spin: {others}")
@@ -739,12 +735,6 @@ def glib_main_loop():
 
 # ------------------------------------------------------------ redis
 
-def schedstat_cpu(pid, tid):
-    """Thread TID's CPU time (ns), exact when it is not running."""
-    with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
-        return int(f.read().split()[0])
-
-
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -812,10 +802,10 @@ def redis():
     reqs = []
     for _ in range(3):
         for args in (("DEBUG", "SLEEP", "0.05"), ("KEYS", "*"), ("PING",)):
-            s0, st0 = schedstat_cpu(pid, pid), steal_ns()
+            s0, st0 = schedstat(pid)[0], steal_ns()
             reply, c0, c1 = c.cmd(*args)
             time.sleep(0.05)            # redis back in epoll_wait
-            tcpu, steal = schedstat_cpu(pid, pid) - s0, steal_ns() - st0
+            tcpu, steal = schedstat(pid)[0] - s0, steal_ns() - st0
             check(reply.startswith(b"*300000\r\n" if args[0] == "KEYS" else b"+"),
                   f"reply to {args}: {reply[:60]!r}")
             reqs.append((args[0], c0, c1, tcpu, steal))
@@ -866,10 +856,10 @@ def redis():
             # the command's iteration, then the reply written over several
             # (redis's slowlog has the command's wall time: under load, a
             # good part of it is spent waiting for a CPU)
-            check(0.5 * tcpu <= e["dur"] <= tcpu + 5 * MS + TICK,
-                  f"{what}: {e['dur'] / MS:.1f} ms of CPU not in [0.5x, 1x + 5 ms + 10] of "
-                  f"the main thread's {tcpu / MS:.1f} ms over the request (/proc schedstat; "
-                  f"steal meanwhile {steal / MS:.0f})")
+            check(0.5 * tcpu <= e["dur"] <= tcpu + 5 * MS + steal + TICK,
+                  f"{what}: {e['dur'] / MS:.1f} ms of CPU not in [0.5x, 1x + 5 ms + steal "
+                  f"{steal / MS:.0f} + 10] of the main thread's {tcpu / MS:.1f} ms over the "
+                  f"request (/proc schedstat)")
             fn = "keysCommand"
         if syms[fn]:
             check(fn in fns, f"{what}: no {fn} frame: {show(e)}")
