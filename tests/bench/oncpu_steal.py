@@ -22,9 +22,9 @@ in a step of that much CPU (true) or less (false); and the steal
                              [--runs N]
 """
 import argparse
+import contextlib
 import os
 import shutil
-import signal
 import sqlite3
 import subprocess
 import sys
@@ -33,6 +33,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "tests", "tracer"))
+from lstest import cpu_hogs  # noqa: E402  (the hogs of the tests)
 
 TARGET = os.path.join(ROOT, "tests", "tracer", "generic", "cpu_steps.py")
 
@@ -96,33 +98,22 @@ def main():
     p.add_argument("--hogs", action="store_true",
                    help="a CPU hog per CPU and an I/O hog, as tests/run.sh --stress")
     a = p.parse_args()
-    hogs = []
     d = tempfile.mkdtemp(prefix="oncpu_steal.")
     try:
-        if a.hogs:
-            for _ in range(os.cpu_count()):
-                hogs.append(subprocess.Popen(["bash", "-c", "while :; do :; done"],
-                                             start_new_session=True))
-            hogs.append(subprocess.Popen(
-                ["bash", "-c", 'while :; do dd if=/dev/zero of="$0/io" bs=1M count=64 '
-                 'conv=fsync status=none; done', d], start_new_session=True))
-        print(f"loopscope: {a.loopscope}")
-        print(f"steps of {a.work_ms} ms CPU, threshold {a.threshold_ms} ms, {a.seconds} s a run, "
-              f"{'a CPU hog per CPU and an I/O hog' if a.hogs else 'no hogs'}")
-        print("run  steps  wall>=thr  cpu>=thr  on-CPU episodes  true  false  steal (s, % of CPUs)")
-        for i in range(a.runs):
-            r = one_run(a, d)
-            pct = 100 * r["steal_s"] / (r["span_s"] * os.cpu_count())
-            print(f"{i + 1:>3}  {r['steps']:>5}  {r['over_wall']:>9}  {r['over_cpu']:>8}  "
-                  f"{r['episodes']:>15}  {r['found']:>4}  {r['false']:>5}  "
-                  f"{r['steal_s']:.1f} ({pct:.1f} %)",
-                  flush=True)
+        with cpu_hogs(per_cpu=1, io_dir=d) if a.hogs else contextlib.nullcontext():
+            print(f"loopscope: {a.loopscope}")
+            print(f"steps of {a.work_ms} ms CPU, threshold {a.threshold_ms} ms, {a.seconds} s a "
+                  f"run, {'a CPU hog per CPU and an I/O hog' if a.hogs else 'no hogs'}")
+            print("run  steps  wall>=thr  cpu>=thr  on-CPU episodes  true  false  "
+                  "steal (s, % of CPUs)")
+            for i in range(a.runs):
+                r = one_run(a, d)
+                pct = 100 * r["steal_s"] / (r["span_s"] * os.cpu_count())
+                print(f"{i + 1:>3}  {r['steps']:>5}  {r['over_wall']:>9}  {r['over_cpu']:>8}  "
+                      f"{r['episodes']:>15}  {r['found']:>4}  {r['false']:>5}  "
+                      f"{r['steal_s']:.1f} ({pct:.1f} %)", flush=True)
     finally:
-        for h in hogs:
-            os.killpg(h.pid, signal.SIGKILL)
-            h.wait()
         shutil.rmtree(d, ignore_errors=True)
-
 
 if __name__ == "__main__":
     main()

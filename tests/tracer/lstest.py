@@ -22,6 +22,7 @@ import argparse
 import os
 import resource
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -101,20 +102,30 @@ def children_cpu():
 class cpu_hogs:
     """with cpu_hogs(per_cpu): busy loops of normal priority, per_cpu on
     every CPU (`while :; do :; done`), so that a SCHED_IDLE recorder gets
-    next to no CPU while they run; killed on leaving, whatever happens."""
+    next to no CPU while they run; with io_dir, also the I/O hog of
+    tests/run.sh --stress (dd of 64 MiB with fsync into io_dir, looped).
+    Each is its own process group, killed on leaving, whatever happens."""
 
-    def __init__(self, per_cpu=2):
+    def __init__(self, per_cpu=2, io_dir=None):
         self.n = per_cpu * (os.cpu_count() or 1)
+        self.io_dir = io_dir
         self.procs = []
 
     def __enter__(self):
-        for _ in range(self.n):
-            self.procs.append(subprocess.Popen(["sh", "-c", "while :; do :; done"]))
+        cmds = [["sh", "-c", "while :; do :; done"]] * self.n
+        if self.io_dir:
+            cmds.append(["sh", "-c", 'while :; do dd if=/dev/zero of="$0/io" bs=1M count=64 '
+                         'conv=fsync status=none; done', self.io_dir])
+        for cmd in cmds:
+            self.procs.append(subprocess.Popen(cmd, start_new_session=True))
         return self
 
     def __exit__(self, *exc):
         for p in self.procs:
-            p.kill()
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         for p in self.procs:
             p.wait()
         return False

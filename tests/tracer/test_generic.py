@@ -431,14 +431,11 @@ def cpu_steps():
     start = int(meta(db)["start_ns"])
     steps = [tuple(map(int, line.split())) for line in open(out)]
     steps = [x for x in steps if start <= x[0] and x[1] <= start + secs * 1000 * MS]
-    eps = [e for e in episodes(db) if e["kind"] == 2]
-    # the recorder's step begins at the wait's return, a little before the
-    # target's stamp
-    def step_of(e):
-        got = [x for x in steps if x[0] - 2 * MS <= e["start"] <= x[1]]
-        return got[0] if got else None
-    false = [(e["start"] - start, e["dur"], step_of(e)) for e in eps
-             if not step_of(e) or step_of(e)[2] < 10 * MS]
+    # each on-CPU episode with its step (the recorder's step begins at the
+    # wait's return, a little before the target's stamp), or None
+    eps = [(e, next((x for x in steps if x[0] - 2 * MS <= e["start"] <= x[1]), None))
+           for e in episodes(db) if e["kind"] == 2]
+    false = [(e["start"] - start, e["dur"], x) for e, x in eps if not x or x[2] < 10 * MS]
     light = [x for x in steps if x[2] < 10 * MS]
     check(len(false) <= max(1, len(light) // 100),
           f"on-CPU episodes not in a step of 10 ms of CPU or more: {false} (of {len(light)} "
@@ -447,11 +444,10 @@ def cpu_steps():
     if false:
         note(f"on-CPU episodes in light steps: {false}")
     heavy = [x for x in steps if x[2] >= 25 * MS]
-    found = {step_of(e) for e in eps}
+    found = {x for _, x in eps}
     check(heavy and 2 * sum(1 for x in heavy if x in found) >= len(heavy),
           f"heavy steps found: {sum(1 for x in heavy if x in found)} of {len(heavy)}")
-    for e in eps:
-        x = step_of(e)
+    for e, x in eps:
         if x and x[2] >= 10 * MS:
             check(8 * MS <= e["dur"] <= x[2] + 5 * MS + TICK,
                   f"an episode of {e['dur'] / MS:.1f} ms of CPU in a step of {x[2] / MS:.1f} ms")
