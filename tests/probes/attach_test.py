@@ -3,8 +3,8 @@
 
     attach_test.py PROBE_TARGET PROBE_SEM_READ PROBE_NOTE_CHECK
 
-1. starts PROBE_TARGET (spawns RATE tasks per second for SECONDS seconds)
-   and reads its pid from its first line;
+1. starts PROBE_TARGET (spawns RATE tasks per second until SIGTERM) and
+   reads its pid from its first line;
 2. checks every evl semaphore reads 0 in /proc/PID/mem (PROBE_SEM_READ);
 3. attaches bpftrace by PID to every probe of EVL_PROBE_LIST (the table
    comes from PROBE_NOTE_CHECK --table), reading every argument:
@@ -12,7 +12,8 @@
 4. while it is attached, checks every semaphore is nonzero;
 5. stops it with SIGINT (it prints its maps on exit) and checks every
    semaphore reads 0 again while the target still runs;
-6. waits for the target's final "created=... finished=..." line and checks
+6. stops the target (SIGTERM), waits for its final "created=...
+   finished=..." line and checks
    the counts bpftrace printed: task_create/task_finish > 0, consistent with
    each other, with the target's totals and with its rate; arguments read
    through the probes make sense (one loop id, task names, final states).
@@ -29,13 +30,10 @@ import sys
 import tempfile
 import time
 
-SECONDS = 10       # target run time; must cover bpftrace start + window
 RATE = 200         # child tasks per second
 SLEEP_MS = 2       # each child sleeps this long
 WINDOW = 3.0       # seconds bpftrace stays attached after all probes are up
 GATE_MS = 2000     # in-script counting window (< WINDOW), see below
-DETACH_BUDGET = 3.0  # seconds bpftrace may take to detach (14 probes: ~1-2 s here)
-ATTACH_BUDGET = SECONDS - WINDOW - DETACH_BUDGET
 # Probes the target's workload fires every second.
 MUST_FIRE = ["task_create", "task_run", "task_suspend", "task_wake", "task_finish",
              "task_cancel", "poll_enter", "poll_exit", "callback_begin", "callback_end"]
@@ -127,7 +125,9 @@ def main():
         out_path = os.path.join(tmp, "target.out")
         t_start = time.monotonic()
         with open(out_path, "w") as out:
-            tproc = subprocess.Popen([target, str(SECONDS), str(RATE), str(SLEEP_MS)],
+            # 0 seconds: until SIGTERM, sent once bpftrace has detached
+            # (which takes 1-2 s here, and over 8 s beside CPU hogs)
+            tproc = subprocess.Popen([target, "0", str(RATE), str(SLEEP_MS)],
                                      stdout=out, stderr=subprocess.STDOUT)
         pid = None
         deadline = time.monotonic() + 5
@@ -190,12 +190,7 @@ def main():
                 die(f"bpftrace did not raise every semaphore in time: {fmt_sems(sems)}\n{bt_out.read()}")
             time.sleep(0.05)
         t_attached = time.monotonic()
-        # The window and the detach check after it must fit in the target's
-        # run; ATTACH_BUDGET leaves DETACH_BUDGET seconds for bpftrace to
-        # detach before the target ends.
-        check(t_attached - t_start <= ATTACH_BUDGET,
-              f"attached {t_attached - t_start:.2f} s after the target started "
-              f"(<= {ATTACH_BUDGET:.1f} s, so the {WINDOW} s window fits in its {SECONDS} s run); "
+        print(f"attached {t_attached - t_start:.2f} s after the target started; "
               f"semaphores raised: {fmt_sems(sems)}")
 
         time.sleep(WINDOW)
@@ -210,8 +205,7 @@ def main():
             bt.kill()
             die("bpftrace did not exit within 30 s of SIGINT")
         t_detached = time.monotonic()
-        print(f"bpftrace detached {t_detached - t_start:.2f} s after the target started "
-              f"(it runs {SECONDS} s)")
+        print(f"bpftrace detached {t_detached - t_start:.2f} s after the target started")
         bt_out.seek(0)
         bt_text = bt_out.read()
         print("---- bpftrace output\n" + bt_text.rstrip() + "\n----")
@@ -220,12 +214,13 @@ def main():
         alive = tproc.poll() is None
         sems = read_sems(sem_read, pid) if alive else {}
         if not check(alive, "probe_target still runs after bpftrace detached"):
-            die(f"raise SECONDS (now {SECONDS}): the target ended before the detach check")
+            die(f"probe_target ended on its own: {open(out_path).read()}")
         check(all(v == 0 for v in sems.values()),
               f"after detach, every semaphore is 0 again: {fmt_sems(sems)}")
 
+        tproc.terminate()
         try:
-            tproc.wait(timeout=SECONDS + 30)
+            tproc.wait(timeout=60)
         except subprocess.TimeoutExpired:
             tproc.kill()
             die("probe_target did not finish")

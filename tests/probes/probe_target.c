@@ -3,7 +3,9 @@
  *
  *   probe_target [seconds [tasks_per_second [child_sleep_ms]]]
  *
- * Runs a scripted workload for `seconds` (default 5): a "main" task spawns
+ * Runs a scripted workload for `seconds` (default 5; 0: until SIGINT or
+ * SIGTERM, so a test ends it on an event, not a guess of how long its
+ * tracer takes under load): a "main" task spawns
  * `tasks_per_second` (default 200) "child" tasks per second on a fixed
  * schedule; each child sleeps child_sleep_ms (default 2) and returns 0.
  * Once per second main also spawns a "victim" task that sleeps for a minute
@@ -18,12 +20,20 @@
  */
 #include "evl.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 
 static unsigned long n_created, n_finished, n_cancelled, n_children;
 static uint64_t child_sleep_ns;
+static volatile sig_atomic_t stop;
+
+static void on_stop(int sig)
+{
+    (void)sig;
+    stop = 1;
+}
 
 static void count_done(evl_future *fut, void *arg)
 {
@@ -75,8 +85,8 @@ static intptr_t main_task(void *arg)
     evl_loop *loop = evl_loop_current();
     uint64_t start = evl_now(loop);
     uint64_t period = EVL_SEC(1) / p->rate;
-    uint64_t total = (uint64_t)p->seconds * p->rate;
-    for (uint64_t i = 0; i < total; i++) {
+    uint64_t total = p->seconds ? (uint64_t)p->seconds * p->rate : UINT64_MAX;
+    for (uint64_t i = 0; i < total && !stop; i++) {
         uint64_t due = start + i * period;
         uint64_t now = evl_now(loop);
         if (due > now)
@@ -107,6 +117,11 @@ int main(int argc, char **argv)
         return 2;
     }
     child_sleep_ns = EVL_MS(sleep_ms);
+    if (p.seconds == 0) {
+        struct sigaction sa = {.sa_handler = on_stop};
+        sigaction(SIGINT, &sa, NULL);
+        sigaction(SIGTERM, &sa, NULL);
+    }
 
     setvbuf(stdout, NULL, _IOLBF, 0);
     printf("pid=%ld\n", (long)getpid());

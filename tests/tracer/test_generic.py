@@ -1117,18 +1117,28 @@ def poll_on_epoll_loop():
           f"/poll's episode: its Python frame: {got[0]['frames']}")
 
 
+# n threads polling an epoll fd each.  A line on stdin starts a round:
+# once every thread has made a whole poll call begun after it, "polled".
 FLOOD = """
 import os, select, sys, threading, time
 threading.stack_size(256 * 1024)
 n = int(sys.argv[1])
-def loop():
+rnd = 0
+done = [0] * n
+def loop(i):
     ep = select.epoll()
     while True:
+        r = rnd
         ep.poll(0.05)
-for _ in range(n):
-    threading.Thread(target=loop, daemon=True).start()
+        done[i] = r
+for i in range(n):
+    threading.Thread(target=loop, args=(i,), daemon=True).start()
 print("pid", os.getpid(), flush=True)
-time.sleep(600)
+for line in sys.stdin:
+    rnd += 1
+    while min(done) < rnd:
+        time.sleep(0.05)
+    print("polled", flush=True)
 """
 
 
@@ -1137,15 +1147,18 @@ def thread_flood():
     """A target with more loop threads than the recorder keeps (1300
     threads in epoll_wait; 1024 at most): it records, the loops table stays
     bounded, the trace is sound and the viewer reads it."""
-    p = spawn([sys.executable, "-c", FLOOD, "1300"])
+    p = spawn([sys.executable, "-c", FLOOD, "1300"], stdin=subprocess.PIPE)
     line = p.stdout.readline()
     check(line.startswith("pid "), f"flood printed {line!r}")
     pid = int(line.split()[1])
-    wait_threads = time.monotonic() + 30
-    while len(os.listdir(f"/proc/{pid}/task")) < 1301 and time.monotonic() < wait_threads:
-        time.sleep(0.1)
+    eq(len(os.listdir(f"/proc/{pid}/task")), 1301, "the target's threads")
     rec = Recorder(pid)
-    time.sleep(1.5)
+    # every thread has made a wait call the recorder saw whole: beside
+    # other load 1300 threads take turns at the GIL for seconds
+    p.stdin.write("go\n")
+    p.stdin.flush()
+    line = p.stdout.readline()
+    eq(line, "polled\n", "the flood's answer")
     db = rec.stop()
     # 1300 threads fight for the GIL: the loop threads' futex sleeps are
     # blocking episodes, each with a 64 KiB stack, and may overflow the ring
