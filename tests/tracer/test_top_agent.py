@@ -165,7 +165,9 @@ def agent():
     conf = os.path.join(d, "agent.conf")
     with open(conf, "w") as f:
         f.write(f"comm {names[0]}\ncomm {names[1]}\ndir {d}/traces\nmax-total 16M\n"
-                f"metrics 127.0.0.1:{port}\ntrigger blocking>=30ms   # each 50 ms sleep an episode\n")
+                f"metrics 127.0.0.1:{port}\ntrigger blocking>=30ms   # each 50 ms sleep an episode\n"
+                # and no step the VM's host stalls (lstest.charged)
+                "block-threshold 30\n")
     srv = [Server("--comm", n) for n in names]
     ag = Agent(conf)
     for s in srv:
