@@ -103,19 +103,24 @@ def record(*rec_args):
 
 
 def truth_tasks(truth):
-    """name -> {created, ended, state, waits}, for the named tasks (not
-    asyncio's own "Task-N" / "None", which live a millisecond)."""
+    """name -> {created, ended, state, waits, dropped}, for the named tasks
+    (not asyncio's own "Task-N" / "None", which live a millisecond);
+    dropped: when main dropped its last reference (leaky), else None."""
     out = {}
     for e in truth:
         n = e.get("task")
         if not n or n.startswith("Task-") or n == "None":
             continue
         if e["ev"] == "create":
-            out[n] = {"created": e["t"], "ended": None, "state": None, "waits": []}
+            out[n] = {"created": e["t"], "ended": None, "state": None, "waits": [],
+                      "dropped": None}
         elif e["ev"] == "done" and n in out:
             out[n]["ended"], out[n]["state"] = e["t"], e["state"]
         elif e["ev"] == "wait" and n in out:
             out[n]["waits"].append((e["t"], e["on"]))
+    for e in truth:
+        if e["ev"] == "act" and e["do"] == "drop" and e["target"] in out:
+            out[e["target"]]["dropped"] = e["t"]
     return out
 
 
@@ -166,7 +171,10 @@ def lifecycle():
         susp = query(db, "SELECT ts_ns, reason, arg0, arg1 FROM events WHERE task_id = ? AND kind = ?"
                          " ORDER BY ts_ns", r["id"], K_SUSPEND)
         for i, (wt, on) in enumerate(t["waits"]):
-            nxt = t["waits"][i + 1][0] if i + 1 < len(t["waits"]) else (t["ended"] or 1 << 62)
+            # the wait ends at the next, at the task's end, or when it is
+            # dropped (and collected: no census sees it after that)
+            nxt = t["waits"][i + 1][0] if i + 1 < len(t["waits"]) else \
+                (t["ended"] or t["dropped"] or 1 << 62)
             if nxt - wt < max(50 * MS, tol_end):
                 continue              # no census may have fallen in it
             got = [s for s in susp if wt <= s[0] <= wt + tol_end + run_delay]
