@@ -31,7 +31,6 @@ tests/run.sh --stress (lstest.cpu_hogs).
 import argparse
 import os
 import re
-import socket
 import subprocess
 import sys
 import tempfile
@@ -40,7 +39,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "tests", "tracer"))
-from lstest import cpu_hogs  # noqa: E402  (the hogs of the tests)
+from lstest import ask, cpu_hogs  # noqa: E402  (the tests' own)
 
 SERVER = os.path.join(ROOT, "tests", "tracer", "generic", "py_server.py")
 
@@ -69,19 +68,6 @@ END { clear(@since); clear(@cpu0); clear(@off); clear(@smp); clear(@out); }
 """
 
 
-def request(port, route):
-    with socket.create_connection(("127.0.0.1", port), timeout=30) as c:
-        c.sendall(route.encode() + b"\n")
-        got = b""
-        while not got.endswith(b"\n"):
-            b = c.recv(200)
-            if not b:
-                break
-            got += b
-    if not got.startswith(b"done "):
-        sys.exit(f"phantom_cpu.py: py_server answered {got!r}")
-
-
 def run(a, tmp):
     srv = subprocess.Popen([sys.executable, SERVER], stdout=subprocess.PIPE, text=True)
     try:
@@ -103,7 +89,7 @@ def run(a, tmp):
         end = time.monotonic() + a.seconds
         while time.monotonic() < end:
             for route in ("good", "good", "sleep"):
-                request(port, route)
+                ask(port, route)
                 n += 1
         bt.send_signal(2)
         bt.wait(timeout=60)

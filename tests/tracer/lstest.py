@@ -23,6 +23,7 @@ import os
 import resource
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -91,6 +92,24 @@ def schedstat(pid, tid=None):
     with open(f"/proc/{pid}/task/{tid or pid}/schedstat") as f:
         v = f.read().split()
     return int(v[0]), int(v[1])
+
+
+def ask(port, route):
+    """One request to a line-protocol server of tracer/generic/
+    (py_server.py and its kind) on 127.0.0.1:port: ROUTE and a newline
+    sent, the answer read to its newline and split
+    ("done ROUTE T0 T1 CPU TID"), checked to be done ROUTE's."""
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as c:
+        c.sendall(route.encode() + b"\n")
+        got = b""
+        while not got.endswith(b"\n"):
+            b = c.recv(200)
+            if not b:
+                break
+            got += b
+    f = got.decode(errors="replace").split()
+    check(f[:2] == ["done", route], f"answer to {route}: {got!r}")
+    return f
 
 
 def charged(kind, dur, thread_cpu):

@@ -25,7 +25,7 @@ import subprocess
 import sys
 import time
 
-from lstest import (Fail, Skip, check, eq, query, meta, integrity, wait_for, tmpdir,
+from lstest import (Fail, Skip, ask, check, eq, query, meta, integrity, wait_for, tmpdir,
                     schedstat, charged, parse_args, run_case)  # the copy every script shares
 
 A = None
@@ -94,17 +94,9 @@ class Target:
         s0, q0 = schedstat(self.pid, tid) if tid else (0, 0)
         st0 = steal_ns()
         c0 = time.monotonic_ns()
-        with socket.create_connection(("127.0.0.1", self.port), timeout=30) as c:
-            c.sendall(route.encode() + b"\n")
-            got = b""
-            while not got.endswith(b"\n"):
-                b = c.recv(200)
-                if not b:
-                    break
-                got += b
+        f = ask(self.port, route)
         c1 = time.monotonic_ns()
-        f = got.decode().split()
-        check(len(f) == 6 and f[:2] == ["done", route], f"answer to {route}: {got!r}")
+        check(len(f) == 6, f"answer to {route}: {f}")
         time.sleep(0.01)              # the server back in its wait call
         s1, q1 = schedstat(self.pid, tid) if tid else (0, 0)
         return dict(route=route, t0=int(f[2]), t1=int(f[3]), cpu=int(f[4]), extra=f[5],

@@ -47,7 +47,7 @@ import subprocess
 import sys
 import time
 
-from lstest import Fail, check, eq, query, integrity, wait_for, tmpdir, parse_args, run_case
+from lstest import Fail, ask, check, eq, query, integrity, wait_for, tmpdir, parse_args, run_case
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 GEN = os.path.join(HERE, "generic")
@@ -70,16 +70,8 @@ def spawn(cmd, **kw):
 
 def request(port, route):
     """ROUTE to a worker: the handler's (t0, t1) and the pid that did it."""
-    with socket.create_connection(("127.0.0.1", port), timeout=30) as c:
-        c.sendall(route.encode() + b"\n")
-        got = b""
-        while not got.endswith(b"\n"):
-            b = c.recv(200)
-            if not b:
-                break
-            got += b
-    f = got.decode().split()
-    check(len(f) == 6 and f[:2] == ["done", route], f"answer to {route}: {got!r}")
+    f = ask(port, route)
+    check(len(f) == 6, f"answer to {route}: {f}")
     return dict(t0=int(f[2]), t1=int(f[3]), pid=int(f[5]))
 
 

@@ -37,7 +37,7 @@ import time
 import urllib.parse
 import urllib.request
 
-from lstest import Fail, check, eq, integrity, query, wait_for, tmpdir, parse_args, run_case
+from lstest import Fail, ask, check, eq, integrity, query, wait_for, tmpdir, parse_args, run_case
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 GEN = os.path.join(HERE, "generic")
@@ -74,15 +74,7 @@ class Server:
         self.port = int(self.p.stdout.readline().split()[1])
 
     def request(self, route):
-        with socket.create_connection(("127.0.0.1", self.port), timeout=30) as c:
-            c.sendall(route.encode() + b"\n")
-            got = b""
-            while not got.endswith(b"\n"):
-                b = c.recv(200)
-                if not b:
-                    break
-                got += b
-        check(got.startswith(f"done {route} ".encode()), f"answer to {route}: {got!r}")
+        ask(self.port, route)
 
 
 class Recorder:

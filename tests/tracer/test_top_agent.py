@@ -34,7 +34,7 @@ import time
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from lstest import Fail, check, eq, wait_for, tmpdir, schedstat, parse_args, run_case
+from lstest import Fail, ask, check, eq, wait_for, tmpdir, schedstat, parse_args, run_case
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 GEN = os.path.join(HERE, "generic")
@@ -77,15 +77,7 @@ class Server:
         self.port = int(self.p.stdout.readline().split()[1])
 
     def request(self, route):
-        with socket.create_connection(("127.0.0.1", self.port), timeout=30) as c:
-            c.sendall(route.encode() + b"\n")
-            got = b""
-            while not got.endswith(b"\n"):
-                b = c.recv(200)
-                if not b:
-                    break
-                got += b
-        check(got.startswith(f"done {route} ".encode()), f"answer to {route}: {got!r}")
+        ask(self.port, route)
 
 
 class Agent:
