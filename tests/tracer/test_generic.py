@@ -310,6 +310,9 @@ def python_case(python, *record_args):
         what = f"/{r['route']} at {r['t0']} ({wall / MS:.1f} ms by the handler)"
         if r["route"] != "cpu":
             got = uncharged(got, r["thread_cpu"], what)
+        # (a missing episode: were messages dropped, or episodes lost?)
+        what += (f" [trace: {m.get('dropped_messages')} messages dropped, "
+                 f"{m.get('lost_episodes')} episodes lost]")
         if r["route"] == "sleep":
             check(len(got) == 1, f"{what}: expected one episode, got {[show(e) for e in got]}")
             e = got[0]
