@@ -188,42 +188,6 @@ static __always_inline bool switch_wait_out(__u32 tid, struct pt_regs *regs, __u
     return wait_enter(tid, now, poll, wait_nfds(regs, nr));
 }
 
-/* The current thread tid, a loop thread on its CPU at now: report its
- * step as an on-CPU episode if it has used more CPU than the threshold
- * and is not reported yet.  Looked at by every CPU sample that lands on
- * it (sampling: the run queue's clocks may be behind, stretch_off) and at
- * every preemption (on_switch: exact).  A sampler per CPU fires every half
- * threshold of wall time, so beside other load, where the thread holds
- * its CPU in short slices between preemptions, a step of a few
- * thresholds of CPU can pass with no sample landing on it after its
- * threshold; the preemption that ends such a slice sees it. */
-static __always_inline void oncpu_check(__u32 tid, __u64 now, bool sampling)
-{
-    struct lview v;
-    if (!loop_view(tid, &v))
-        return;
-    if ((v.phase != EVL_PHASE_TASK && v.phase != EVL_PHASE_CALLBACK) || !v.since)
-        return;
-    __u64 off = step_off_now(tid, v.steps, v.since, now, sampling);
-    if (now - v.since < block_threshold_ns + off)
-        return;                       /* less CPU time than the threshold */
-    __u32 *last = bpf_map_lookup_elem(&oncpu_reported, &tid);
-    if (last && *last == v.steps)
-        return;
-    /* User registers: the ones saved at the kernel's entry (the sample's
-     * or the preempting interrupt, if it came from user code). */
-    struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
-    struct block_msg *m = block_begin(tid, &v, LS_BLOCK_ONCPU, regs, -1, now);
-    if (!m)
-        return;
-    bpf_map_update_elem(&oncpu_reported, &tid, &v.steps, BPF_ANY);
-    if (generic) {
-        if (bpf_map_update_elem(&oncpu_open, &tid, m, BPF_ANY))
-            stat_add(LS_STAT_LOST_EPISODES, 1);
-    } else
-        block_send(m);
-}
-
 SEC("tp_btf/sched_switch")
 int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
@@ -282,14 +246,8 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
     so->in_ns = 0;
     so->out_ns = now;
 
-    if (prev->__state == 0) {         /* TASK_RUNNING: preempted, not blocked */
-        /* (--wait-hook switch: a thread that woke another has served
-         * events; the next sample cuts its step, on_cpu_sample) */
-        struct ls_gloop *g = wait_switch ? bpf_map_lookup_elem(&gloops, &ptid) : NULL;
-        if (!g || !g->woke || g->in_wait)
-            oncpu_check(ptid, now, false);
+    if (prev->__state == 0)           /* TASK_RUNNING: preempted, not blocked */
         return 0;
-    }
     struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(prev);
     __s64 nr = (__s64)BPF_CORE_READ(regs, orig_ax);
     __u64 ip = BPF_CORE_READ(regs, ip);
@@ -343,7 +301,29 @@ int on_cpu_sample(struct bpf_perf_event_data *ctx)
             return 0;
         }
     }
-    oncpu_check(tid, now, true);
+    struct lview v;
+    if (!loop_view(tid, &v))
+        return 0;
+    if ((v.phase != EVL_PHASE_TASK && v.phase != EVL_PHASE_CALLBACK) || !v.since)
+        return 0;
+    __u64 off = step_off_now(tid, v.steps, v.since, now, true);
+    if (now - v.since < block_threshold_ns + off)
+        return 0;                     /* less CPU time than the threshold */
+    __u32 *last = bpf_map_lookup_elem(&oncpu_reported, &tid);
+    if (last && *last == v.steps)
+        return 0;
+    /* User registers: the sample's if it interrupted user code, else the
+     * ones saved at kernel entry. */
+    struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+    struct block_msg *m = block_begin(tid, &v, LS_BLOCK_ONCPU, regs, -1, now);
+    if (!m)
+        return 0;
+    bpf_map_update_elem(&oncpu_reported, &tid, &v.steps, BPF_ANY);
+    if (generic) {
+        if (bpf_map_update_elem(&oncpu_open, &tid, m, BPF_ANY))
+            stat_add(LS_STAT_LOST_EPISODES, 1);
+    } else
+        block_send(m);
     return 0;
 }
 
