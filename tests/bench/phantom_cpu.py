@@ -44,7 +44,8 @@ from lstest import ask, cpu_hogs  # noqa: E402  (the tests' own)
 SERVER = os.path.join(ROOT, "tests", "tracer", "generic", "py_server.py")
 
 # $1 the loop thread, $2 the CPU time (ns) from which a step is printed.
-# @s*: the step in progress (since, CPU at its start, time off, samples).
+# The step in progress: @since its start, @cpu0 the thread's CPU time
+# then, @off its time switched out, @smp the profile's samples in it.
 SCRIPT = r"""
 tracepoint:syscalls:sys_exit_epoll_wait /tid == $1/ {
   @since = nsecs; @cpu0 = curtask->se.sum_exec_runtime; @off = (uint64)0; @smp = 0;

@@ -118,9 +118,8 @@ def truth_tasks(truth):
             out[n]["ended"], out[n]["state"] = e["t"], e["state"]
         elif e["ev"] == "wait" and n in out:
             out[n]["waits"].append((e["t"], e["on"]))
-    for e in truth:
-        if e["ev"] == "act" and e["do"] == "drop" and e["target"] in out:
-            out[e["target"]]["dropped"] = e["t"]
+        elif e["ev"] == "act" and e["do"] == "drop" and e["target"] in out:
+            out[e["target"]]["dropped"] = e["t"]   # main drops a task it made
     return out
 
 
