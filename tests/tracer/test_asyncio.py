@@ -147,7 +147,7 @@ def lifecycle():
         # tp_finalize (tp_init only stamps its creation): one that lived
         # less than the widest gap between censuses and outlives the trace
         # (fan-0, 100 ms, kept by fan's frame) may have none (beside the
-        # hogs the gap reached 1 s; tracer/SCHEMA.md, "Asyncio traces")
+        # hogs the gap passed 0.6 s; tracer/SCHEMA.md, "Asyncio traces")
         if name == "main" or lived < max(50 * MS, gap):
             continue
         check(name in rows, f"task {name!r} has no row (rows: {sorted(rows)})")
