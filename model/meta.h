@@ -110,6 +110,8 @@
 #define LS_META_BLOCKING_EPISODES "blocking_episodes"
 /* blocking episodes the BPF side could not keep open until they ended */
 #define LS_META_LOST_EPISODES "lost_episodes"
+/* runs of the recorder's BPF programs the kernel skipped (recursion_misses) */
+#define LS_META_MISSED_RUNS "missed_runs"
 /* --priority: idle, batch or normal */
 #define LS_META_RECORDER_PRIORITY "recorder_priority"
 /* with idle: how many times its watchdog raised it */

@@ -11,6 +11,8 @@
 #include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
 #include "ls_schema.h"
 #include "tracer.h"
 
@@ -78,6 +80,24 @@ void ls_write_meta(recorder *r, int argc, char **argv)
     ls_sink_meta_utc(r, LS_META_START_UTC, r->start_ns);
 }
 
+/* Runs of our programs the kernel skipped: a tracepoint or perf_event
+ * program while another BPF program of those kinds ran on its CPU, a
+ * tp_btf one re-entered (bpf_prog_info.recursion_misses).  An event in
+ * one of those runs is not seen at all: a switch, a wait call's entry. */
+static uint64_t missed_runs(recorder *r)
+{
+    uint64_t n = 0;
+    struct bpf_program *prog;
+    bpf_object__for_each_program(prog, r->skel->obj) {
+        struct bpf_prog_info info = { 0 };
+        uint32_t len = sizeof(info);
+        int fd = bpf_program__fd(prog);
+        if (fd >= 0 && bpf_obj_get_info_by_fd(fd, &info, &len) == 0)
+            n += info.recursion_misses;
+    }
+    return n;
+}
+
 void ls_write_end_meta(recorder *r, const char *why)
 {
     ls_write_span_meta(r, why);       /* end_ns: the derivation's end too (a flight
@@ -105,6 +125,8 @@ void ls_write_end_meta(recorder *r, const char *why)
     ls_sink_meta(r, LS_META_BLOCKING_EPISODES, "%llu", (unsigned long long)r->blocks);
     ls_sink_meta(r, LS_META_LOST_EPISODES, "%llu",
                   (unsigned long long)ls_stat(r, LS_STAT_LOST_EPISODES));
+    if (!r->offline && r->skel)
+        ls_sink_meta(r, LS_META_MISSED_RUNS, "%llu", (unsigned long long)missed_runs(r));
     if (!r->offline) {                /* prio.c: the recorder's own, not a flight trace's */
         ls_sink_meta(r, LS_META_RECORDER_PRIORITY, "%s",
                       ls_prio_names[r->prio.used ? LS_PRIO_IDLE

@@ -256,6 +256,14 @@ def uncharged(eps, thread_cpu, what):
     return out
 
 
+def lost(m):
+    """What the trace (its meta m) says it lost, for a message about an
+    episode that is missing."""
+    return (f" [trace: {m.get('dropped_messages')} messages dropped, "
+            f"{m.get('rejected_messages')} rejected, {m.get('lost_episodes')} episodes lost, "
+            f"{m.get('missed_runs')} BPF program runs missed]")
+
+
 def check_python_frames(e, what, want):
     """The episode's Python frames (module 'python'), innermost first, begin
     with want [(function, line or lines)] in py_server.py, and it happened
@@ -310,9 +318,7 @@ def python_case(python, *record_args):
         what = f"/{r['route']} at {r['t0']} ({wall / MS:.1f} ms by the handler)"
         if r["route"] != "cpu":
             got = uncharged(got, r["thread_cpu"], what)
-        # (a missing episode: were messages dropped, or episodes lost?)
-        what += (f" [trace: {m.get('dropped_messages')} messages dropped, "
-                 f"{m.get('lost_episodes')} episodes lost]")
+        what += lost(m)
         if r["route"] == "sleep":
             check(len(got) == 1, f"{what}: expected one episode, got {[show(e) for e in got]}")
             e = got[0]
@@ -529,7 +535,7 @@ def node_case(flags):
         got = overlapping(eps, r["t0"], r["t1"])
         wall = r["t1"] - r["t0"]
         what = f"{r['route']} at {r['t0']} ({wall / MS:.1f} ms, {r['cpu'] / MS:.1f} ms CPU " \
-               f"by the handler)"
+               f"by the handler){lost(m)}"
         check(all(e["loop"] == t.pid for e in got),
               f"{what}: episodes off the main thread: {[show(e) for e in got]}")
         if r["route"] == "good":
@@ -646,7 +652,7 @@ def timer_episodes(db, pid, cbs, start, end, src, cb, loop_fn):
     for t0, t1, tid in inside:
         eq(tid, pid, "thread of the timer callback")
         got = overlapping(eps, t0, t1)
-        what = f"{cb} at {t0} ({(t1 - t0) / MS:.1f} ms by itself)"
+        what = f"{cb} at {t0} ({(t1 - t0) / MS:.1f} ms by itself){lost(meta(db))}"
         check(len(got) == 1, f"{what}: expected one episode: {[show(e) for e in got]} "
                              f"(episodes at {[(e['start'], e['dur']) for e in eps[:3]]})")
         e = got[0]
@@ -843,14 +849,29 @@ def redis():
     for name, c0, c1, tcpu, steal in reqs:
         got = overlapping(eps, c0, c1)
         lat = c1 - c0
-        what = f"{name} at {c0} ({lat / MS:.1f} ms for the client)"
+        what = f"{name} at {c0} ({lat / MS:.1f} ms for the client){lost(m)}"
         if name != "KEYS":
             got = uncharged(got, tcpu, what)
         if name == "PING":
             eq([show(e) for e in got], [], f"{what}: episodes")
             continue
-        check(len(got) == 1, f"{what}: expected one episode: {[show(e) for e in got]}")
-        e = got[0]
+        if name == "KEYS":
+            # the reply (300000 keys) goes out over several iterations: a
+            # write of it the kernel charged the threshold is an episode of
+            # its own, CPU time the thread used (in the bound below)
+            check(got, f"{what}: no episode")
+            e = max(got, key=lambda x: x["dur"])
+            for x in got:
+                fx = functions(x)
+                if x is not e:
+                    check(x["kind"] == 2 and ({"writeToClient", "_writeToClient"} & set(fx) or
+                                              fx and fx[0] in ("__writev", "writev")),
+                          f"{what}: an episode besides the command's, not writing its reply: "
+                          f"{[show(y) for y in got]}")
+                    note(f"{what}: the reply written: {show(x)}")
+        else:
+            check(len(got) == 1, f"{what}: expected one episode: {[show(e) for e in got]}")
+            e = got[0]
         eq(e["loop"], pid, f"{what}: loop thread")
         check(c0 <= e["start"] and e["dur"] <= lat,
               f"{what}: {show(e)} starts before the request or outlasts the client's latency")
@@ -868,10 +889,11 @@ def redis():
             # the command's iteration, then the reply written over several
             # (redis's slowlog has the command's wall time: under load, a
             # good part of it is spent waiting for a CPU)
-            check(0.5 * tcpu <= e["dur"] <= tcpu + 5 * MS + steal + TICK,
-                  f"{what}: {e['dur'] / MS:.1f} ms of CPU not in [0.5x, 1x + 5 ms + steal "
-                  f"{steal / MS:.0f} + 10] of the main thread's {tcpu / MS:.1f} ms over the "
-                  f"request (/proc schedstat)")
+            cpu = sum(x["dur"] for x in got)
+            check(0.5 * tcpu <= e["dur"] and cpu <= tcpu + 5 * MS + steal + TICK,
+                  f"{what}: {e['dur'] / MS:.1f} ms of CPU ({cpu / MS:.1f} with the reply's) not "
+                  f"in [0.5x, 1x + 5 ms + steal {steal / MS:.0f} + 10] of the main thread's "
+                  f"{tcpu / MS:.1f} ms over the request (/proc schedstat)")
             fn = "keysCommand"
         if syms[fn]:
             check(fn in fns, f"{what}: no {fn} frame: {show(e)}")

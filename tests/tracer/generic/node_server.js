@@ -32,38 +32,25 @@ function readBig() {
   return b.length;
 }
 
-// CPU work that allocates nothing (Smi arithmetic: no GC, whose safepoint
-// waits would be off-CPU episodes of their own), sized at startup to about
-// 60 ms of CPU time; the test compares the trace with the main thread's
-// own CPU time (/proc schedstat), not with this estimate.
+// CPU work that allocates next to nothing (Smi arithmetic: no GC, whose
+// safepoint waits would be off-CPU episodes of their own), until the process has
+// used 60 ms of CPU time since the spin began.  Not a count sized at
+// startup: V8 optimizes burn later, in a compiler thread that a busy
+// machine delays, and a count sized on the slower code spun 10 ms.  The
+// test compares the trace with the main thread's own CPU time (/proc
+// schedstat), not with this figure.
 function burn(millions) {
   let x = 0;
   for (let m = 0; m < millions; m++)
     for (let i = 0; i < 1000000; i++) x = (x + i) & 0xffff;
   return x;
 }
-let spinMillions = 1;
-for (;;) {
-  const c0 = cpu();
-  burn(spinMillions);
-  const d = Number(cpu() - c0);
-  if (d >= 20e6) break;
-  spinMillions *= 2;
-}
-// The size's cost is the least of three runs: the process's CPU time
-// also has V8's compiler and GC threads at startup, and beside other load
-// a run now and then has time the kernel charged that it did not run (a
-// spin sized from such a run came to 1.8 ms)
-let least = Infinity;
-for (let k = 0; k < 3; k++) {
-  const c0 = cpu();
-  burn(spinMillions);
-  least = Math.min(least, Number(cpu() - c0));
-}
-spinMillions = Math.max(1, Math.ceil(spinMillions * 60e6 / least));
 
-function spin() {
-  return burn(spinMillions);
+function spin() {           // burn(8): about 6 ms once optimized, so the
+  const c0 = cpu();          // CPU clock is read (an allocation) ~10 times
+  let x = 0;
+  while (cpu() - c0 < 60000000n) x ^= burn(8);
+  return x;
 }
 
 function atomicsWait() {
