@@ -1108,7 +1108,7 @@ def wait_calls_poll():
     t = py_target("--selector", "poll")
     for args, wait_calls in (((), "auto"), (("--wait-calls", "all"), "all")):
         rec = Recorder(t.pid, *args)
-        reqs = [t.request("sleep"), t.request("cpu")]
+        reqs = [t.request("sleep", tid=t.pid), t.request("cpu", tid=t.pid)]
         db = rec.stop()
         check_generic_meta(db, "CPython", wait_calls=wait_calls)
         eq(loops(db), [t.pid], f"loop threads with --wait-calls {wait_calls}")
@@ -1119,10 +1119,12 @@ def wait_calls_poll():
         nr = dict(query(db, "SELECT name, nr FROM syscalls"))
         for r, kind in zip(reqs, (1, 2)):
             got = overlapping(eps, r["t0"], r["t1"])
+            if kind == 1:
+                got = uncharged(got, r["thread_cpu"], f"/{r['route']} ({wait_calls})")
             check(len(got) == 1 and got[0]["kind"] == kind and got[0]["loop"] == t.pid,
                   f"/{r['route']} ({wait_calls}): expected one episode of kind {kind}: "
                   f"{[show(e) for e in got]}")
-        e = overlapping(eps, reqs[0]["t0"], reqs[0]["t1"])[0]
+        e = [x for x in overlapping(eps, reqs[0]["t0"], reqs[0]["t1"]) if x["kind"] == 1][0]
         eq(e["nr"], nr["clock_nanosleep"], "syscall of the sleep")
         check(49 * MS <= e["dur"] and reqs[0]["t0"] <= e["start"], f"the sleep episode: {show(e)}")
         # idle time in poll() counted as wait
@@ -1149,13 +1151,13 @@ def poll_on_epoll_loop():
     t = py_target()
     rec = Recorder(t.pid)
     t.request("good")
-    r = t.request("poll")
+    r = t.request("poll", tid=t.pid)
     db = rec.stop()
     check_generic_meta(db, "CPython")
     eq(loops(db), [t.pid], "loop threads")
     check("waiting in poll" not in rec.err, f"summary: {rec.err!r}")
     nr = dict(query(db, "SELECT name, nr FROM syscalls"))
-    got = overlapping(episodes(db), r["t0"], r["t1"])
+    got = uncharged(overlapping(episodes(db), r["t0"], r["t1"]), r["thread_cpu"], "/poll")
     check(len(got) == 1 and got[0]["kind"] == 1 and got[0]["nr"] == nr["poll"] and
           got[0]["dur"] >= 59 * MS and got[0]["loop"] == t.pid,
           f"/poll: expected one off-CPU episode in poll of 60 ms: {[show(e) for e in got]}")
