@@ -125,6 +125,14 @@ def charged(kind, dur, thread_cpu):
     return kind == 2 and dur <= thread_cpu + 1_000_000
 
 
+def lost(m):
+    """What a trace (its meta m) says it lost, for a message about an
+    episode that is missing."""
+    return (f" [trace: {m.get('dropped_messages')} messages dropped, "
+            f"{m.get('rejected_messages')} rejected, {m.get('lost_episodes')} episodes lost, "
+            f"{m.get('missed_runs')} BPF program runs missed]")
+
+
 def children_cpu():
     """User and system CPU seconds of the children waited for so far."""
     r = resource.getrusage(resource.RUSAGE_CHILDREN)

@@ -26,7 +26,7 @@ import sys
 import time
 
 from lstest import (Fail, Skip, ask, check, eq, query, meta, integrity, wait_for, tmpdir,
-                    schedstat, charged, parse_args, run_case)  # the copy every script shares
+                    schedstat, charged, lost, parse_args, run_case)  # the copy every script shares
 
 A = None
 CASES = {}
@@ -254,14 +254,6 @@ def uncharged(eps, thread_cpu, what):
         else:
             out.append(e)
     return out
-
-
-def lost(m):
-    """What the trace (its meta m) says it lost, for a message about an
-    episode that is missing."""
-    return (f" [trace: {m.get('dropped_messages')} messages dropped, "
-            f"{m.get('rejected_messages')} rejected, {m.get('lost_episodes')} episodes lost, "
-            f"{m.get('missed_runs')} BPF program runs missed]")
 
 
 def check_python_frames(e, what, want):

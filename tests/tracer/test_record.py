@@ -395,10 +395,21 @@ def two_loops_kept_apart():
 
 @case
 def target_exits():
-    """The target exits while recording: the database is complete."""
+    """The target exits while recording: the database is complete.  The
+    ticker's second runs once the recorder says it records (it is stopped
+    until then: beside other load, attaching took longer than a second)."""
     t = start("ticker", "--seconds", "1")
+    os.kill(t.pid, signal.SIGSTOP)
     db = tmpdb()
-    p = record("-p", str(t.pid), "-d", "30", "-o", db, timeout=40)
+    rec = subprocess.Popen([A.loopscope, "record", "-p", str(t.pid), "-d", "30", "-o", db],
+                           stderr=subprocess.PIPE, text=True)
+    try:
+        first = rec.stderr.readline()
+    finally:
+        os.kill(t.pid, signal.SIGCONT)
+    check(first.startswith(f"recording pid {t.pid} "), f"record's first line: {first!r}")
+    err = rec.communicate(timeout=60)[1]
+    eq(rec.returncode, 0, f"record exit status ({err.strip()})")
     t.wait()
     integrity(db)
     eq(meta(db)["stop_reason"], "target exited", "stop reason")
