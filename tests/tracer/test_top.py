@@ -416,7 +416,6 @@ def generic_mode():
     CLEANUP.append(lambda: (srv.kill(), srv.wait()))
     pid = int(srv.stdout.readline().split()[1])
     port = int(srv.stdout.readline().split()[1])
-    cpu0 = schedstat(pid)[0]
     p = subprocess.Popen([A.loopscope, "top", "-p", str(pid), "-d", "3"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     CLEANUP.append(lambda: p.poll() is None and p.kill())

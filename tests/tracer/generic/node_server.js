@@ -33,11 +33,11 @@ function readBig() {
 }
 
 // CPU work that allocates next to nothing (Smi arithmetic: no GC, whose
-// safepoint waits would be off-CPU episodes of their own), until the process has
-// used 60 ms of CPU time since the spin began.  Not a count sized at
-// startup: V8 optimizes burn later, in a compiler thread that a busy
-// machine delays, and a count sized on the slower code spun 10 ms.  The
-// test compares the trace with the main thread's own CPU time (/proc
+// safepoint waits would be off-CPU episodes of their own), until the
+// process has used 60 ms of CPU time since the spin began.  Not a count
+// sized at startup: V8 optimizes burn later, in a compiler thread that a
+// busy machine delays, and a count sized on the slower code spun 10 ms.
+// The test compares the trace with the main thread's own CPU time (/proc
 // schedstat), not with this figure.
 function burn(millions) {
   let x = 0;
