@@ -216,7 +216,7 @@ def lifecycle():
     eps = query(db, "SELECT b.start_ns, b.dur_ns, t.name FROM blocking b "
                     "LEFT JOIN tasks t ON t.id = b.task_id")
     over = [e for e in eps if e[0] < blk[0]["t1"] and e[0] + e[1] > blk[0]["t0"]]
-    check(over, f"an episode over blocker's time.sleep: {eps}{lost(meta(db))}")
+    check(over, f"an episode over blocker's time.sleep: {eps}{lost(m)}")
     eq({e[2] for e in over}, {"blocker"}, "the task of the episode over blocker's sleep")
     eq(len(rows["blocker"]), 1, "rows named blocker (the episode names the census's row)")
     note(f"{len(tt)} named tasks; worst creation error {worst_c / 1e3:.0f} us, "

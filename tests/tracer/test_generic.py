@@ -649,10 +649,11 @@ def timer_episodes(db, pid, cbs, start, end, src, cb, loop_fn):
     bug = marked_line(os.path.join(GEN, src), "BUG: blocks the loop thread")
     inside = [c for c in cbs if start + 20 * MS < c[0] and c[1] < end - 20 * MS]
     check(len(inside) >= 4, f"only {len(inside)} timer callbacks inside the recording")
+    said = lost(meta(db))
     for t0, t1, tid in inside:
         eq(tid, pid, "thread of the timer callback")
         got = overlapping(eps, t0, t1)
-        what = f"{cb} at {t0} ({(t1 - t0) / MS:.1f} ms by itself){lost(meta(db))}"
+        what = f"{cb} at {t0} ({(t1 - t0) / MS:.1f} ms by itself){said}"
         check(len(got) == 1, f"{what}: expected one episode: {[show(e) for e in got]} "
                              f"(episodes at {[(e['start'], e['dur']) for e in eps[:3]]})")
         e = got[0]
