@@ -18,8 +18,11 @@
 #include <bpf/libbpf.h>
 #include <errno.h>
 #include <getopt.h>
+#include <malloc.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
+#include <semaphore.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,6 +46,33 @@ static volatile sig_atomic_t ls_stop_signal, ls_usr1;
 
 static void on_signal(int sig) { ls_stop_signal = sig; }
 static void on_usr1(int sig) { (void)sig; ls_usr1 = 1; }
+
+/* Loading the BPF object parses the kernel's BTF (about 11 MiB, freed at
+ * the load's end) in the loading thread's malloc arena.  A group loads one
+ * object per member, each on its member's thread: unbounded, a storm of
+ * forks on a busy machine had 64 loads under way at once, 700 MiB of the
+ * recorder's memory (tests/tracer/test_group.py, fork_storm).  So at most
+ * two loads per CPU at a time (a load waits on the kernel part of its
+ * time), each load's freed memory given back as it ends. */
+static sem_t load_slots;
+static pthread_once_t load_once = PTHREAD_ONCE_INIT;
+
+static void load_slots_init(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    sem_init(&load_slots, 0, n < 1 ? 2 : n > 8 ? 16 : 2 * (unsigned)n);
+}
+
+static int load_object(struct record_bpf *skel)
+{
+    pthread_once(&load_once, load_slots_init);
+    while (sem_wait(&load_slots) && errno == EINTR)
+        ;
+    int err = record_bpf__load(skel);
+    malloc_trim(0);
+    sem_post(&load_slots);
+    return err;
+}
 
 int64_t ls_now(void)
 {
@@ -145,7 +175,7 @@ int ls_recorder_open(recorder *r)
         bpf_map__set_max_entries(r->skel->maps.offcpu, LS_MEMBER_EPISODES);
         bpf_map__set_max_entries(r->skel->maps.oncpu_open, LS_MEMBER_EPISODES);
     }
-    if ((err = record_bpf__load(r->skel)))
+    if ((err = load_object(r->skel)))
         return ls_error("cannot load the BPF programs: %s%s", strerror(-err),
                         err == -EPERM || err == -EACCES ? " (needs CAP_SYS_ADMIN)" : "");
     /* The handlers before the first probe: a signal that comes once the

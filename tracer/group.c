@@ -25,7 +25,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <malloc.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -359,10 +358,6 @@ static void *member_main(void *arg)
     char exe0[PATH_MAX] = "", exe1[PATH_MAX] = "";
     exe_of(m->pid, exe0, sizeof(exe0));
     int err = ls_recorder_open(r);
-    /* Loading the BPF object parsed the kernel's BTF (about 11 MiB, freed
-     * since) in this thread's malloc arena: given back, or each member
-     * keeps that much resident (64 members: 700 MiB). */
-    malloc_trim(0);
     if (!err) {                       /* its row, once its meta named it */
         pthread_mutex_lock(&m->g->mu);
         proc_row(m);

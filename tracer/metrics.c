@@ -204,8 +204,9 @@ static struct mcount *site_count(struct ls_metrics *m, uint32_t pid, const char 
         for (size_t i = 0; i < m->nsites; i++)
             if (m->sites[i].pid == pid && !strcmp(m->sites[i].label, label))
                 return &m->sites[i].n;
-        if (m->nsites < LS_METRICS_SITES && (m->sites[m->nsites].label = strdup(label))) {
-            m->sites[m->nsites].pid = pid;
+        char *copy = m->nsites < LS_METRICS_SITES ? strdup(label) : NULL;
+        if (copy) {                   /* (a slot an ended process left: counts anew) */
+            m->sites[m->nsites] = (struct msite){ .pid = pid, .label = copy };
             return &m->sites[m->nsites++].n;
         }
     }
@@ -214,7 +215,7 @@ static struct mcount *site_count(struct ls_metrics *m, uint32_t pid, const char 
             return &m->other[i].n;
     if (m->nother == LS_METRICS_OTHERS)
         return NULL;
-    m->other[m->nother].pid = pid;
+    m->other[m->nother] = (struct mother){ .pid = pid };
     return &m->other[m->nother++].n;
 }
 
