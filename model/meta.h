@@ -116,6 +116,9 @@
 #define LS_META_RECORDER_PRIORITY "recorder_priority"
 /* with idle: how many times its watchdog raised it */
 #define LS_META_PRIORITY_RAISES "priority_raises"
+/* generic mode: loop threads found asleep outside their wait call while
+ * taken for inside it (its return was not seen), set right then */
+#define LS_META_STALE_WAITS "stale_waits"
 /* generic mode: wait calls of threads beyond the 1024 loop threads kept */
 #define LS_META_UNTRACKED_WAIT_CALLS "untracked_wait_calls"
 /* batches whose memory could not be read, or too long for the buffer */

@@ -175,6 +175,8 @@ static void meta_end(recorder *r)
     ls_asyncio_meta(r);
     ls_sink_meta(r, LS_META_UNTRACKED_WAIT_CALLS, "%llu",
                  (unsigned long long)ls_stat(r, LS_STAT_UNTRACKED_WAITS));
+    ls_sink_meta(r, LS_META_STALE_WAITS, "%llu",
+                 (unsigned long long)ls_stat(r, LS_STAT_STALE_WAITS));
     uint64_t unnamed = 0, jit = r->syms ? ls_syms_jit_frames(r->syms, &unnamed) : 0;
     if (!jit)
         return;

@@ -194,7 +194,8 @@ enum ls_stat {
     LS_STAT_DROPPED_BYTES = 5,  /* payload bytes of the dropped messages */
     LS_STAT_UNTRACKED_WAITS = 6,/* generic: wait calls of threads beyond the 1024 loop threads */
     LS_STAT_LOST_EPISODES = 7,  /* episodes not kept: LS_OPEN_EPISODES already open */
-    LS_STAT_COUNT = 8,
+    LS_STAT_STALE_WAITS = 8,    /* generic: a wait call's return not seen (record_wait.bpf.h) */
+    LS_STAT_COUNT = 9,
 };
 
 #endif /* LOOPSCOPE_RECORD_H */

@@ -149,6 +149,22 @@ static __always_inline void wait_exit(__u32 tid, __u64 now)
     g->steps++;
 }
 
+/* Thread tid goes to sleep at now in syscall nr (or, nr not a syscall's,
+ * in a page fault or on its way back to user code), not in a wait call.
+ * If it is a loop thread taken for inside its wait call, that call's
+ * return was not seen: it returned before now, and is taken to have
+ * returned now (counted: meta stale_waits), so that this sleep is seen
+ * as the blocking it is, not as idle time.  (A wait call's number is left
+ * alone: a page fault's error code can equal one.) */
+static __always_inline void wait_stale(__u32 tid, long nr, __u64 now)
+{
+    struct ls_gloop *g = bpf_map_lookup_elem(&gloops, &tid);
+    if (!g || !g->in_wait || is_wait_call(nr))
+        return;
+    stat_add(LS_STAT_STALE_WAITS, 1);
+    wait_exit(tid, now);
+}
+
 /* Loop thread g (tid's, outside its wait) ends a step at now, seen some
  * other way than a wait call (--wait-hook switch: a CPU sample after it
  * woke a thread), and the next begins: an iteration as wait_enter and

@@ -94,6 +94,21 @@ def schedstat(pid, tid=None):
     return int(v[0]), int(v[1])
 
 
+def others_runs(pid, tid):
+    """How many times the threads of PID other than TID have been given a
+    CPU (/proc schedstat's third field, summed; a thread that ended since
+    is not counted, one that began is)."""
+    n = 0
+    for t in os.listdir(f"/proc/{pid}/task"):
+        if int(t) != tid:
+            try:
+                with open(f"/proc/{pid}/task/{t}/schedstat") as f:
+                    n += int(f.read().split()[2])
+            except (FileNotFoundError, ProcessLookupError):
+                pass
+    return n
+
+
 def ask(port, route):
     """One request to a line-protocol server of tracer/generic/
     (py_server.py and its kind) on 127.0.0.1:port: ROUTE and a newline
@@ -130,7 +145,8 @@ def lost(m):
     episode that is missing."""
     return (f" [trace: {m.get('dropped_messages')} messages dropped, "
             f"{m.get('rejected_messages')} rejected, {m.get('lost_episodes')} episodes lost, "
-            f"{m.get('missed_runs')} BPF program runs missed]")
+            f"{m.get('missed_runs')} BPF program runs missed, "
+            f"{m.get('stale_waits')} stale waits]")
 
 
 def children_cpu():

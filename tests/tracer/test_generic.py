@@ -26,7 +26,7 @@ import sys
 import time
 
 from lstest import (Fail, Skip, ask, check, eq, query, meta, integrity, wait_for, tmpdir,
-                    schedstat, charged, lost, parse_args, run_case)  # the copy every script shares
+                    schedstat, others_runs, charged, lost, parse_args, run_case)  # the copy every script shares
 
 A = None
 CASES = {}
@@ -88,10 +88,12 @@ class Target:
     def request(self, route, tid=None):
         """Send ROUTE; return the handler's (t0, t1, cpu, extra), the
         client's own monotonic interval around the request and, with TID,
-        that thread's CPU time over it and its time waiting for a CPU (runq:
+        that thread's CPU time over it, its time waiting for a CPU (runq:
         preempted on a busy machine) (it sleeps before and after, so its
-        schedstat is up to date)."""
+        schedstat is up to date) and how many times the process's other
+        threads were given a CPU in that time (others_ran)."""
         s0, q0 = schedstat(self.pid, tid) if tid else (0, 0)
+        o0 = others_runs(self.pid, tid) if tid else 0
         st0 = steal_ns()
         c0 = time.monotonic_ns()
         f = ask(self.port, route)
@@ -99,8 +101,10 @@ class Target:
         check(len(f) == 6, f"answer to {route}: {f}")
         time.sleep(0.01)              # the server back in its wait call
         s1, q1 = schedstat(self.pid, tid) if tid else (0, 0)
+        o1 = others_runs(self.pid, tid) if tid else 0
         return dict(route=route, t0=int(f[2]), t1=int(f[3]), cpu=int(f[4]), extra=f[5],
-                    c0=c0, c1=c1, thread_cpu=s1 - s0, runq=q1 - q0, steal=steal_ns() - st0)
+                    c0=c0, c1=c1, thread_cpu=s1 - s0, runq=q1 - q0, steal=steal_ns() - st0,
+                    others_ran=o1 - o0)
 
     def alive(self):
         return self.p.poll() is None
@@ -242,15 +246,21 @@ CPU_LINES = (CPU_LOOP, CPU_LOOP + 1)  # the loop and its "pass"
 CPU_CALL = source_line(PY_SERVER, "r = cpu_work()")
 
 
-def uncharged(eps, thread_cpu, what):
-    """eps less the on-CPU episodes the kernel charged the loop thread
-    (thread_cpu: its CPU time over a request of little work; lstest.charged),
-    each noted."""
+def code_episodes(eps, thread_cpu, what):
+    """eps less what the machine made, not the code, each noted: on-CPU
+    episodes the kernel charged the loop thread (thread_cpu: its CPU time
+    over a request of little work; lstest.charged), and off-CPU episodes in
+    no syscall (beside the I/O hog: a page fault waiting for the disk, or
+    the thread throttled on its way back to user code; the 3152673 stress
+    run's `wait_calls_poll` had one of 11.7 ms in the interpreter's code
+    before its sleep)."""
     out = []
     for e in eps:
         if charged(e["kind"], e["dur"], thread_cpu):
             note(f"{what}: {show(e)}: CPU the kernel charged the loop thread "
                  f"({thread_cpu / MS:.1f} ms over the request), allowed")
+        elif e["kind"] == 1 and e["nr"] is None:
+            note(f"{what}: {show(e)}: off the CPU in no syscall, allowed")
         else:
             out.append(e)
     return out
@@ -309,7 +319,7 @@ def python_case(python, *record_args):
         wall = r["t1"] - r["t0"]
         what = f"/{r['route']} at {r['t0']} ({wall / MS:.1f} ms by the handler)"
         if r["route"] != "cpu":
-            got = uncharged(got, r["thread_cpu"], what)
+            got = code_episodes(got, r["thread_cpu"], what)
         what += lost(m)
         if r["route"] == "sleep":
             check(len(got) == 1, f"{what}: expected one episode, got {[show(e) for e in got]}")
@@ -344,14 +354,35 @@ def python_case(python, *record_args):
                   f"{what}: no eval loop frame: {show(e)}")
             check_python_frames(e, what, [("sleep_work", SLEEP_LINE), ("handle", SLEEP_CALL)])
         elif r["route"] == "cpu":
-            check(len(got) == 1, f"{what}: expected one episode, got {[show(e) for e in got]}")
-            e = got[0]
-            eq(e["kind"], 2, f"{what}: kind (2 on-CPU)")
-            eq(e["loop"], t.pid, f"{what}: loop thread")
-            hi = r["cpu"] + 5 * MS + r["steal"] + TICK
-            check(25 * MS <= e["dur"] <= hi,
-                  f"{what}: {e['dur'] / MS:.2f} ms of CPU not in [25, handler's "
-                  f"{r['cpu'] / MS:.2f} + 5 + steal {r['steal'] / MS:.0f} + 10]")
+            # --wait-hook switch cuts a step where the loop thread wakes
+            # another thread (tracer/README.md, "Always on"), and CPython
+            # hands its GIL over with a futex wake: if another thread of the
+            # server ran during the request (beside the hogs, the executor's
+            # worker late to take the GIL back), the handler's 30 ms may be
+            # cut there, its pieces past the threshold each an episode
+            cut = hook == "switch" and r["others_ran"] > 0
+            if cut:
+                note(f"{what}: other threads were given a CPU {r['others_ran']} times: "
+                     "the step may be cut where the GIL was handed over")
+            check(len(got) == 1 or cut and got,
+                  f"{what}: expected one episode, got {[show(e) for e in got]} (other threads "
+                  f"given a CPU {r['others_ran']} times)")
+            for e in got:
+                eq(e["kind"], 2, f"{what}: kind (2 on-CPU)")
+                eq(e["loop"], t.pid, f"{what}: loop thread")
+            e = max(got, key=lambda e: e["dur"])
+            lo = 10 * MS if cut else 25 * MS
+            # at most the handler's CPU time, or what the kernel charged the
+            # thread over the request if more (lstest.charged: beside the
+            # hogs it charges a step 10-20 ms it did not run, and the
+            # recorder counts a step's CPU time as the kernel does)
+            hi = max(r["cpu"] + 5 * MS + r["steal"] + TICK, r["thread_cpu"] + MS)
+            total = sum(x["dur"] for x in got)
+            check(lo <= e["dur"] and total <= hi,
+                  f"{what}: {e['dur'] / MS:.2f} ms of CPU ({total / MS:.2f} in all) not in "
+                  f"[{lo / MS:.0f}, max(handler's {r['cpu'] / MS:.2f} + 5 + steal "
+                  f"{r['steal'] / MS:.0f} + 10, the thread's {r['thread_cpu'] / MS:.2f} + 1)] "
+                  f"(other threads given a CPU {r['others_ran']} times)")
             check(any(f.startswith("_PyEval_EvalFrame") for f in functions(e)),
                   f"{what}: no eval loop frame in the on-CPU stack: {show(e)}")
             check_python_frames(e, what, [("cpu_work", CPU_LINES), ("handle", CPU_CALL)])
@@ -539,7 +570,7 @@ def node_case(flags):
         check(all(e["loop"] == t.pid for e in got),
               f"{what}: episodes off the main thread: {[show(e) for e in got]}")
         if r["route"] == "good":
-            got = uncharged(got, r["thread_cpu"], what)
+            got = code_episodes(got, r["thread_cpu"], what)
             eq([show(e) for e in got], [], f"{what}: episodes during a setTimeout")
             continue
         check(got, f"{what}: no episode")
@@ -654,8 +685,9 @@ def timer_episodes(db, pid, cbs, start, end, src, cb, loop_fn):
         eq(tid, pid, "thread of the timer callback")
         got = overlapping(eps, t0, t1)
         what = f"{cb} at {t0} ({(t1 - t0) / MS:.1f} ms by itself){said}"
+        near = [(e["start"], e["dur"], e["nr"]) for e in eps if abs(e["start"] - t0) < 1000 * MS]
         check(len(got) == 1, f"{what}: expected one episode: {[show(e) for e in got]} "
-                             f"(episodes at {[(e['start'], e['dur']) for e in eps[:3]]})")
+                             f"(episodes within 1 s: {near})")
         e = got[0]
         eq(e["kind"], 1, f"{what}: kind")
         check(e["nr"] in (nr["clock_nanosleep"], nr["nanosleep"]), f"{what}: syscall {show(e)}")
@@ -852,7 +884,7 @@ def redis():
         lat = c1 - c0
         what = f"{name} at {c0} ({lat / MS:.1f} ms for the client){lost(m)}"
         if name != "KEYS":
-            got = uncharged(got, tcpu, what)
+            got = code_episodes(got, tcpu, what)
         if name == "PING":
             eq([show(e) for e in got], [], f"{what}: episodes")
             continue
@@ -937,6 +969,62 @@ def sleep_found(db, r, pid, what):
     got = [e for e in overlapping(episodes(db), r["t0"], r["t1"])
            if e["kind"] == 1 and e["loop"] == pid and e["dur"] >= 49 * MS]
     check(len(got) == 1, f"{what}: the /sleep episode: {got}")
+
+
+def set_in_wait(recorder_pid, tid):
+    """In the gloops map of the recorder recorder_pid (bpftool), mark loop
+    thread tid as inside its wait call (struct ls_gloop, tracer/record.h:
+    in_wait, the u32 at byte 16), as a wait call's unseen return leaves it."""
+    held = set()                      # the maps the recorder holds a descriptor of
+    for fd in os.listdir(f"/proc/{recorder_pid}/fdinfo"):
+        try:
+            with open(f"/proc/{recorder_pid}/fdinfo/{fd}") as f:
+                held |= {int(l.split()[1]) for l in f if l.startswith("map_id:")}
+        except FileNotFoundError:
+            pass
+    maps = json.loads(subprocess.run(["bpftool", "-j", "map", "show"], capture_output=True,
+                                     text=True, check=True).stdout)
+    ids = [x["id"] for x in maps if x.get("name") == "gloops" and x["id"] in held]
+    eq(len(ids), 1, f"the gloops map of recorder {recorder_pid}")
+    key = [f"0x{b:02x}" for b in tid.to_bytes(4, "little")]
+    got = json.loads(subprocess.run(["bpftool", "-j", "map", "lookup", "id", str(ids[0]),
+                                     "key", *key], capture_output=True, text=True,
+                                    check=True).stdout)
+    value = [int(b, 16) for b in got["value"]]
+    eq(value[16:20], [0, 0, 0, 0], f"thread {tid} outside its wait call")
+    value[16] = 1
+    subprocess.run(["bpftool", "map", "update", "id", str(ids[0]), "key", *key,
+                    "value", *(f"0x{b:02x}" for b in value)], check=True)
+
+
+@case
+def stale_wait():
+    """A loop thread taken for inside its wait call while it runs (its
+    return unseen: in_wait set by hand in the recorder's map while the
+    thread spins), which then sleeps: the recorder takes the wait to have
+    ended at that sleep (meta stale_waits 1), and the sleep is an off-CPU
+    episode, not idle time."""
+    if not shutil.which("bpftool"):
+        raise Skip("no bpftool")
+    t = py_target()
+    rec = Recorder(t.pid)
+    go = os.path.join(tmpdir(), "go")
+    with socket.create_connection(("127.0.0.1", t.port), timeout=30) as c:
+        c.sendall(f"hold {go}\n".encode())
+        wait_for(lambda: os.path.exists(go + ".spinning"), 30, "the handler spinning")
+        set_in_wait(rec.p.pid, t.pid)
+        open(go, "w").close()
+        f = c.makefile().readline().split()
+    eq(f[:2], ["done", "hold"], "the answer")
+    db = rec.stop()
+    check(t.alive(), "the server died while traced")
+    t.stop()
+    m = meta(db)
+    eq(m.get("stale_waits"), "1", "meta stale_waits")
+    t0, t1 = int(f[2]), int(f[3])
+    got = [e for e in overlapping(episodes(db), t0, t1) if e["kind"] == 1]
+    check(len(got) == 1 and got[0]["syscall"] == "clock_nanosleep" and got[0]["dur"] >= 49 * MS,
+          f"the sleep after the stale wait: {[show(e) for e in got]}{lost(m)}")
 
 
 @case
@@ -1113,7 +1201,7 @@ def wait_calls_poll():
         for r, kind in zip(reqs, (1, 2)):
             got = overlapping(eps, r["t0"], r["t1"])
             if kind == 1:
-                got = uncharged(got, r["thread_cpu"], f"/{r['route']} ({wait_calls})")
+                got = code_episodes(got, r["thread_cpu"], f"/{r['route']} ({wait_calls})")
             check(len(got) == 1 and got[0]["kind"] == kind and got[0]["loop"] == t.pid,
                   f"/{r['route']} ({wait_calls}): expected one episode of kind {kind}: "
                   f"{[show(e) for e in got]}")
@@ -1150,7 +1238,7 @@ def poll_on_epoll_loop():
     eq(loops(db), [t.pid], "loop threads")
     check("waiting in poll" not in rec.err, f"summary: {rec.err!r}")
     nr = dict(query(db, "SELECT name, nr FROM syscalls"))
-    got = uncharged(overlapping(episodes(db), r["t0"], r["t1"]), r["thread_cpu"], "/poll")
+    got = code_episodes(overlapping(episodes(db), r["t0"], r["t1"]), r["thread_cpu"], "/poll")
     check(len(got) == 1 and got[0]["kind"] == 1 and got[0]["nr"] == nr["poll"] and
           got[0]["dur"] >= 59 * MS and got[0]["loop"] == t.pid,
           f"/poll: expected one off-CPU episode in poll of 60 ms: {[show(e) for e in got]}")

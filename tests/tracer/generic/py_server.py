@@ -21,7 +21,10 @@ that did it: an independent measurement to compare the trace with.
     executor  time.sleep(0.2) in run_in_executor         (does not block)
     poll      poll() with no fd for 60 ms on the loop thread (off-CPU:
               blocks, as glibc's resolver polling its socket would)
+    hold P    makes the file P.spinning, spins on the loop thread until the
+              file P exists, then does sleep's work (its times answered)
 """
+import os
 import asyncio
 import select
 import selectors
@@ -57,7 +60,13 @@ def executor_work():
 
 async def handle(reader, writer):
     line = (await reader.readline()).decode().strip()
-    if line == "sleep":
+    if line.startswith("hold "):
+        path = line[5:]
+        open(path + ".spinning", "w").close()
+        while not os.path.exists(path):
+            pass
+        line, r = "hold", sleep_work()
+    elif line == "sleep":
         r = sleep_work()
     elif line == "cpu":
         r = cpu_work()
