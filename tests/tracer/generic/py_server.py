@@ -24,8 +24,8 @@ that did it: an independent measurement to compare the trace with.
     hold P    makes the file P.spinning, spins on the loop thread until the
               file P exists, then does sleep's work (its times answered)
 """
-import os
 import asyncio
+import os
 import select
 import selectors
 import sys
