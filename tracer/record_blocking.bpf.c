@@ -226,8 +226,7 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
         switch_wait_out(ptid, (struct pt_regs *)bpf_task_pt_regs(prev), now))
         return 0;
     if (generic && detect_blocking && prev->__state != 0)
-        wait_stale(ptid, (long)BPF_CORE_READ((struct pt_regs *)bpf_task_pt_regs(prev), orig_ax),
-                   now);
+        wait_stale(ptid, (struct pt_regs *)bpf_task_pt_regs(prev), now);
     struct lview v;
     if (!detect_blocking || !loop_view(ptid, &v))
         return 0;

@@ -149,17 +149,18 @@ static __always_inline void wait_exit(__u32 tid, __u64 now)
     g->steps++;
 }
 
-/* Thread tid goes to sleep at now in syscall nr (or, nr not a syscall's,
- * in a page fault or on its way back to user code), not in a wait call.
+/* Thread tid goes to sleep at now with these user registers: in the
+ * syscall orig_ax names (or, not a syscall's number, in a page fault or on
+ * its way back to user code), not in a wait call.
  * If it is a loop thread taken for inside its wait call, that call's
  * return was not seen: it returned before now, and is taken to have
  * returned now (counted: meta stale_waits), so that this sleep is seen
  * as the blocking it is, not as idle time.  (A wait call's number is left
  * alone: a page fault's error code can equal one.) */
-static __always_inline void wait_stale(__u32 tid, long nr, __u64 now)
+static __always_inline void wait_stale(__u32 tid, struct pt_regs *regs, __u64 now)
 {
     struct ls_gloop *g = bpf_map_lookup_elem(&gloops, &tid);
-    if (!g || !g->in_wait || is_wait_call(nr))
+    if (!g || !g->in_wait || is_wait_call((long)BPF_CORE_READ(regs, orig_ax)))
         return;
     stat_add(LS_STAT_STALE_WAITS, 1);
     wait_exit(tid, now);

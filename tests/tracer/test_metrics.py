@@ -310,8 +310,8 @@ def agent():
     # Beside the stress pass's hogs srv[0] once had a third off-CPU
     # episode (where, the metrics do not say: a page fault waiting for the
     # disk is one way): counted under its pid too, at its own site
-    sleeps = ('sum by (pid) (loopscope_blocking_site_episodes_total'
-              '{site=~"sleep_work .*py_server[.]py:[0-9]+"})')
+    at_sleep = 'site=~"sleep_work .*py_server[.]py:[0-9]+"'
+    sleeps = f'sum by (pid) (loopscope_blocking_site_episodes_total{{{at_sleep}}})'
     scraped(sleeps, lambda v: {int(l["pid"]): x for l, x in v} == K)
     by_pid = 'sum by (pid) (loopscope_blocking_episodes_total{kind="off-cpu"})'
     scraped(by_pid, lambda v: {int(l["pid"]) for l, _ in v} == set(K) and
@@ -346,8 +346,8 @@ def agent():
     srv[0].request("sleep")
     # its site's count starts at 0 (not the counts of the ended process
     # whose room it takes)
-    scraped(f'loopscope_blocking_site_episodes_total{{pid="{srv[0].pid}",'
-            f'site=~"sleep_work .*py_server[.]py:[0-9]+"}}', lambda v: v and v[0][1] == 1)
+    scraped(f'loopscope_blocking_site_episodes_total{{pid="{srv[0].pid}",{at_sleep}}}',
+            lambda v: v and v[0][1] == 1)
     scraped(f'loopscope_blocking_episodes_total{{pid="{srv[0].pid}",kind="off-cpu"}}',
             lambda v: v and v[0][1] >= 1)
     scraped(f'loopscope_target_info{{pid="{old}"}}', lambda v: not v)  # its series gone
