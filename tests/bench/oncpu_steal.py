@@ -77,14 +77,14 @@ def one_run(a, d):
     for start, _ in eps:
         # the recorder's step starts at the select's return, a little
         # before the target's own stamp
-        cpu = [c for s, e, c in steps if s - 2 * 10**6 <= start <= e]
+        cpu = [c for s, e, c, _ in steps if s - 2 * 10**6 <= start <= e]
         if not cpu or max(cpu) < thr:
             false += 1
         else:
             found += 1
     ticks = os.sysconf("SC_CLK_TCK")
-    return dict(steps=len(steps), over_wall=sum(1 for s, e, c in steps if e - s >= thr),
-                over_cpu=sum(1 for s, e, c in steps if c >= thr), episodes=len(eps),
+    return dict(steps=len(steps), over_wall=sum(1 for s, e, _, _ in steps if e - s >= thr),
+                over_cpu=sum(1 for _, _, c, _ in steps if c >= thr), episodes=len(eps),
                 found=found, false=false, steal_s=(s1 - s0) / ticks, span_s=t1 - t0)
 
 

@@ -479,14 +479,22 @@ def cpu_steps():
     db = rec.finish()
     t.wait(timeout=60)
     start = int(meta(db)["start_ns"])
-    steps = [tuple(map(int, line.split())) for line in open(out)]
-    steps = [x for x in steps if start <= x[0] and x[1] <= start + secs * 1000 * MS]
-    # each on-CPU episode with its step (the recorder's step begins at the
-    # wait's return, a little before the target's stamp), or None
-    eps = [(e, next((x for x in steps if x[0] - 2 * MS <= e["start"] <= x[1]), None))
+    every = [tuple(map(int, line.split())) for line in open(out)]
+    steps = [x for x in every if start <= x[0] and x[1] <= start + secs * 1000 * MS]
+    # each on-CPU episode with its step, or None.  The recorder's step
+    # begins at the wait's return, before the target's stamp (by more than
+    # a few ms where the thread was preempted in between), so an episode is
+    # the first step's that ends after it begins.  Matched among every
+    # step: one cut by the recording's end is still a step.
+    eps = [(e, next((x for x in every if e["start"] <= x[1]), None))
            for e in episodes(db) if e["kind"] == 2]
-    false = [(e["start"] - start, e["dur"], x) for e, x in eps if not x or x[2] < 10 * MS]
-    light = [x for x in steps if x[2] < 10 * MS]
+    # Light: well under the threshold.  The recorder's step also holds the
+    # interpreter's work between the wait and the stamps, so a step stamped
+    # a little under 10 ms (a 5 ms one once read 9.95 ms beside the hogs,
+    # its episode 10.2 ms) is at the threshold's edge, neither way.
+    edge = 9 * MS
+    false = [(e["start"] - start, e["dur"], x) for e, x in eps if not x or x[2] < edge]
+    light = [x for x in steps if x[2] < edge]
     check(len(false) <= max(1, len(light) // 100),
           f"on-CPU episodes not in a step of 10 ms of CPU or more: {false} (of {len(light)} "
           f"light steps, {sum(1 for x in light if x[1] - x[0] >= 10 * MS)} of 10 ms or more "
@@ -499,8 +507,10 @@ def cpu_steps():
           f"heavy steps found: {sum(1 for x in heavy if x in found)} of {len(heavy)}")
     for e, x in eps:
         if x and x[2] >= 10 * MS:
-            check(8 * MS <= e["dur"] <= x[2] + 5 * MS + TICK,
-                  f"an episode of {e['dur'] / MS:.1f} ms of CPU in a step of {x[2] / MS:.1f} ms")
+            check(8 * MS <= e["dur"] <= x[2] + 5 * MS + x[3] + TICK,
+                  f"an episode of {e['dur'] / MS:.1f} ms of CPU not in [8, 5 + steal "
+                  f"{x[3] / MS:.0f} + 10 + the step's {x[2] / MS:.1f} ms] (its wall time "
+                  f"{(x[1] - x[0]) / MS:.1f} ms, the episode at {(e['start'] - start) / MS:.1f} ms)")
 
 
 def big_file(d):
