@@ -37,7 +37,8 @@ import time
 import urllib.parse
 import urllib.request
 
-from lstest import Fail, ask, check, eq, integrity, query, wait_for, tmpdir, parse_args, run_case
+from lstest import (Fail, ask, check, eq, integrity, lost, query, wait_for, tmpdir, parse_args,
+                    run_case)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 GEN = os.path.join(HERE, "generic")
@@ -291,11 +292,26 @@ def agent():
         ag.wait_member(s.pid)
     prom = Prometheus(port)
     K = {srv[0].pid: 2, srv[1].pid: 3}
+    sent = []                         # (pid, CLOCK_MONOTONIC ns) of each sleep
     for s in srv:
         s.request("good")
         for _ in range(K[s.pid]):
+            sent.append((s.pid, time.monotonic_ns()))
             s.request("sleep")
             time.sleep(0.3)           # past the tail: a trace each
+
+    def traces():
+        """Each finished trace's off-CPU episodes (ms from the first sleep
+        sent, ms, syscall) and what it says it lost: for a failure."""
+        t0, out = sent[0][1], []
+        for t in sorted(os.listdir(os.path.join(d, "traces"))):
+            p = os.path.join(d, "traces", t)
+            if t.endswith(".db") and not os.path.exists(p + "-wal"):
+                eps = [(round((s - t0) / 1e6), round(x / 1e6, 1), sc) for s, x, sc in
+                       query(p, "SELECT start_ns, dur_ns, syscall FROM blocking WHERE kind = 1")]
+                out.append(f"{t}: {eps}{lost(dict(query(p, 'SELECT key, value FROM meta')))}")
+        return (f"sleeps sent at (pid, ms): {[(p, round((x - t0) / 1e6)) for p, x in sent]}; "
+                f"traces: {out}")
 
     def scraped(q, want):
         def ok():
@@ -303,7 +319,7 @@ def agent():
             return want(v)
         wait_for(ok, 60, lambda: f"{q}: {prom.query(q)}; every episode series: "
                  f"{prom.query('loopscope_blocking_episodes_total > 0')} "
-                 f"{prom.query('loopscope_blocking_site_episodes_total')} "
+                 f"{prom.query('loopscope_blocking_site_episodes_total')}; {traces()} "
                  f"(prometheus: {prom.tail()[-500:]})", interval=0.5)
 
     # each service's sleeps, counted under its pid at their call site.
