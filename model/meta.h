@@ -110,14 +110,17 @@
 #define LS_META_BLOCKING_EPISODES "blocking_episodes"
 /* blocking episodes the BPF side could not keep open until they ended */
 #define LS_META_LOST_EPISODES "lost_episodes"
+/* loop threads seen running while taken for switched out: a switch onto
+ * a CPU the scheduler's tracepoint did not show, accounted when found */
+#define LS_META_UNSEEN_SWITCHES "unseen_switches"
 /* runs of the recorder's BPF programs the kernel skipped (recursion_misses) */
 #define LS_META_MISSED_RUNS "missed_runs"
 /* --priority: idle, batch or normal */
 #define LS_META_RECORDER_PRIORITY "recorder_priority"
 /* with idle: how many times its watchdog raised it */
 #define LS_META_PRIORITY_RAISES "priority_raises"
-/* generic mode: loop threads found asleep outside their wait call while
- * taken for inside it (its return was not seen), set right then */
+/* generic mode: loop threads found outside their wait call (asleep, or
+ * in a CPU sample) while taken for inside it (its return was not seen) */
 #define LS_META_STALE_WAITS "stale_waits"
 /* generic mode: wait calls of threads beyond the 1024 loop threads kept */
 #define LS_META_UNTRACKED_WAIT_CALLS "untracked_wait_calls"

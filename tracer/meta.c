@@ -125,6 +125,8 @@ void ls_write_end_meta(recorder *r, const char *why)
     ls_sink_meta(r, LS_META_BLOCKING_EPISODES, "%llu", (unsigned long long)r->blocks);
     ls_sink_meta(r, LS_META_LOST_EPISODES, "%llu",
                   (unsigned long long)ls_stat(r, LS_STAT_LOST_EPISODES));
+    ls_sink_meta(r, LS_META_UNSEEN_SWITCHES, "%llu",
+                  (unsigned long long)ls_stat(r, LS_STAT_UNSEEN_SWITCHES));
     if (!r->offline && r->skel)
         ls_sink_meta(r, LS_META_MISSED_RUNS, "%llu", (unsigned long long)missed_runs(r));
     if (!r->offline) {                /* prio.c: the recorder's own, not a flight trace's */

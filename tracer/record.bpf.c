@@ -152,7 +152,7 @@ int BPF_USDT(on_batch, __u64 loop, __u64 addr, __u32 len, __u64 pub, __u32 nrec)
     }
     note_loop_thread(loop, pub);
     if (detect_blocking)              /* the loop is about to poll */
-        episode_close((__u32)bpf_get_current_pid_tgid());
+        episode_close((__u32)bpf_get_current_pid_tgid(), bpf_ktime_get_ns());
     /* A kept batch (seq != 0) stays in the loop for the recorder to read;
      * any other is copied here: the loop reuses its buffer when the probe
      * returns.  A probe with a seq at all says the loop can keep them

@@ -220,18 +220,6 @@ static __always_inline void block_send(struct block_msg *m)
     }
 }
 
-/* Close tid's open episode: send it if it lasted long enough. */
-static __always_inline void episode_close(__u32 tid)
-{
-    struct block_msg *o = bpf_map_lookup_elem(&offcpu, &tid);
-    if (!o)
-        return;
-    o->h.pad = 0;
-    if (o->b.dur_ns >= block_threshold_ns)
-        block_send(o);
-    bpf_map_delete_elem(&offcpu, &tid);
-}
-
 /* ---- A step's time off the CPU (struct ls_step_off, record.h) ----
  * An on-CPU episode is a step whose CPU time passed the threshold, and its
  * CPU time is its wall time less its time off the CPU: switched out
@@ -312,16 +300,84 @@ static __always_inline __u64 stretch_off(struct task_struct *t, struct ls_step_o
     return (__u64)off < most ? (__u64)off : most;
 }
 
+/* ---- A switch-in not seen ----
+ * The scheduler's tracepoint does not show every switch.  This test VM's
+ * kernel shows none away from its init's threads (a host agent), so a
+ * thread that one of them hands its CPU to comes back unseen; a run of
+ * on_switch the kernel skips (meta missed_runs) loses one anywhere.  Such
+ * a thread is still taken for switched out (so->out_ns), or asleep in its
+ * episode's call, while it runs: its sleep's episode would end with no
+ * duration, and its time away would count as CPU time of its step.
+ *
+ * So wherever the current thread is seen running with so->out_ns set (at
+ * its switch-out, a CPU sample, a wait call's entry: where its step's
+ * time off the CPU or its episode is read), it came back unseen, at its
+ * last arrival on this CPU (sched_info.last_arrival, on this run queue's
+ * clock): that long before the run queue's clock now.  In a switch that
+ * clock is exact; elsewhere up to a tick behind, which takes the thread
+ * back up to a tick late.  Counted: meta unseen_switches. */
+static __always_inline __u64 came_back_at(struct task_struct *t, __u64 now)
+{
+    if (!bpf_core_field_exists(t->sched_info.last_arrival))
+        return now;                   /* no CONFIG_SCHED_INFO: now, the latest it can be */
+    struct rq_clocks c = rq_clocks(t);
+    __u64 arr = BPF_CORE_READ(t, sched_info.last_arrival);
+    if (!c.clock || !arr || arr > c.clock || c.clock - arr > now)
+        return now;
+    return now - (c.clock - arr);
+}
+
+/* Thread tid, the current thread, runs at now: if what was seen has it
+ * switched out, account its unseen switch-in as on_switch does a seen
+ * one, as of when it came back. */
+static __always_inline void unseen_back(__u32 tid, __u64 now)
+{
+    struct ls_step_off *so = bpf_map_lookup_elem(&step_off, &tid);
+    if (!so || !so->out_ns)
+        return;
+    struct task_struct *t = bpf_get_current_task_btf();
+    __u64 back = came_back_at(t, now);
+    if (back < so->out_ns)
+        back = so->out_ns;
+    so->off_ns += back - so->out_ns;
+    so->out_ns = 0;
+    struct rq_clocks c = rq_clocks(t);
+    so->in_ns = back;
+    so->anchor_ns = now;
+    so->anchor_clock = c.clock;
+    so->unrun_in = c.unrun;
+    struct block_msg *o = bpf_map_lookup_elem(&offcpu, &tid);
+    if (o && o->h.pad == LS_ASLEEP) {
+        o->b.dur_ns = back - o->b.start_ns;
+        o->h.pad = 0;
+    }
+    stat_add(LS_STAT_UNSEEN_SWITCHES, 1);
+}
+
 /* The current thread's (tid's) time off the CPU so far in its step
  * (steps, begun at since); sampling: as a CPU sample counts it. */
 static __always_inline __u64 step_off_now(__u32 tid, __u32 steps, __u64 since, __u64 now,
                                           bool sampling)
 {
+    unseen_back(tid, now);
     struct ls_step_off *so = bpf_map_lookup_elem(&step_off, &tid);
     if (!so)
         return 0;
     return (so->steps == steps ? so->off_ns : 0) +
            stretch_off(bpf_get_current_task_btf(), so, since, now, sampling);
+}
+
+/* Close tid's open episode: send it if it lasted long enough. */
+static __always_inline void episode_close(__u32 tid, __u64 now)
+{
+    unseen_back(tid, now);            /* asleep still, to what was seen? */
+    struct block_msg *o = bpf_map_lookup_elem(&offcpu, &tid);
+    if (!o)
+        return;
+    o->h.pad = 0;
+    if (o->b.dur_ns >= block_threshold_ns)
+        block_send(o);
+    bpf_map_delete_elem(&offcpu, &tid);
 }
 
 #endif /* LOOPSCOPE_RECORD_BPF_H */

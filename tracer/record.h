@@ -195,7 +195,8 @@ enum ls_stat {
     LS_STAT_UNTRACKED_WAITS = 6,/* generic: wait calls of threads beyond the 1024 loop threads */
     LS_STAT_LOST_EPISODES = 7,  /* episodes not kept: LS_OPEN_EPISODES already open */
     LS_STAT_STALE_WAITS = 8,    /* generic: a wait call's return not seen (record_wait.bpf.h) */
-    LS_STAT_COUNT = 9,
+    LS_STAT_UNSEEN_SWITCHES = 9,/* a loop thread back on a CPU with no switch seen (record.bpf.h) */
+    LS_STAT_COUNT = 10,
 };
 
 #endif /* LOOPSCOPE_RECORD_H */

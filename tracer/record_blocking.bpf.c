@@ -222,6 +222,7 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
     if (!out)
         return 0;
     __u32 ptid = prev->pid;
+    unseen_back(ptid, now);           /* it ran: back on the CPU, seen or not */
     if (wait_switch && prev->__state != 0 &&
         switch_wait_out(ptid, (struct pt_regs *)bpf_task_pt_regs(prev), now))
         return 0;
@@ -260,7 +261,7 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
             o->h.pad = LS_ASLEEP;     /* still the same blocking call */
             return 0;
         }
-        episode_close(ptid);
+        episode_close(ptid, now);
     }
     struct block_msg *m = block_begin(ptid, &v, LS_BLOCK_OFFCPU, regs, nr, now);
     if (m) {
@@ -279,6 +280,9 @@ int on_cpu_sample(struct bpf_perf_event_data *ctx)
     if (!from_target())
         return 0;
     __u64 now = bpf_ktime_get_ns();
+    /* A loop thread that runs outside its wait call has returned from it */
+    if (generic)
+        wait_stale(tid, (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf()), now);
     /* --wait-hook switch: a wait call that does not sleep is seen only
      * when a sample finds the thread in it (in the kernel, the call's
      * number in its saved registers): an iteration ends and the next

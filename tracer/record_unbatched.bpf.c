@@ -90,7 +90,7 @@ SEC("usdt")
 int BPF_USDT(on_poll_enter, __u64 loop, __s64 timeout)
 {
     if (detect_blocking && from_target())
-        episode_close((__u32)bpf_get_current_pid_tgid());
+        episode_close((__u32)bpf_get_current_pid_tgid(), bpf_ktime_get_ns());
     return emit_rec(EVL_PROBE_ID_poll_enter, loop, 0, 0, (__u64)timeout, 0, 0);
 }
 

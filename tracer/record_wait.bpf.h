@@ -111,7 +111,7 @@ static __always_inline bool wait_enter(__u32 tid, __u64 now, bool poll, __u64 nf
     else
         g->epoll = 1;
     if (detect_blocking) {
-        episode_close(tid);
+        episode_close(tid, now);
         oncpu_close(tid, now);
     }
     if (g->since) {
@@ -149,21 +149,25 @@ static __always_inline void wait_exit(__u32 tid, __u64 now)
     g->steps++;
 }
 
-/* Thread tid goes to sleep at now with these user registers: in the
- * syscall orig_ax names (or, not a syscall's number, in a page fault or on
- * its way back to user code), not in a wait call.
- * If it is a loop thread taken for inside its wait call, that call's
- * return was not seen: it returned before now, and is taken to have
- * returned now (counted: meta stale_waits), so that this sleep is seen
- * as the blocking it is, not as idle time.  (A wait call's number is left
- * alone: a page fault's error code can equal one.) */
+/* Thread tid, the current thread, is at now outside a wait call: its
+ * user registers say it is in the syscall orig_ax names (or, not a
+ * syscall's number, in a page fault, an interrupt, or on its way back to
+ * user code).  Seen where it goes to sleep (on_switch) and in a CPU
+ * sample.  If it is a loop thread taken for inside its wait call, that
+ * call's return was not seen (a switch-in not seen, record.bpf.h, under
+ * --wait-hook switch; a run of the hook the kernel skipped): the call
+ * returned when the thread came back on the CPU, or if that is not
+ * known, now (counted: meta stale_waits), so that its step is seen, and
+ * its sleeps as the blocking they are, not as idle time.  (A wait call's
+ * number is left alone: a page fault's error code can equal one.) */
 static __always_inline void wait_stale(__u32 tid, struct pt_regs *regs, __u64 now)
 {
     struct ls_gloop *g = bpf_map_lookup_elem(&gloops, &tid);
     if (!g || !g->in_wait || is_wait_call((long)BPF_CORE_READ(regs, orig_ax)))
         return;
     stat_add(LS_STAT_STALE_WAITS, 1);
-    wait_exit(tid, now);
+    __u64 back = came_back_at(bpf_get_current_task_btf(), now);
+    wait_exit(tid, back >= g->enter_ns && back <= now ? back : now);
 }
 
 /* Loop thread g (tid's, outside its wait) ends a step at now, seen some

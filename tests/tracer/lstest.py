@@ -146,7 +146,7 @@ def lost(m):
     return (f" [trace: {m.get('dropped_messages')} messages dropped, "
             f"{m.get('rejected_messages')} rejected, {m.get('lost_episodes')} episodes lost, "
             f"{m.get('missed_runs')} BPF program runs missed, "
-            f"{m.get('stale_waits')} stale waits]")
+            f"{m.get('stale_waits')} stale waits, {m.get('unseen_switches')} switches unseen]")
 
 
 def children_cpu():

@@ -23,6 +23,8 @@ that did it: an independent measurement to compare the trace with.
               blocks, as glibc's resolver polling its socket would)
     hold P    makes the file P.spinning, spins on the loop thread until the
               file P exists, then does sleep's work (its times answered)
+    nap P     sleep's work, then as hold, spins until the file P exists
+              (sleep's times answered)
 """
 import asyncio
 import os
@@ -66,6 +68,11 @@ async def handle(reader, writer):
         while not os.path.exists(path):
             pass
         line, r = "hold", sleep_work()
+    elif line.startswith("nap "):
+        path, (line, r) = line[4:], ("nap", sleep_work())
+        open(path + ".spinning", "w").close()
+        while not os.path.exists(path):
+            pass
     elif line == "sleep":
         r = sleep_work()
     elif line == "cpu":
