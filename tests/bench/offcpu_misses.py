@@ -10,6 +10,9 @@ clock); again, for the recording's length.  Recorded with each
 the recorder was attached is an off-CPU episode.  A sleep with no
 off-CPU episode overlapping it is a miss: printed with the trace's
 episodes and loop windows around it, and what the trace says it lost.
+"Maybe short": the thread waited for a CPU (its schedstat) over the sleep
+for more than SLEEP less THRESHOLD ms; if that wait came before the call,
+the call slept under the threshold, and no episode is right.
 
 Beside CPU hogs and an I/O hog (--hogs, as tests/run.sh --stress) the
 stress passes once in a while lost one such episode in a test (a timer
@@ -142,7 +145,8 @@ def main():
                 for i, x in enumerate(one_run(a, d, hook)):
                     t[i] += x
     for hook, (n, k, sh, shm) in total.items():
-        print(f"total {hook}: {k} of {n} sleeps missed, {shm} of them short (of {sh} short)")
+        print(f"total {hook}: {k} of {n} sleeps missed, {shm} of them maybe short "
+              f"(of {sh} maybe short)")
     print(f"traces kept in {d}")
 
 
