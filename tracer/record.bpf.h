@@ -341,11 +341,8 @@ static __always_inline void unseen_back(__u32 tid, __u64 now)
         back = so->out_ns;
     so->off_ns += back - so->out_ns;
     so->out_ns = 0;
-    struct rq_clocks c = rq_clocks(t);
+    stretch_begin(t, so, now);        /* the clocks' anchor: now */
     so->in_ns = back;
-    so->anchor_ns = now;
-    so->anchor_clock = c.clock;
-    so->unrun_in = c.unrun;
     struct block_msg *o = bpf_map_lookup_elem(&offcpu, &tid);
     if (o && o->h.pad == LS_ASLEEP) {
         o->b.dur_ns = back - o->b.start_ns;
