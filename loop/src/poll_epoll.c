@@ -129,15 +129,18 @@ static unsigned evl__fire(evl_loop *loop, evl__fdent *e, evl__iowait *w, unsigne
     return w->events;
 }
 
+static void evl__wakefd_read(evl_loop *loop)
+{
+    uint64_t v;
+    ssize_t r = read(loop->wakefd, &v, sizeof(v));
+    (void)r;                          /* EAGAIN: already read */
+}
+
 static void evl__dispatch(evl_loop *loop, int fd, uint32_t ev)
 {
     evl__fdent *e = &loop->fds[fd];
-    if (e->internal) {                /* the wakeup eventfd */
-        uint64_t v;
-        ssize_t r = read(fd, &v, sizeof(v));
-        (void)r;
+    if (e->internal)                  /* the wakeup eventfd: read in evl__poll */
         return;
-    }
     evl__iowait *rd = e->reader, *wr = e->writer;
     if (EVL__LIKELY(ev == EPOLLIN && rd && !wr)) {
         /* The common case, what the general path below does for it: the
@@ -238,7 +241,13 @@ int evl__poll(evl_loop *loop, int64_t timeout_ns)
     if (n <= 0)
         return 0;                     /* EINTR counts as no event */
     /* Threadsafe posts first: asyncio appends them to _ready when made,
-     * before the poll's I/O callbacks. */
+     * before the poll's I/O callbacks.  The wakeup eventfd is read before
+     * they are taken, never after: a post made in between would otherwise
+     * have its wakeup consumed with nothing to take it, and a loop whose
+     * last post (or evl_loop_release) fell there slept forever. */
+    for (int i = 0; i < n; i++)
+        if (evs[i].data.fd == loop->wakefd)
+            evl__wakefd_read(loop);
     evl__drain_posted(loop);
     for (int i = 0; i < n; i++)
         evl__dispatch(loop, evs[i].data.fd, evs[i].events);

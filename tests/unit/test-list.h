@@ -33,6 +33,7 @@
     XX(loop_run_busy) \
     XX(loop_run_until_complete) \
     XX(loop_call_soon_threadsafe) \
+    XX(loop_threadsafe_last_post) \
     XX(loop_options) \
     XX(future_set_result) \
     XX(future_set_error) \
