@@ -26,6 +26,7 @@ struct ls_map_events events SEC(".maps");
 struct ls_map_stats stats SEC(".maps");
 struct ls_map_loop_threads loop_threads SEC(".maps");
 struct ls_map_step_off step_off SEC(".maps");
+struct ls_map_rq_anchor rq_anchor SEC(".maps");
 struct ls_map_offcpu offcpu SEC(".maps");
 struct ls_map_oncpu_open oncpu_open SEC(".maps");
 struct ls_map_gloops gloops SEC(".maps");

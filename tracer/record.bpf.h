@@ -313,18 +313,55 @@ static __always_inline __u64 stretch_off(struct task_struct *t, struct ls_step_o
  * its switch-out, a CPU sample, a wait call's entry: where its step's
  * time off the CPU or its episode is read), it came back unseen, at its
  * last arrival on this CPU (sched_info.last_arrival, on this run queue's
- * clock): that long before the run queue's clock now.  In a switch that
- * clock is exact; elsewhere up to a tick behind, which takes the thread
- * back up to a tick late.  Counted: meta unseen_switches. */
+ * clock).  That clock is converted to a ktime through this CPU's anchor
+ * (rq_anchor): a ktime and the run queue's clock of one moment, taken at
+ * the latest switch of a target thread on this CPU, where the clock is
+ * exact.  Not through the clock now: outside a switch it is up to a tick
+ * behind, which took the thread back up to a tick late, after its
+ * sleep's real end (a CI run's python_raw_hook: an episode 0.2 ms longer
+ * than the handler's sleep).  The two clocks drift apart by parts per
+ * million, nothing in the milliseconds since the anchor.  Counted: meta
+ * unseen_switches. */
+struct ls_clock_pair {
+    __u64 ktime, clock;
+};
+struct ls_map_rq_anchor {
+    __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+    __uint(max_entries, 1);
+    __type(key, __u32);
+    __type(value, struct ls_clock_pair);
+};
+extern struct ls_map_rq_anchor rq_anchor SEC(".maps");
+
+/* In a switch (t, the thread going out, runs on this CPU): the anchor. */
+static __always_inline void rq_anchor_set(struct task_struct *t, __u64 now)
+{
+    struct rq_clocks c = rq_clocks(t);
+    __u32 zero = 0;
+    struct ls_clock_pair *a = bpf_map_lookup_elem(&rq_anchor, &zero);
+    if (a && c.clock) {
+        a->ktime = now;
+        a->clock = c.clock;
+    }
+}
+
 static __always_inline __u64 came_back_at(struct task_struct *t, __u64 now)
 {
     if (!bpf_core_field_exists(t->sched_info.last_arrival))
         return now;                   /* no CONFIG_SCHED_INFO: now, the latest it can be */
-    struct rq_clocks c = rq_clocks(t);
     __u64 arr = BPF_CORE_READ(t, sched_info.last_arrival);
-    if (!c.clock || !arr || arr > c.clock || c.clock - arr > now)
+    __u32 zero = 0;
+    struct ls_clock_pair *a = bpf_map_lookup_elem(&rq_anchor, &zero);
+    struct ls_clock_pair here = { now, rq_clocks(t).clock };
+    if (!a || !a->clock)
+        a = &here;                    /* no anchor yet: the clock now, maybe late */
+    if (!arr || !a->clock)
         return now;
-    return now - (c.clock - arr);
+    __s64 since = (__s64)(arr - a->clock);
+    if (since < 0 && (__u64)-since > a->ktime)
+        return now;
+    __u64 back = a->ktime + since;
+    return back < now ? back : now;
 }
 
 /* Thread tid, the current thread, runs at now: if what was seen has it

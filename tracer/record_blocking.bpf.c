@@ -199,6 +199,7 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
     if (!in && !out)
         return 0;
     __u64 now = bpf_ktime_get_ns();
+    rq_anchor_set(prev, now);         /* the run queue's clock is exact here */
 
     /* A loop thread comes back: account its time away. */
     if (in && wait_switch)

@@ -989,11 +989,8 @@ def sleep_found(db, r, pid, what):
     check(len(got) == 1, f"{what}: the /sleep episode: {got}")
 
 
-def edit_map(recorder_pid, name, tid, edit):
-    """The value of key tid in the recorder recorder_pid's BPF map name
-    (bpftool), edited in place by edit(a bytearray) and written back;
-    returns what edit returned.  The recorder's state set by hand, as a
-    hook's event the kernel did not show would leave it."""
+def recorder_map(recorder_pid, name):
+    """The id of the recorder recorder_pid's BPF map name (bpftool)."""
     held = set()                      # the maps the recorder holds a descriptor of
     for fd in os.listdir(f"/proc/{recorder_pid}/fdinfo"):
         try:
@@ -1005,15 +1002,46 @@ def edit_map(recorder_pid, name, tid, edit):
                                      text=True, check=True).stdout)
     ids = [x["id"] for x in maps if x.get("name") == name and x["id"] in held]
     eq(len(ids), 1, f"the {name} map of recorder {recorder_pid}")
-    key = [f"0x{b:02x}" for b in tid.to_bytes(4, "little")]
-    got = json.loads(subprocess.run(["bpftool", "-j", "map", "lookup", "id", str(ids[0]),
-                                     "key", *key], capture_output=True, text=True,
-                                    check=True).stdout)
-    value = bytearray(int(b, 16) for b in got["value"])
+    return ids[0]
+
+
+def map_lookup(map_id, key):
+    """bpftool's JSON of the value of u32 key in map map_id."""
+    return json.loads(subprocess.run(
+        ["bpftool", "-j", "map", "lookup", "id", str(map_id), "key",
+         *(f"0x{b:02x}" for b in key.to_bytes(4, "little"))],
+        capture_output=True, text=True, check=True).stdout)
+
+
+def edit_map(recorder_pid, name, tid, edit):
+    """The value of key tid in the recorder recorder_pid's BPF map name
+    (bpftool), edited in place by edit(a bytearray) and written back;
+    returns what edit returned.  The recorder's state set by hand, as a
+    hook's event the kernel did not show would leave it."""
+    map_id = recorder_map(recorder_pid, name)
+    value = bytearray(int(b, 16) for b in map_lookup(map_id, tid)["value"])
     r = edit(value)
-    subprocess.run(["bpftool", "map", "update", "id", str(ids[0]), "key", *key,
+    subprocess.run(["bpftool", "map", "update", "id", str(map_id), "key",
+                    *(f"0x{b:02x}" for b in tid.to_bytes(4, "little")),
                     "value", *(f"0x{b:02x}" for b in value)], check=True)
     return r
+
+
+LS_STAT_UNSEEN_SWITCHES = 9           # tracer/record.h
+
+
+def recorder_stat(recorder_pid, stat):
+    """The recorder's BPF count stat (tracer/record.h, LS_STAT_*), summed
+    over the CPUs."""
+    got = map_lookup(recorder_map(recorder_pid, "stats"), stat)
+    return sum(int.from_bytes(bytes(int(b, 16) for b in v["value"]), "little")
+               for v in got["values"])
+
+
+def switches(tid):
+    """Thread tid's context switches so far (/proc)."""
+    with open(f"/proc/{tid}/task/{tid}/status") as f:
+        return sum(int(l.split()[1]) for l in f if l.split(":")[0].endswith("ctxt_switches"))
 
 
 def set_in_wait(recorder_pid, tid):
@@ -1093,6 +1121,15 @@ def unseen_switch():
         def out(v):
             v[16:24] = began.to_bytes(8, "little")
         edit_map(rec.p.pid, "step_off", t.pid, out)
+        # the recorder finds it running (a CPU sample: outside a switch),
+        # unless a switch since its sleep (one despite SCHED_FIFO: this
+        # kernel's fair server, beside the hogs) has mended the maps first
+        with open(go + ".spinning") as f:
+            at_sleep = int(f.read())
+        wait_for(lambda: switches(t.pid) != at_sleep or
+                 recorder_stat(rec.p.pid, LS_STAT_UNSEEN_SWITCHES) >= 1, 30,
+                 "the recorder finding the thread back")
+        since_sleep = switches(t.pid) - at_sleep
         go_ns = time.monotonic_ns()
         open(go, "w").close()
         f = c.makefile().readline().split()
@@ -1111,6 +1148,17 @@ def unseen_switch():
           49 * MS <= got[0]["dur"] <= go_ns - began + 5 * MS,
           f"the sleep, its switch-in unseen: {[show(e) for e in got]} (go {(go_ns - t0) / MS:.0f} "
           f"ms after it began){lost(m)}")
+    # back as of its arrival, which came before the handler's stamp after
+    # its sleep: not as of when the recorder found it running, and not
+    # through a run queue clock a tick or more behind (record.bpf.h,
+    # came_back_at).  Unless the thread was switched since its sleep: its
+    # last arrival is then a later one, and so may be the end.
+    if since_sleep:
+        print(f"  note: the thread was switched {since_sleep} times since its sleep; "
+              "its episode's end not checked against the handler's stamp")
+    check(since_sleep or got[0]["end"] <= t1,
+          f"the sleep's episode ends {(got[0]['end'] - t1) / 1e3:.0f} us after the handler's "
+          f"stamp after its sleep: {show(got[0])}")
 
 
 @case

@@ -24,10 +24,12 @@ that did it: an independent measurement to compare the trace with.
     hold P    makes the file P.spinning, spins on the loop thread until the
               file P exists, then does sleep's work (its times answered)
     nap P     sleep's work, then as hold, spins until the file P exists
-              (sleep's times answered)
+              (sleep's times answered); P.spinning holds the thread's count
+              of context switches when its sleep returned
 """
 import asyncio
 import os
+import resource
 import select
 import selectors
 import sys
@@ -70,7 +72,9 @@ async def handle(reader, writer):
         line, r = "hold", sleep_work()
     elif line.startswith("nap "):
         path, (line, r) = line[4:], ("nap", sleep_work())
-        open(path + ".spinning", "w").close()
+        u = resource.getrusage(resource.RUSAGE_THREAD)
+        with open(path + ".spinning", "w") as f:
+            f.write(f"{u.ru_nvcsw + u.ru_nivcsw}\n")   # its switches since its sleep
         while not os.path.exists(path):
             pass
     elif line == "sleep":
