@@ -370,11 +370,15 @@ static void census(recorder *r, struct ls_asyncio *a)
     age_gone(r, a, a->c.ts, false);
     int rc = ls_pytasks_census(a->pt, &a->c);
     /* how late a change can be stamped: made just after the last census
-     * read it, it is seen by this one and stamped at its end (diff) */
+     * read it, it is seen by this one and stamped at its end (diff).  Only
+     * a census that read every task counts: a failed or partial one sees
+     * nothing of what it missed (those tasks are kept as they were). */
     int64_t end = a->c.ts + a->c.dur;
-    if (a->last_ts && end - a->last_ts > a->max_gap)
-        a->max_gap = end - a->last_ts;
-    a->last_ts = a->c.ts;
+    if (rc >= 0 && !(a->c.flags & (LS_PYT_READ_ERROR | LS_PYT_TRUNCATED))) {
+        if (a->last_ts && end - a->last_ts > a->max_gap)
+            a->max_gap = end - a->last_ts;
+        a->last_ts = a->c.ts;
+    }
     a->censuses++;
     a->census_ns += (uint64_t)a->c.dur;
     a->truncated += !!(a->c.flags & LS_PYT_TRUNCATED);

@@ -124,6 +124,12 @@ def truth_tasks(truth):
     return out
 
 
+def events_of(db, task_id, t0):
+    """Task task_id's events, (ms since t0, kind, reason), for a failure."""
+    return [(round((ts - t0) / MS, 1), k, a0) for ts, k, a0 in query(
+        db, "SELECT ts_ns, kind, reason FROM events WHERE task_id = ? ORDER BY ts_ns", task_id)]
+
+
 @case
 def lifecycle():
     db, truth, terr = record()
@@ -187,7 +193,9 @@ def lifecycle():
                   f"{name}: its wait on {on} at +{(wt - t['created']) / MS:.1f} ms is not a "
                   f"suspend {SUSPEND[on]} within {(tol_end + run_delay) / MS:.1f} ms in the "
                   f"trace (its run delay {run_delay / MS:.1f} ms; suspends: "
-                  f"{[(round((s[0] - t['created']) / MS, 1), s[1]) for s in susp]})")
+                  f"{[(round((s[0] - t['created']) / MS, 1), s[1]) for s in susp]}; its events: "
+                  f"{events_of(db, r['id'], t['created'])}; censuses {m.get('censuses')}, "
+                  f"widest gap {gap / MS:.1f} ms)")
     # verdicts
     eq(rows["leaky"][0]["leak"], LEAK_ABANDONED, "leaky's leak verdict")
     eq(rows["failer"][0]["leak"], LEAK_UNRETRIEVED, "failer's leak verdict")
