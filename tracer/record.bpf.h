@@ -316,12 +316,12 @@ static __always_inline __u64 stretch_off(struct task_struct *t, struct ls_step_o
  * clock).  That clock is converted to a ktime through this CPU's anchor
  * (rq_anchor): a ktime and the run queue's clock of one moment, taken at
  * the latest switch of a target thread on this CPU, where the clock is
- * exact.  Not through the clock now: outside a switch it is up to a tick
- * behind, which took the thread back up to a tick late, after its
- * sleep's real end (a CI run's python_raw_hook: an episode 0.2 ms longer
- * than the handler's sleep).  The two clocks drift apart by parts per
- * million, nothing in the milliseconds since the anchor.  Counted: meta
- * unseen_switches. */
+ * exact.  Not through the clock now: outside a switch it lags by up to a
+ * tick or more, which took the thread back that late, after its sleep's
+ * real end (a CI run's python_raw_hook: an episode 0.2 ms longer than the
+ * handler's sleep; generic.unseen_switch saw 1 to 3.7 ms).  The two
+ * clocks drift apart by parts per million of the time since the anchor.
+ * Counted: meta unseen_switches. */
 struct ls_clock_pair {
     __u64 ktime, clock;
 };
