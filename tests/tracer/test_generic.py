@@ -1095,8 +1095,9 @@ def unseen_switch():
     value), the thread still switched out since the sleep began
     (struct ls_step_off's out_ns, byte 16).  The recorder, finding it
     running, takes it back as of its last arrival on its CPU: the sleep is
-    an off-CPU episode of 50 ms or more, not dropped for no duration, and
-    meta unseen_switches counts it.  The thread runs SCHED_FIFO meanwhile,
+    an off-CPU episode of 50 ms or more, not dropped for no duration, that
+    ends before the handler's stamp after its sleep, and meta
+    unseen_switches counts it.  The thread runs SCHED_FIFO meanwhile,
     so that nothing preempts it between the edit and its wait call: a
     switch-in seen there would mend the episode the old way."""
     if not shutil.which("bpftool"):
@@ -1122,8 +1123,9 @@ def unseen_switch():
             v[16:24] = began.to_bytes(8, "little")
         edit_map(rec.p.pid, "step_off", t.pid, out)
         # the recorder finds it running (a CPU sample: outside a switch),
-        # unless a switch since its sleep (one despite SCHED_FIFO: this
-        # kernel's fair server, beside the hogs) has mended the maps first
+        # unless a switch since its sleep has mended the maps first (one
+        # or two come despite SCHED_FIFO in some runs, quiet too; what
+        # switches it is not looked into)
         with open(go + ".spinning") as f:
             at_sleep = int(f.read())
         wait_for(lambda: switches(t.pid) != at_sleep or
