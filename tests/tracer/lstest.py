@@ -27,6 +27,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
@@ -138,6 +139,38 @@ def charged(kind, dur, thread_cpu):
     test that wants no on-CPU episode over a span of little work allows
     these; one the kernel did not charge is the recorder's own error."""
     return kind == 2 and dur <= thread_cpu + 1_000_000
+
+
+class cpu_samples:
+    """with cpu_samples(pid) as c: thread pid's CPU time (its schedstat)
+    read every millisecond or so by a thread of the test, each sample
+    (monotonic ns, CPU ns); c.cpu_over(t0, t1) is what the kernel charged
+    it over at least [t0, t1] (from the last sample before t0 to the first
+    after t1), None if the samples do not cover it."""
+    def __init__(self, pid):
+        self.pid, self.samples, self.stop = pid, [], threading.Event()
+
+    def run(self):
+        while not self.stop.is_set():
+            try:
+                self.samples.append((time.monotonic_ns(), schedstat(self.pid)[0]))
+            except OSError:
+                return
+            time.sleep(0.001)
+
+    def __enter__(self):
+        self.t = threading.Thread(target=self.run, daemon=True)
+        self.t.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.t.join()
+
+    def cpu_over(self, t0, t1):
+        before = [c for t, c in self.samples if t <= t0]
+        after = [c for t, c in self.samples if t >= t1]
+        return after[0] - before[-1] if before and after else None
 
 
 def lost(m):

@@ -15,7 +15,7 @@ import subprocess
 import sys
 import time
 from lstest import (Fail, check, eq, query, meta, integrity, wait_for, tmpdir, semaphores,
-                    parse_args, run_case, cpu_hogs,
+                    parse_args, run_case, cpu_hogs, cpu_samples, charged,
                     children_cpu)  # the copy every script shares
 import lstrace  # on sys.path through lstest
 
@@ -1285,13 +1285,30 @@ CASES["blocking_dns_ns"] = blocking_dns_ns
 @case
 def good_server_no_blocking():
     """The same work done right (executor, async io) for several seconds: no
-    episode at the default threshold, though executor threads block."""
+    episode at the default threshold, though executor threads block.  But
+    for CPU time the kernel charged the loop thread in a step that ran
+    little code (lstest.charged; the f6725de stress pass: 12.25 ms in a
+    send): an on-CPU episode allowed when the thread's own CPU time over
+    its step, from its start to the task's next event, says as much."""
     s = Server("--good")
     try:
-        db = record_requests(s, ["sleep", "pipe", "fsync", "spin", "dns"], 10, repeat=8)
+        with cpu_samples(s.pid) as cs:
+            db = record_requests(s, ["sleep", "pipe", "fsync", "spin", "dns"], 10, repeat=8)
     finally:
         s.stop()
-    eq(episodes(db), [], "episodes in the well-behaved server")
+    left = []
+    for e, (kind, start, dur, task) in zip(episodes(db), query(
+            db, "SELECT kind, start_ns, dur_ns, task_id FROM blocking ORDER BY start_ns")):
+        end = query(db, "SELECT min(ts_ns) FROM events WHERE task_id = ? AND ts_ns > ?",
+                    task, start)[0][0]
+        cpu = cs.cpu_over(start, max(end or 0, start + dur))
+        if cpu is not None and charged(kind, dur, cpu):
+            print(f"  note: {e}: CPU the kernel charged the loop thread ({cpu / 1e6:.1f} ms "
+                  "over its step), allowed")
+        else:
+            left.append((e, cpu))
+    eq(left, [], "episodes in the well-behaved server (with the loop thread's CPU time "
+                 "over each one's step)")
     n = query(db, "SELECT count(*) FROM tasks WHERE name LIKE 'handle_conn#%' AND final_state = 4")
     eq(n, [(40,)], "requests served while recording")
 
