@@ -134,6 +134,13 @@ def truth_tasks(truth):
     return out
 
 
+def unnamed(rows, t0):
+    """The rows named '?' (a task no census saw, whose tp_finalize message
+    came without its name), as (created, ended) in ms from t0."""
+    return [(round((r["created"] - t0) / MS, 1),
+             r["ended"] and round((r["ended"] - t0) / MS, 1)) for r in rows.get("?", [])]
+
+
 def events_of(db, task_id, t0):
     """Task task_id's events, (ms since t0, kind, reason), for a failure."""
     return [(round((ts - t0) / MS, 1), k, a0) for ts, k, a0 in query(
@@ -167,7 +174,11 @@ def lifecycle():
         # hogs the gap passed 0.6 s; tracer/SCHEMA.md, "Asyncio traces")
         if name == "main" or lived < max(50 * MS, gap):
             continue
-        check(name in rows, f"task {name!r} has no row (rows: {sorted(rows)})")
+        check(name in rows, f"task {name!r} has no row (rows: {sorted(rows)}); it lived "
+                            f"{lived / MS:.1f} ms; rows named '?' (created, ended, ms from its "
+                            f"creation): {unnamed(rows, t['created'])}; censuses "
+                            f"{m.get('censuses')}, widest gap {gap / MS:.1f} ms, "
+                            f"task_source {m.get('task_source')!r}")
         eq(len(rows[name]), 1, f"rows named {name!r}")
         r = rows[name][0]
         # the probe and the truth's line are a few instructions apart,
