@@ -876,16 +876,26 @@ def reattach_snapshot():
     def recorder(db):
         return subprocess.Popen([A.loopscope, "record", "-q", "-p", str(t.pid), "-o", db],
                                 stderr=subprocess.PIPE, text=True)
+
+    def state(what, r, db):
+        """For a timeout: the recorder, its trace, the loop's semaphores."""
+        def say():
+            rs = (f"exited {r.returncode}: {r.stderr.read()!r}" if r.poll() is not None
+                  else "running")
+            return (f"{what} (recorder {rs}; trace {'there' if os.path.exists(db) else 'missing'};"
+                    f" the loop's semaphores {semaphores(A.sem_read, t.pid)})")
+        return say
     try:
         db1, db2, db3 = tmpdb(), tmpdb(), tmpdb()
         r1 = recorder(db1)
-        wait_for(lambda: snapshot_row(db1), 60, "the first recorder's snapshot")
+        wait_for(lambda: snapshot_row(db1), 60, state("the first recorder's snapshot", r1, db1))
         r2 = recorder(db2)              # the loop has seen r1: batch never rises from 0 for it
-        wait_for(lambda: snapshot_row(db2), 60, "the concurrent recorder's snapshot")
+        wait_for(lambda: snapshot_row(db2), 60,
+                 state("the concurrent recorder's snapshot", r2, db2))
         interrupt(r2)
         interrupt(r1)
         r3 = recorder(db3)
-        wait_for(lambda: snapshot_row(db3), 60, "the re-attached recorder's snapshot")
+        wait_for(lambda: snapshot_row(db3), 60, state("the re-attached recorder's snapshot", r3, db3))
         interrupt(r3)
         for db, what in ((db1, "first"), (db2, "concurrent"), (db3, "re-attached")):
             integrity(db)
