@@ -351,10 +351,11 @@ static __always_inline __u64 came_back_at(struct task_struct *t, __u64 now)
         return now;                   /* no CONFIG_SCHED_INFO: now, the latest it can be */
     __u64 arr = BPF_CORE_READ(t, sched_info.last_arrival);
     __u32 zero = 0;
-    struct ls_clock_pair *a = bpf_map_lookup_elem(&rq_anchor, &zero);
-    struct ls_clock_pair here = { now, rq_clocks(t).clock };
-    if (!a || !a->clock)
-        a = &here;                    /* no anchor yet: the clock now, maybe late */
+    struct ls_clock_pair here, *a = bpf_map_lookup_elem(&rq_anchor, &zero);
+    if (!a || !a->clock) {            /* no anchor yet: the clock now, maybe late */
+        here = (struct ls_clock_pair){ now, rq_clocks(t).clock };
+        a = &here;
+    }
     if (!arr || !a->clock)
         return now;
     __s64 since = (__s64)(arr - a->clock);

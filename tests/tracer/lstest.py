@@ -172,6 +172,14 @@ class cpu_samples:
         after = [c for t, c in self.samples if t >= t1]
         return after[0] - before[-1] if before and after else None
 
+    def over_step(self, db, task, start, dur):
+        """cpu_over the step of an episode of trace db (task, start, dur):
+        from its start to its task's next event (a libevl step ends there),
+        or for dur at least."""
+        end = query(db, "SELECT min(ts_ns) FROM events WHERE task_id = ? AND ts_ns > ?",
+                    task, start)[0][0]
+        return self.cpu_over(start, max(end or 0, start + dur))
+
 
 def lost(m):
     """What a trace (its meta m) says it lost, for a message about an

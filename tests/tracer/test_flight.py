@@ -177,9 +177,7 @@ def flight():
             continue
         ep = query(path, "SELECT kind, dur_ns, task_id FROM blocking WHERE start_ns = ?", at)
         kind, dur, task = ep[0] if ep else (None, 0, None)
-        end = query(path, "SELECT min(ts_ns) FROM events WHERE task_id = ? AND ts_ns > ?",
-                    task, at)[0][0]
-        cpu = cs.cpu_over(at, max(end or 0, at + dur))
+        cpu = cs.over_step(path, task, at, dur)
         check(ep and cpu is not None and charged(kind, dur, cpu),
               f"{f}: a trace not of GET /block ([{before}, {after}]): trigger "
               f"{fm.get('trigger')!r} at {at}, episodes there {ep}, the loop thread's CPU "

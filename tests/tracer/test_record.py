@@ -1309,9 +1309,7 @@ def good_server_no_blocking():
     left = []
     for e, (kind, start, dur, task) in zip(episodes(db), query(
             db, "SELECT kind, start_ns, dur_ns, task_id FROM blocking ORDER BY start_ns")):
-        end = query(db, "SELECT min(ts_ns) FROM events WHERE task_id = ? AND ts_ns > ?",
-                    task, start)[0][0]
-        cpu = cs.cpu_over(start, max(end or 0, start + dur))
+        cpu = cs.over_step(db, task, start, dur)
         if cpu is not None and charged(kind, dur, cpu):
             print(f"  note: {e}: CPU the kernel charged the loop thread ({cpu / 1e6:.1f} ms "
                   "over its step), allowed")
