@@ -35,6 +35,7 @@
 /* What the decoder remembers of a task between censuses. */
 struct pyt_track {
     uint64_t addr, coro;
+    uint64_t name_obj;              /* its name as its row has it (set_name changes it) */
     uint64_t id;
     int state, reason;
     int64_t arg0, arg1;
@@ -43,12 +44,22 @@ struct pyt_track {
     bool finalized;                 /* its destruction was seen (tp_finalize) */
     int64_t born;                   /* made (tp_init) or first seen: an address and
                                      * a coroutine address are reused once freed */
+    bool pre;                       /* there before the first census */
     int64_t gone_ts;                /* gone from the set at this census (in a->gone) */
 };
 
 #define PYT_INITS 4096              /* creations remembered until a census or the end */
 #define PYT_GONE_MAX 65536          /* freed tasks waiting for their tp_finalize message */
 #define PYT_GONE_TICKS 50           /* how long they wait (censuses) */
+#define PYT_DEFER_MAX 65536         /* tp_finalize messages waiting for a census's diff */
+#define PYT_DRAIN_NS 200000000      /* the ring taken between a census's read and its diff */
+
+/* A tp_finalize message stamped after a census began, taken before its
+ * diff: told after it. */
+struct pyt_fin {
+    int64_t ts;
+    struct ls_pytask_ev e;
+};
 
 struct ls_asyncio {
     ls_pytasks *pt;
@@ -70,6 +81,9 @@ struct ls_asyncio {
     struct { uint64_t addr; int64_t ts; } inits[PYT_INITS];
     struct pyt_track *gone;         /* gone from the set, no tp_finalize yet */
     size_t ngone, capgone;
+    bool reading;                   /* a census is read, its diff not done */
+    struct pyt_fin *defer;
+    size_t ndefer, capdefer;
     uint64_t short_lived, finals;
 };
 
@@ -220,6 +234,8 @@ static void diff(recorder *r, struct ls_asyncio *a)
             cur[i] = *p;
             continue;
         }
+        if (p && p->coro == t->coro)
+            ls_pytasks_reread(a->pt, &c->t[i]);   /* the census kept p's name and chain */
         cur[i].id = ++a->next_id;
         cur[i].state = 0;             /* new */
     }
@@ -266,10 +282,19 @@ static void diff(recorder *r, struct ls_asyncio *a)
             int64_t made = init_ts(a, t->addr, ts);
             pre &= made == ts;
             k->born = made;
+            k->pre = pre;
+        }
+        if (fresh || k->name_obj != t->name_obj) {
+            /* its row, again when it was renamed (Task.set_name; up to
+             * 3.13 create_task names a task factory's task after the
+             * factory made it, and a census may fall in between) */
             ls_sink_task(r, &(ls_task_rec){ .task = k->id, .loop = loop, .name = t->name,
-                                             .len = strlen(t->name), .created = made,
-                                             .preexisting = pre });
-            event(r, loop, made, k->id, EVL_PROBE_ID_task_create, pre, 0, 0);
+                                             .len = strlen(t->name), .created = k->born,
+                                             .preexisting = k->pre });
+            k->name_obj = t->name_obj;
+        }
+        if (fresh) {
+            event(r, loop, k->born, k->id, EVL_PROBE_ID_task_create, pre, 0, 0);
             r->tasks_created++;
         }
         int64_t a0 = 0, a1 = 0;
@@ -385,7 +410,21 @@ static void census(recorder *r, struct ls_asyncio *a)
     a->read_errors += !!(a->c.flags & LS_PYT_READ_ERROR);
     if (rc < 0 || (a->c.flags & LS_PYT_NO_ASYNCIO))
         return;
+    /* A task's tp_init message is sent before the task is in the set, so
+     * every one for a task this census read is in the ring now: taken
+     * before the diff decides which tasks are new (one made at a freed
+     * task's address, its coroutine at the freed one's, is told apart
+     * only by it).  A tp_finalize stamped after the census began waits
+     * for the diff, which may know the task.  Not from inside a drain
+     * (ls_asyncio_task_id): then the diff goes without. */
+    a->reading = true;
+    ls_consume(r, PYT_DRAIN_NS);
+    a->reading = false;
     diff(r, a);
+    size_t nd = a->ndefer;
+    a->ndefer = 0;
+    for (size_t i = 0; i < nd; i++)
+        ls_asyncio_msg(r, (uint64_t)a->defer[i].ts, &a->defer[i].e);
     if (!a->probes_tried)
         attach_probes(r, a);
     /* the running task for stacks without Handle._run (uvloop) */
@@ -544,6 +583,22 @@ static void probes_off(recorder *r, struct ls_asyncio *a, int64_t ts, uint64_t r
                 (unsigned long long)rate, r->task_probe_rate);
 }
 
+/* A tp_finalize message kept for after the census's diff; false when
+ * PYT_DEFER_MAX are kept (or out of memory): told now. */
+static bool defer_final(struct ls_asyncio *a, int64_t ts, const struct ls_pytask_ev *e)
+{
+    if (a->ndefer == a->capdefer) {
+        size_t cap = a->capdefer ? 2 * a->capdefer : 64;
+        struct pyt_fin *d = cap <= PYT_DEFER_MAX ? realloc(a->defer, cap * sizeof *d) : NULL;
+        if (!d)
+            return false;
+        a->defer = d;
+        a->capdefer = cap;
+    }
+    a->defer[a->ndefer++] = (struct pyt_fin){ ts, *e };
+    return true;
+}
+
 /* A task made (remembered until a census sees it) or destroyed: how it
  * ended, for a task the census knew (in the last census, or gone from
  * it), or a row of its own for one that lived between two censuses. */
@@ -568,6 +623,8 @@ void ls_asyncio_msg(recorder *r, uint64_t ts64, const struct ls_pytask_ev *e)
         return;
     }
     if (e->what != LS_PYT_EV_FINAL || e->state > 2)
+        return;
+    if (a->reading && ts > a->c.ts && defer_final(a, ts, e))
         return;
     a->finals++;
     uint64_t loop = task_loop(r);
@@ -624,7 +681,7 @@ uint64_t ls_asyncio_task_id(recorder *r, uint64_t addr)
 {
     struct ls_asyncio *a = r->asyncio;
     const struct pyt_track *p = a ? find(a->prev, a->nprev, addr) : NULL;
-    if (!p && a && !r->target_gone && !r->offline && !a->final_done) {
+    if (!p && a && !a->reading && !r->target_gone && !r->offline && !a->final_done) {
         census(r, a);
         p = find(a->prev, a->nprev, addr);
     }
@@ -662,6 +719,7 @@ void ls_asyncio_free(recorder *r)
     free(a->prev);
     free(a->cur);
     free(a->gone);
+    free(a->defer);
     free(a);
     r->asyncio = NULL;
 }

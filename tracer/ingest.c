@@ -60,11 +60,18 @@ ls_syms *ls_get_syms(recorder *r)
 
 /* Drain the ring buffer for at most `budget_ns`, so that a producer
  * faster than SQLite cannot keep the recorder from stopping or committing.
- * Returns messages consumed, or -1 when the budget ran out first. */
+ * Returns messages consumed, or -1 when the budget ran out first; 0 at
+ * once when called while a message is decoded (a census asked for by a
+ * blocking episode: decode_asyncio.c). */
 int ls_consume(recorder *r, int64_t budget_ns)
 {
+    if (r->consuming || !r->rb)
+        return 0;                     /* from a message's decoding: libbpf's ring is not
+                                       * re-entrant */
+    r->consuming = true;
     r->consume_until = ls_now() + budget_ns;
     int n = ring_buffer__consume(r->rb);
+    r->consuming = false;
     return n == -EAGAIN ? -1 : n;
 }
 

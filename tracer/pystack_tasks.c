@@ -173,6 +173,8 @@ struct ls_pytasks {
      * taken from there instead of read again */
     struct ls_pytask *prev;
     size_t nprev, capprev;
+    uint64_t running[64];           /* the census's running tasks, sorted */
+    size_t nrunning;
     /* scratch, reused */
     uint64_t ts[PYT_THREADS];       /* 3.14+: the thread states */
     uint64_t *objs;
@@ -1005,7 +1007,7 @@ static bool pyt_bit(const uint8_t *b, uint32_t off, uint32_t bit)
 
 /* Fills t from the Task's bytes b; false if they are not a task's. */
 static bool pyt_task(ls_pytasks *pt, struct ls_pytask *t, uint64_t addr, const uint8_t *b,
-                     const uint64_t *running, size_t nrunning)
+                     const uint64_t *running, size_t nrunning, bool use_prev)
 {
     const struct pyt_layout *l = &pt->l;
     memset(t, 0, offsetof(struct ls_pytask, frames));
@@ -1030,8 +1032,8 @@ static bool pyt_task(ls_pytasks *pt, struct ls_pytask *t, uint64_t addr, const u
     if (t->cancels < 0)
         t->cancels = 0;
     t->name_obj = u64at(b, l->t_name);
-    const struct ls_pytask *p = pt->nprev ? bsearch(&addr, pt->prev, pt->nprev, sizeof *p,
-                                                    cmp_u64) : NULL;
+    const struct ls_pytask *p = use_prev && pt->nprev ? bsearch(&addr, pt->prev, pt->nprev,
+                                                                sizeof *p, cmp_u64) : NULL;
     if (p && p->coro == t->coro && p->name_obj == t->name_obj)
         memcpy(t->name, p->name, sizeof t->name);
     else
@@ -1109,7 +1111,7 @@ int ls_pytasks_census(ls_pytasks *pt, struct ls_pyt_census *c)
     pt->misses = 0;
     pt->nobjs = 0;
     uint32_t fl = 0;
-    uint64_t running[64];
+    uint64_t *running = pt->running;
     size_t nrunning = 0;
     if (lists) {
         nrunning = pyt_lists(pt, &fl, running, 64);
@@ -1164,6 +1166,7 @@ gathered:
         fl |= LS_PYT_TRUNCATED;
     }
     qsort(running, nrunning, 8, cmp_u64);
+    pt->nrunning = nrunning;
     /* the tasks' fields */
     struct pyt_rd *rt = calloc(n ? n : 1, sizeof *rt);
     uint8_t (*tb)[PYT_TASK_READ] = calloc(n ? n : 1, PYT_TASK_READ);
@@ -1198,7 +1201,7 @@ gathered:
             if (!p || p->coro != u64at(tb[i], pt->l.t_coro) || fs < 1 || fs > 2)
                 continue;
         }
-        if (pyt_task(pt, &c->t[c->n], rt[i].addr, tb[i], running, nrunning))
+        if (pyt_task(pt, &c->t[c->n], rt[i].addr, tb[i], running, nrunning, true))
             c->n++;
     }
     free(rt);
@@ -1220,6 +1223,29 @@ gathered:
     clock_gettime(CLOCK_MONOTONIC, &t1);
     c->dur = ((int64_t)t1.tv_sec * 1000000000 + t1.tv_nsec) - c->ts;
     return pt->gone ? -1 : 0;
+}
+
+bool ls_pytasks_reread(ls_pytasks *pt, struct ls_pytask *t)
+{
+    uint8_t b[PYT_TASK_READ];
+    if (pt->gone || pyt_read(pt, b, sizeof b, t->addr) ||
+        pyt_type(pt, u64at(b, 8))->kind != T_TASK || u64at(b, pt->l.t_coro) != t->coro)
+        return false;
+    struct ls_pytask *n = malloc(sizeof *n);
+    if (!n)
+        return false;
+    pt->steps_left = 2 * LS_PYT_WALK;   /* one task's chain */
+    pt->chains_left = 1;
+    bool ok = pyt_task(pt, n, t->addr, b, pt->running, pt->nrunning, false);
+    if (ok) {
+        memcpy(t, n, sizeof *n);
+        struct ls_pytask *p = pt->nprev ? bsearch(&t->addr, pt->prev, pt->nprev, sizeof *p,
+                                                  cmp_u64) : NULL;
+        if (p)
+            memcpy(p, n, sizeof *n);  /* the next census's cache */
+    }
+    free(n);
+    return ok;
 }
 
 ls_pytasks *ls_pytasks_new(ls_py *py, const char **why)

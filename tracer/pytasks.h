@@ -96,6 +96,14 @@ ls_pytasks *ls_pytasks_new(ls_py *py, const char **why);
  * a task missing from c may still live. */
 int ls_pytasks_census(ls_pytasks *pt, struct ls_pyt_census *c);
 
+/* The task at t->addr (with t->coro) read again into t, taking nothing
+ * from the census before: the caller knows it is a new task made at the
+ * address of one that census saw, with its coroutine at that one's
+ * coroutine's (freed memory is reused), which the census took for the
+ * same task and whose name and await chain it kept.  The census's own
+ * record of it too.  False (t unchanged) if it is no longer that task. */
+bool ls_pytasks_reread(ls_pytasks *pt, struct ls_pytask *t);
+
 /* asyncio's current-task dict {loop: task}, once a census found it (0
  * before): the BPF stack walk reads the running task from it when the
  * stack has no Handle._run (uvloop). */

@@ -323,9 +323,11 @@ static LS_PYW_INLINE void ls_pyw_task(LS_PYW_CTX ctx, ls_pyw_cfg *c, struct ls_p
 }
 
 /* No Handle._run on the stack (uvloop): the task asyncio's current-task
- * dict {loop: task} holds, the first of its first four entries (a
- * process running one loop has one; with loops in several threads it may
- * be another thread's task). */
+ * dict {loop: task} holds, the first in its first eight entries (a
+ * process running one loop has one).  Each step of a task deletes the
+ * loop's entry and adds it again at the end of the entries, so that one
+ * moves through the smallest table's five until a resize packs them
+ * (with loops in several threads it may be another thread's task). */
 static LS_PYW_INLINE void ls_pyw_current_task(LS_PYW_CTX ctx, ls_pyw_cfg *c,
                                               struct ls_pyw_scratch *sc, struct ls_pystack *out)
 {
@@ -334,27 +336,31 @@ static LS_PYW_INLINE void ls_pyw_current_task(LS_PYW_CTX ctx, ls_pyw_cfg *c,
         return;
     if (LS_PYW_READ(ctx, sc->buf, 24, keys + 8))
         return;
-    __u64 entries;
+    __u64 entries, n;
     if (c->dict_keys311) {
-        /* dk_log2_size, dk_log2_index_bytes, dk_kind (0: general) */
+        /* dk_log2_size, dk_log2_index_bytes, dk_kind (0: general),
+         * dk_version, dk_usable, dk_nentries */
         __u32 ix = sc->buf[1];
         if (sc->buf[2] != 0 || ix > 20)
             return;
         entries = keys + 32 + (1ull << ix);
+        n = ls_pyw_u64(sc->buf, 16, 24);
     } else {
+        /* dk_size, dk_lookup, dk_usable; dk_nentries after them */
         __u64 size = ls_pyw_u64(sc->buf, 0, 24);
         if (size < 8 || size > 128 || (size & (size - 1)))
             return;
         entries = keys + 40 + size;                            /* 1-byte indices */
+        n = ls_pyw_ptr(ctx, keys + 32);
     }
+    __u64 task = 0;
     LS_PYW_UNROLL
-    for (int i = 0; i < 4; i++) {
-        __u64 v = ls_pyw_ptr(ctx, entries + 24 * i + 16);        /* me_value */
-        if (v) {
-            ls_pyw_task_name(ctx, c, sc, v, out);
-            return;
-        }
+    for (int i = 0; i < 8; i++) {
+        if (!task && (__u64)i < n)
+            task = ls_pyw_ptr(ctx, entries + 24 * i + 16);     /* me_value */
     }
+    if (task)
+        ls_pyw_task_name(ctx, c, sc, task, out);
 }
 
 /* One frame: sc->frame; out->nframes so far. */

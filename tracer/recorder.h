@@ -177,6 +177,7 @@ typedef struct recorder {
     int64_t detach_ns;        /* when the programs were detached */
     bool target_gone;
     int64_t consume_until;    /* ls_on_msg yields back to the main loop then */
+    bool consuming;           /* in ls_consume */
     /* --max-size reached: the trace ends here (end_ns), and no message
      * taken since is stored (counted in after_cap); 0 while under it */
     int64_t capped_ns;

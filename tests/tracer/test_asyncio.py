@@ -20,7 +20,10 @@ Cases:
               and ended within TOL of the truth; each wait the truth logs
               shows in the trace as a suspend with asyncio's reason; the
               leaked task and the unretrieved error have their verdicts;
-              the lock deadlock's suspends name each other's holder.
+              the lock deadlock's suspends name each other's holder; a task
+              renamed after a census saw it has one row, with its new name.
+  reuse       tasks made where just-freed ones were, their coroutines too
+              (the target's --reuse): each has its own row and name.
   probe_rate  --task-probe-rate 5: the probes go off, the census goes on.
   no_tasks    --no-tasks: no census, no task rows but the episodes' (the
               blocking-only mode, as before the census).
@@ -65,12 +68,12 @@ def note(msg):
     print(f"  note: {msg}")
 
 
-def record(*rec_args):
-    """Run the target under the recorder: the trace, the truth (a list of
-    dicts) and the recorder's stderr."""
+def record(*rec_args, target=()):
+    """Run the target (with the arguments target) under the recorder: the
+    trace, the truth (a list of dicts) and the target's stderr."""
     d = tmpdir()
     truth_path, db = os.path.join(d, "truth.json"), os.path.join(d, "trace.db")
-    cmd = [A.python, TARGET, "--truth", truth_path, "--hold", "2", "--wait-go"]
+    cmd = [A.python, TARGET, "--truth", truth_path, "--hold", "2", "--wait-go", *target]
     if A.uvloop:
         cmd.append("--uvloop")
     t = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -125,6 +128,9 @@ def truth_tasks(truth):
             out[n]["waits"].append((e["t"], e["on"]))
         elif e["ev"] == "block" and n in out:
             out[n]["after"].append(e["t0"])
+        elif e["ev"] == "act" and e["do"] == "rename":
+            if e["target"] in out:
+                out[e["to"]] = out.pop(e["target"])   # its row has the last name
         elif e["ev"] == "act":
             for target in e["target"].split():
                 if target in out:
@@ -223,6 +229,8 @@ def lifecycle():
                   f"{[(round((s[0] - t['created']) / MS, 1), s[1]) for s in susp]}; its events: "
                   f"{events_of(db, r['id'], t['created'])}; censuses {m.get('censuses')}, "
                   f"widest gap {gap / MS:.1f} ms)")
+    # a task renamed after a census saw it: its one row has the new name
+    check("renamee" not in rows, f"a row keeps renamee's first name: {rows.get('renamee')}")
     # verdicts
     eq(rows["leaky"][0]["leak"], LEAK_ABANDONED, "leaky's leak verdict")
     eq(rows["failer"][0]["leak"], LEAK_UNRETRIEVED, "failer's leak verdict")
@@ -258,6 +266,62 @@ def lifecycle():
          f"worst end error {worst_e / 1e3:.0f} us; censuses {m.get('censuses')}, "
          f"widest gap {gap / MS:.1f} ms; {checked} waits long enough to check for their "
          f"suspend (run delay {run_delay / MS:.1f} ms)")
+
+
+@case
+def reuse():
+    """Round after round, 8 tasks freed and 8 made at once in their memory
+    (asyncio_truth.py --reuse): a census that finds a task at a known
+    task's address with the same coroutine address takes it for the known
+    one unless the task's tp_init message says it is new; every such
+    message is in before the census is diffed, so each task that a census
+    must have seen has its own row, with its name, and its own suspend (a
+    task taken for another has its row from its tp_finalize message, its
+    suspend in the other's row).  The target must reuse memory that way at
+    least once, or the case is not exercised."""
+    db, truth, _ = record(target=("--reuse", "20"))
+    m = meta(db)
+    gap = int(m["census_max_gap_ns"])
+    made, seen, reused = {}, set(), 0
+    for e in truth:
+        if e["ev"] == "create" and e["task"].startswith("r"):
+            reused += (e["id"], e["coro"]) in seen
+            seen.add((e["id"], e["coro"]))
+            made[e["task"]] = [e["t"], None]
+        elif e["ev"] == "done" and e["task"] in made:
+            made[e["task"]][1] = e["t"]
+    eq(len(made), 160, "tasks r<R>-<I> in the truth")
+    check(reused, "no task was made at a freed task's address with its coroutine at the "
+                  "freed one's: the case is not exercised")
+    delay = {e["round"]: e["run_delay"] for e in truth if e["ev"] == "round"}
+    rows = {}
+    for tid, name, final in query(db, "SELECT id, name, final_state FROM tasks"):
+        rows.setdefault(name, []).append((tid, final))
+    checked = slept = 0
+    for name, (t0, t1) in sorted(made.items()):
+        check(t1, f"{name} ended in the truth")
+        # as in lifecycle: a census may have missed a task that lived less
+        # than the widest gap, and its sleep if it lasted less than that
+        # after the loop thread's run delay over its round
+        run_delay = delay[int(name[1:].split("-")[0])]
+        if t1 - t0 < max(50 * MS, gap):
+            continue
+        checked += 1
+        check(name in rows, f"task {name!r} has no row, though it lived {(t1 - t0) / MS:.1f} "
+                            f"ms (widest census gap {gap / MS:.1f} ms); rows of this case: "
+                            f"{sorted(n for n in rows if n.startswith('r'))}")
+        eq([f for _, f in rows[name]], [FINAL["finished"]], f"{name}'s rows' final states")
+        if t1 - t0 - run_delay < max(50 * MS, gap + 5 * MS):
+            continue
+        slept += 1
+        tid = rows[name][0][0]
+        check(query(db, "SELECT count(*) FROM events WHERE task_id = ? AND kind = ? AND "
+                        "reason = ?", tid, K_SUSPEND, SUSPEND["sleep"])[0][0],
+              f"{name} (row {tid}) has no suspend on its sleep: its events "
+              f"{events_of(db, tid, t0)}")
+    note(f"{reused} of 160 tasks made where a freed task and its coroutine were; "
+         f"{checked} checked for their row, {slept} for their suspend (widest census gap "
+         f"{gap / MS:.1f} ms, run delay per round up to {max(delay.values()) / MS:.1f} ms)")
 
 
 @case

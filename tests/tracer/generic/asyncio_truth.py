@@ -4,6 +4,7 @@ its own ground truth, for the recorder's tests (generic loop mode) to
 compare a trace with.
 
     asyncio_truth.py --truth PATH [--hold S] [--forever] [--clean-exit] [--uvloop] [--wait-go]
+                     [--reuse N]
 
 Sets up the patterns below, prints "ready" when every long-lived task is
 parked, runs for S seconds (default 2.0; --forever: until SIGTERM/SIGINT),
@@ -32,19 +33,31 @@ loop normally, which cancels them).  Offsets are from "ready":
     plain-fut         awaits loop.create_future(), completed at +500 ms
     blocker           waits for an Event set at +600 ms, then blocks the loop
                       in time.sleep(0.05): a blocking episode in a named task
+    renamee           sleeps 700 ms; at +100 ms main renames it "renamed"
+                      (Task.set_name): the trace's row follows the name
+
+--reuse N: none of the above.  After "ready", N rounds of 8 tasks r<R>-<I>
+that sleep 120 ms, awaited by main, which drops the round's tasks (they
+are freed: nothing else refers to them) and makes the next round's at
+once, in the same step: CPython's allocator gives a new task, and its
+coroutine, the memory of one just freed.  After each round a line
+{"ev":"round","task":"main","round":R,"run_delay":NS,"t":T}, NS the main
+thread's run delay over the round.
 
 Truth: one JSON object a line, flushed at once, times ("t") from
 time.monotonic_ns() (CLOCK_MONOTONIC):
 
     {"ev":"start","pid":P,"python":sys.version,"loop":"module.Class","t":T}  first line
-    {"ev":"create","task":NAME,"id":id(task),"t":T}    every task, from the task factory
+    {"ev":"create","task":NAME,"id":id(task),"coro":id(coro),"t":T}
+                                                       every task, from the task factory
                                                        (ids are reused once a task is freed)
     {"ev":"wait","task":NAME,"on":ON,"t":T}            just before the task's await; ON is
         lock event condition semaphore queue_get queue_put sleep task gather
         future executor stream_read stream_drain
     {"ev":"done","task":NAME,"id":I,"state":"finished"|"failed"|"cancelled","t":T}
     {"ev":"ready","task":"main","t":T}                 every long-lived task parked
-    {"ev":"act","task":"main","do":WHAT,"target":NAME,"t":T}   main cancels, drops, releases
+    {"ev":"act","task":"main","do":WHAT,"target":NAME,"t":T}   main cancels, drops, releases,
+                                                       renames ("to": the new name)
     {"ev":"collected","task":"main","t":T}             after gc.collect() of leaky
     {"ev":"block","task":"blocker","t0":T,"t1":T}      around blocker's time.sleep(0.05)
     {"ev":"end","task":"main","t":T,"run_delay":NS}    last line; NS: the main thread's
@@ -73,16 +86,17 @@ import weakref
 
 now = time.monotonic_ns
 out = None
-created = []      # (weakref to task, id, t, name at creation) not yet logged
+created = []      # (weakref to task, id, coroutine's id, t, name at creation) not yet logged
 waited = set()    # (task name, on) logged so far
 parked = None     # (set of (name, on), future main waits on for "ready")
 
 
 def log(ev, **kw):
     while created:
-        ref, tid, t, name0 = created.pop(0)
+        ref, tid, cid, t, name0 = created.pop(0)
         task = ref()
-        write({"ev": "create", "task": task.get_name() if task else name0, "id": tid, "t": t})
+        write({"ev": "create", "task": task.get_name() if task else name0, "id": tid,
+               "coro": cid, "t": t})
     if ev is not None:
         write({"ev": ev, **kw})
 
@@ -112,7 +126,7 @@ def on_done(task):
 
 def task_factory(loop, coro, **kw):
     task = asyncio.Task(coro, loop=loop, **kw)
-    created.append((weakref.ref(task), id(task), now(), task.get_name()))
+    created.append((weakref.ref(task), id(task), id(coro), now(), task.get_name()))
     loop.call_soon(log, None)
     task.add_done_callback(on_done)
     return task
@@ -235,6 +249,22 @@ async def plain_fut(fut):
     await fut
 
 
+async def reuse(rounds):
+    loop = asyncio.get_running_loop()
+    batch = []
+    for r in range(rounds):
+        d0 = run_delay()
+        batch.clear()               # the last round's tasks are freed here ...
+        batch.extend(loop.create_task(nap(0.12), name=f"r{r}-{i}") for i in range(8))
+        for t in batch:             # ... and the next made at their addresses
+            await t
+        del t
+        await asyncio.sleep(0)      # (once their done callbacks have run)
+        log("round", task="main", round=r, run_delay=run_delay() - d0, t=now())
+    batch.clear()
+    await asyncio.sleep(0.05)       # the last round's freed before the exit
+
+
 # ---- main ------------------------------------------------------------------
 
 async def main(args):
@@ -247,6 +277,13 @@ async def main(args):
         loop.add_signal_handler(signal.SIGUSR2, go.set)
         print("waiting", flush=True)
         await go.wait()
+    if args.reuse:
+        log("ready", task="main", t=now())
+        print("ready", flush=True)
+        await reuse(args.reuse)
+        log_end()
+        sys.stdout.flush()
+        os._exit(0)
     keep = []       # main's references: every task but leaky (dropped) and failer
 
     def spawn(coro, name, hold=True):
@@ -290,6 +327,7 @@ async def main(args):
     spawn(plain_fut(fut), "plain-fut")
     block_go = asyncio.Event()
     spawn(blocker(block_go), "blocker")
+    renamee = spawn(nap(0.7), "renamee")
 
     expect = {("q-get", "queue_get"), ("q-put", "queue_put"), ("dl-a", "lock"),
               ("dl-b", "lock"), ("leaky", "future"), ("fan", "gather"),
@@ -298,7 +336,7 @@ async def main(args):
               ("awaiter", "task"), ("awaited", "sleep"), ("exec", "executor"),
               ("stream-read", "stream_read"), ("stream-drain", "stream_drain"),
               ("srv-read", "event"), ("srv-drain", "event"), ("plain-fut", "future"),
-              ("blocker", "event")}
+              ("blocker", "event"), ("renamee", "sleep")}
     expect |= {(f"fan-{i}", "sleep") for i in range(4)}
     parked = (expect, loop.create_future())
     wait("future")
@@ -307,8 +345,12 @@ async def main(args):
     log("ready", task="main", t=ready)
     print("ready", flush=True)
 
-    def act(do, target):
-        log("act", task="main", do=do, target=target, t=now())
+    def act(do, target, **kw):
+        log("act", task="main", do=do, target=target, t=now(), **kw)
+
+    def rename():
+        act("rename", "renamee", to="renamed")
+        renamee.set_name("renamed")
 
     def cancel_sleeper():
         act("cancel", "sleeper")
@@ -340,7 +382,7 @@ async def main(args):
         act("set", "blocker")
         block_go.set()
 
-    schedule = [(0.2, cancel_sleeper), (0.3, drop_leaky), (0.4, release_streams),
+    schedule = [(0.1, rename), (0.2, cancel_sleeper), (0.3, drop_leaky), (0.4, release_streams),
                 (0.5, release_waiters), (0.6, release_blocker)]
     for at, action in schedule:
         if not args.forever and at >= args.hold:
@@ -402,11 +444,15 @@ def run(args):
     log_end()
 
 
-def log_end():
-    """The last line, with the main thread's run delay (schedstat)."""
+def run_delay():
+    """The main thread's time runnable but waiting for a CPU (schedstat), ns."""
     with open(f"/proc/self/task/{os.getpid()}/schedstat") as f:
-        run_delay = int(f.read().split()[1])
-    log("end", task="main", t=now(), run_delay=run_delay)
+        return int(f.read().split()[1])
+
+
+def log_end():
+    """The last line, with the main thread's run delay."""
+    log("end", task="main", t=now(), run_delay=run_delay())
 
 
 def start(loop):
@@ -424,4 +470,6 @@ if __name__ == "__main__":
     p.add_argument("--uvloop", action="store_true", help="run on uvloop")
     p.add_argument("--wait-go", action="store_true",
                    help='print "waiting" and make no task before SIGUSR2')
+    p.add_argument("--reuse", type=int, default=0, metavar="N",
+                   help="N rounds of tasks made where the last round's were freed")
     run(p.parse_args())
