@@ -390,6 +390,18 @@ static void age_gone(recorder *r, struct ls_asyncio *a, int64_t now, bool all)
 
 static void attach_probes(recorder *r, struct ls_asyncio *a);
 
+/* The census read compared with the last (diff), then the tp_finalize
+ * messages kept for after that. */
+static void census_diff(recorder *r, struct ls_asyncio *a)
+{
+    a->reading = false;
+    diff(r, a);
+    size_t nd = a->ndefer;
+    a->ndefer = 0;
+    for (size_t i = 0; i < nd; i++)
+        ls_asyncio_msg(r, (uint64_t)a->defer[i].ts, &a->defer[i].e);
+}
+
 static void census(recorder *r, struct ls_asyncio *a)
 {
     age_gone(r, a, a->c.ts, false);
@@ -415,16 +427,13 @@ static void census(recorder *r, struct ls_asyncio *a)
      * before the diff decides which tasks are new (one made at a freed
      * task's address, its coroutine at the freed one's, is told apart
      * only by it).  A tp_finalize stamped after the census began waits
-     * for the diff, which may know the task.  Not from inside a drain
-     * (ls_asyncio_task_id): then the diff goes without. */
+     * for the diff, which may know the task.  A blocking episode taken in
+     * this drain whose task is new has the diff done then
+     * (ls_asyncio_task_id); from inside a drain, the diff goes without. */
     a->reading = true;
     ls_consume(r, PYT_DRAIN_NS);
-    a->reading = false;
-    diff(r, a);
-    size_t nd = a->ndefer;
-    a->ndefer = 0;
-    for (size_t i = 0; i < nd; i++)
-        ls_asyncio_msg(r, (uint64_t)a->defer[i].ts, &a->defer[i].e);
+    if (a->reading)
+        census_diff(r, a);
     if (!a->probes_tried)
         attach_probes(r, a);
     /* the running task for stacks without Handle._run (uvloop) */
@@ -681,7 +690,10 @@ uint64_t ls_asyncio_task_id(recorder *r, uint64_t addr)
 {
     struct ls_asyncio *a = r->asyncio;
     const struct pyt_track *p = a ? find(a->prev, a->nprev, addr) : NULL;
-    if (!p && a && !a->reading && !r->target_gone && !r->offline && !a->final_done) {
+    if (!p && a && a->reading) {      /* in a census's drain: that census, compared now */
+        census_diff(r, a);
+        p = find(a->prev, a->nprev, addr);
+    } else if (!p && a && !r->target_gone && !r->offline && !a->final_done) {
         census(r, a);
         p = find(a->prev, a->nprev, addr);
     }
