@@ -1234,8 +1234,8 @@ bool ls_pytasks_reread(ls_pytasks *pt, struct ls_pytask *t)
     struct ls_pytask *n = malloc(sizeof *n);
     if (!n)
         return false;
-    pt->steps_left = 2 * LS_PYT_WALK;   /* one task's chain */
-    pt->chains_left = 1;
+    pt->chains_left = 1;            /* what the census left of its steps: a target whose
+                                     * every new task is read again costs no more */
     bool ok = pyt_task(pt, n, t->addr, b, pt->running, pt->nrunning, false);
     if (ok) {
         memcpy(t, n, sizeof *n);
