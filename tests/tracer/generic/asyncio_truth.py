@@ -25,7 +25,8 @@ loop normally, which cancels them).  Offsets are from "ready":
                       Event.wait(), Condition.wait(), Semaphore(0).acquire(),
                       released at +500 ms
     awaiter, awaited  awaiter awaits the task awaited, which sleeps 400 ms
-    exec              run_in_executor(None, time.sleep, 0.3)
+    exec              run_in_executor(None, time.sleep, 0.3); the default executor has
+                      one worker, started before the tasks (so exec parks at once)
     stream-read       reader.read(100) from a local server (task srv-read)
                       that sends at +400 ms
     stream-drain      writer.drain() after 4 MB to a server (task srv-drain)
@@ -75,6 +76,7 @@ factory's time.  The truth keeps no reference to any task.
 """
 import argparse
 import asyncio
+import concurrent.futures
 import gc
 import json
 import os
@@ -284,6 +286,11 @@ async def main(args):
         log_end()
         sys.stdout.flush()
         os._exit(0)
+    # exec's run_in_executor must park it at once: the first call would
+    # start the executor's thread and wait for it to run (beside CPU hogs,
+    # tens of ms after exec logged its wait).  One worker, started now.
+    loop.set_default_executor(concurrent.futures.ThreadPoolExecutor(max_workers=1))
+    await loop.run_in_executor(None, int)
     keep = []       # main's references: every task but leaky (dropped) and failer
 
     def spawn(coro, name, hold=True):
