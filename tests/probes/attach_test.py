@@ -231,10 +231,11 @@ def main():
         text = open(out_path).read()
         print("---- probe_target output\n" + text.rstrip() + "\n----")
         check(tproc.returncode == 0, f"probe_target exited with status {tproc.returncode}")
-        m = re.search(r"created=(\d+) finished=(\d+) cancelled=(\d+) children=(\d+)", text)
+        m = re.search(r"created=(\d+) finished=(\d+) cancelled=(\d+) children=(\d+) "
+                      r"max_alive=(\d+)", text)
         if not m:
             die("probe_target printed no final counts")
-        t_created, t_finished, t_cancelled, t_children = map(int, m.groups())
+        t_created, t_finished, t_cancelled, t_children, max_alive = map(int, m.groups())
 
         # --- counts
         maps = parse_maps(bt_text)
@@ -242,13 +243,20 @@ def main():
         create = hits.get("task_create", 0)
         finish = hits.get("task_finish", 0)
         attached_for = t_detached - t_attached
-        inflight = math.ceil(RATE * SLEEP_MS / 1000) + 2   # tasks alive at one instant
+        # Tasks alive at one instant: main, a victim and the children of
+        # the last SLEEP_MS, when the loop keeps to its schedule (the target
+        # alone, quiet: 3).  One that fell behind spawns the children it
+        # owes in one go, and the target counts what that came to
+        # (max_alive; with bpftrace attached, 4-5 here quiet and 7-8
+        # beside CPU hogs).
+        inflight = math.ceil(RATE * SLEEP_MS / 1000) + 2
         print(f"bpftrace counted task_create={create} task_finish={finish} "
-              f"over ~{attached_for:.2f} s; the target created {t_created}, finished {t_finished}")
+              f"over ~{attached_for:.2f} s; the target created {t_created}, finished {t_finished}, "
+              f"at most {max_alive} alive at once (on schedule: {inflight})")
         check(create > 0, "task_create fired while attached")
         check(finish > 0, "task_finish fired while attached")
-        check(finish <= create + inflight,
-              f"finish ({finish}) <= create ({create}) + tasks in flight at attach ({inflight})")
+        check(finish <= create + max_alive,
+              f"finish ({finish}) <= create ({create}) + tasks alive at attach (at most {max_alive})")
         check(create <= t_created, f"create ({create}) <= the target's total ({t_created})")
         per_sec = RATE + 1             # children + one victim per second
         check(create >= 0.6 * per_sec * WINDOW,
@@ -262,8 +270,11 @@ def main():
         print(f"in the {GATE_MS} ms window: task_create={wc} task_finish={wf} (expected ~{expect:.0f})")
         check(abs(wc - expect) <= 0.1 * expect + 3,
               f"window create ({wc}) within 10% of {per_sec}/s x {GATE_MS} ms = {expect:.0f}")
-        check(abs(wc - wf) <= inflight,
-              f"window |create - finish| ({abs(wc - wf)}) <= tasks alive at one instant ({inflight})")
+        # create - finish over the window is the tasks alive at its end less
+        # those alive at its start: each at most max_alive
+        check(abs(wc - wf) <= max_alive,
+              f"window |create - finish| ({abs(wc - wf)}) <= tasks alive at one instant "
+              f"(at most {max_alive})")
         check(t_created == t_finished, f"target: created {t_created} == finished {t_finished}")
 
         for p in MUST_FIRE:

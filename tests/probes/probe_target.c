@@ -13,10 +13,15 @@
  *
  * Output (stdout, line-buffered, flushed at once):
  *   pid=<pid>                         at start, so a tracer can attach
- *   created=<n> finished=<n> cancelled=<n> children=<n>   at exit
+ *   created=<n> finished=<n> cancelled=<n> children=<n> max_alive=<n>   at exit
  * created counts every evl_spawn (main, children, victims); finished counts
  * every task whose state became FINISHED or CANCELLED (each fires exactly
- * one task_create and one task_finish).
+ * one task_create and one task_finish).  max_alive is the most tasks alive
+ * at once: created less finished, taken after each spawn.  A done callback
+ * counts a task after its task_finish fired, so at any instant the tasks
+ * whose task_create fired and task_finish did not are at most max_alive.
+ * Main keeps to its schedule: a loop held off the CPU spawns the children
+ * it owes in one go, so max_alive grows with the longest such stall.
  */
 #include "evl.h"
 
@@ -25,7 +30,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-static unsigned long n_created, n_finished, n_cancelled, n_children;
+static unsigned long n_created, n_finished, n_cancelled, n_children, max_alive;
 static uint64_t child_sleep_ns;
 static volatile sig_atomic_t stop;
 
@@ -54,6 +59,8 @@ static evl_task *spawn_counted(evl_loop *loop, const char *name, evl_task_fn fn,
         exit(2);
     }
     n_created++;
+    if (n_created - n_finished > max_alive)
+        max_alive = n_created - n_finished;
     /* The done-callback takes over the caller's reference. */
     if (evl_future_add_done(t, count_done, NULL) != 0) {
         fprintf(stderr, "evl_future_add_done failed\n");
@@ -139,8 +146,8 @@ int main(int argc, char **argv)
     evl_run(loop);                    /* drain the last children */
     int leaked = evl_loop_free(loop);
 
-    printf("created=%lu finished=%lu cancelled=%lu children=%lu\n",
-           n_created, n_finished, n_cancelled, n_children);
+    printf("created=%lu finished=%lu cancelled=%lu children=%lu max_alive=%lu\n",
+           n_created, n_finished, n_cancelled, n_children, max_alive);
     fflush(stdout);
     if (r != 0 || leaked != 0 || n_created != n_finished) {
         fprintf(stderr, "probe_target: main=%ld leaked=%d created=%lu finished=%lu\n",
