@@ -3,8 +3,12 @@
  * tick it spawns a few short tasks that sleep, yield and finish, and a
  * `--burst N` mode that spawns N trivial tasks as fast as it can (to fill a
  * tracer's ring buffer).  `--threads K` runs K loops on K threads.
+ * `--ticks N` ends each loop after N ticks rather than S seconds, and
+ * `--start-on-stdin` holds the loops back until a line (or EOF) comes on
+ * stdin: a test attaches first, then lets it run a known amount of work.
  *
- * Usage: ticker [--seconds S] [--tick-ms T] [--burst N] [--threads K]
+ * Usage: ticker [--seconds S | --ticks N] [--tick-ms T] [--burst N] [--threads K]
+ *               [--start-on-stdin]
  * Prints "pid N" first; at exit "created C finished F" (tasks it made).
  */
 #include "evl.h"
@@ -19,6 +23,7 @@
 static double seconds = 5;
 static int tick_ms = 20;
 static long burst;
+static long ticks = -1;          /* -1: until `seconds` have passed */
 static atomic_long created, finished;
 
 static intptr_t worker(void *arg)
@@ -39,7 +44,7 @@ static intptr_t ticker(void *arg)
 {
     evl_loop *loop = evl_loop_current();
     uint64_t end = evl_now(loop) + (uint64_t)(seconds * 1e9);
-    for (long i = 0; evl_now(loop) < end; i++) {
+    for (long i = 0; ticks < 0 ? evl_now(loop) < end : i < ticks; i++) {
         if (burst) {
             for (long k = 0; k < burst; k++) {
                 evl_future_unref(evl_spawn(NULL, "trivial", trivial, NULL));
@@ -73,23 +78,42 @@ static void *run_loop(void *arg)
 
 int main(int argc, char **argv)
 {
-    int threads = 1;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "--seconds"))
-            seconds = atof(argv[i + 1]);
-        else if (!strcmp(argv[i], "--tick-ms"))
-            tick_ms = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--burst"))
-            burst = atol(argv[i + 1]);
-        else if (!strcmp(argv[i], "--threads"))
-            threads = atoi(argv[i + 1]);
+    int threads = 1, start_on_stdin = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *opt = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(opt, "--start-on-stdin")) {
+            start_on_stdin = 1;
+            continue;
+        }
+        if (!val)
+            goto usage;
+        i++;
+        if (!strcmp(opt, "--seconds"))
+            seconds = atof(val);
+        else if (!strcmp(opt, "--tick-ms"))
+            tick_ms = atoi(val);
+        else if (!strcmp(opt, "--burst"))
+            burst = atol(val);
+        else if (!strcmp(opt, "--threads"))
+            threads = atoi(val);
+        else if (!strcmp(opt, "--ticks"))
+            ticks = atol(val);
         else {
-            fprintf(stderr, "usage: ticker [--seconds S] [--tick-ms T] [--burst N] [--threads K]\n");
+        usage:
+            fprintf(stderr, "usage: ticker [--seconds S | --ticks N] [--tick-ms T] [--burst N] "
+                            "[--threads K] [--start-on-stdin]\n");
             return 2;
         }
     }
     printf("pid %d\n", (int)getpid());
     fflush(stdout);
+    if (start_on_stdin) {
+        char line[64];
+        if (!fgets(line, sizeof(line), stdin) && ferror(stdin)) {
+            perror("ticker: stdin");
+            return 1;
+        }
+    }
     pthread_t th[64];
     if (threads < 1 || threads > 64)
         threads = 1;
