@@ -40,6 +40,14 @@ def record(*args, timeout=60, check_rc=True):
     return p
 
 
+def has_events(db):
+    """Whether the trace on disk has events (a commit made with some)."""
+    try:
+        return query(db, "SELECT count(*) FROM events")[0][0] > 0
+    except Exception:                 # not made yet
+        return False
+
+
 def interrupt(rec, timeout=60):
     """SIGINT to a recorder started with stderr=PIPE: its stderr, once it
     has exited 0."""
@@ -470,15 +478,9 @@ def sigkill_recorder():
         rec = subprocess.Popen([A.loopscope, "record", "-q", "-p", str(t.pid), "-o", db],
                                stderr=subprocess.DEVNULL)
         wait_for(lambda: semaphores(A.sem_read, t.pid).get("batch", 0) > 0, 10, "attach")
-
-        def committed():              # events in the trace on disk (a commit)
-            try:
-                return query(db, "SELECT count(*) FROM events")[0][0] > 0
-            except Exception:         # not made yet
-                return False
         # past a commit with events: on a busy machine the recorder may
         # keep batches back for seconds (tracer/backlog.c)
-        wait_for(committed, 60, "a commit with events")
+        wait_for(lambda: has_events(db), 60, "a commit with events")
         rec.kill()
 
         def zombie():
@@ -581,8 +583,10 @@ def loop_buffers_held():
         db = tmpdb()
         rec = subprocess.Popen([A.loopscope, "record", "-p", str(t.pid), "-o", db],
                                stderr=subprocess.PIPE, text=True)
-        wait_for(lambda: semaphores(A.sem_read, t.pid).get("batch", 0) > 0, 10, "attach")
-        time.sleep(0.3)
+        # the loop's first batch stored: the recorder has told the loop it
+        # reads kept batches (evl_target.c, ls_loop_contact), so the loop
+        # keeps them while the recorder is stopped rather than copying them
+        wait_for(lambda: has_events(db), 60, "the loop's first batch in the trace")
         rec.send_signal(signal.SIGSTOP)
         time.sleep(1.0)
         rec.send_signal(signal.SIGCONT)
