@@ -549,9 +549,9 @@ static void print_status(recorder *r, int64_t now)
 static void print_summary(recorder *r, const char *why)
 {
     uint64_t dropped = ls_stat(r, LS_STAT_DROPPED_MSGS), rejected = r->rejected + r->rejected_msgs;
-    uint64_t lost = ls_loop_lost(r);
+    uint64_t lost = ls_loop_lost(r), unread = ls_read_errors(r);
     double secs = (ls_now() - r->start_ns) / 1e9;
-    if (r->quiet && !dropped && !lost && !rejected)
+    if (r->quiet && !dropped && !lost && !unread && !rejected)
         return;
     r->dec->summary(r, stderr);
     fprintf(stderr, " from pid %d in %.1f s into '%s' (%s)", r->pid, secs, r->out, why);
@@ -563,6 +563,9 @@ static void print_summary(recorder *r, const char *why)
         fprintf(stderr, "; LOSSY: the target's loops dropped %llu records while the recorder "
                         "held every buffer they lend (their own count)",
                 (unsigned long long)lost);
+    if (unread)
+        fprintf(stderr, "; LOSSY: %llu batch%s of records could not be read from the target",
+                (unsigned long long)unread, unread == 1 ? "" : "es");
     if (rejected)
         fprintf(stderr, "; %llu malformed records or messages rejected",
                 (unsigned long long)rejected);

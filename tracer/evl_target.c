@@ -71,6 +71,11 @@ uint64_t ls_loop_lost(const recorder *r)
     return lost;
 }
 
+uint64_t ls_read_errors(recorder *r)
+{
+    return ls_stat(r, LS_STAT_READ_ERRORS) + r->ref_fail;
+}
+
 /* Ask a loop for its task snapshot again (evl-probes.h: snapshot_req).
  * Needed when the loop did not see our attach as a rise of the semaphore:
  * another tracer is attached, or the previous one left while the loop

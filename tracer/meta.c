@@ -137,7 +137,6 @@ void ls_write_end_meta(recorder *r, const char *why)
             ls_sink_meta(r, LS_META_PRIORITY_RAISES, "%llu",
                           (unsigned long long)atomic_load(&r->prio.raises));
     }
-    ls_sink_meta(r, LS_META_READ_ERRORS, "%llu",
-                  (unsigned long long)(ls_stat(r, LS_STAT_READ_ERRORS) + r->ref_fail));
+    ls_sink_meta(r, LS_META_READ_ERRORS, "%llu", (unsigned long long)ls_read_errors(r));
     r->dec->meta_end(r);
 }

@@ -304,6 +304,10 @@ bool ls_write_pub(recorder *r, uint64_t pub, size_t off, const void *src, size_t
 void ls_flush_loops(recorder *r);
 void ls_loops_leave(recorder *r);
 uint64_t ls_loop_lost(const recorder *r);
+/* Batches whose records could not be read (meta read_errors): copies the
+ * probe could not take, kept batches we could not (the target gone, or
+ * lying about where they were). */
+uint64_t ls_read_errors(recorder *r);
 
 /* decode_evl.c: what a task's tasks row holds so far (ls_task.user). */
 enum ls_task_row {

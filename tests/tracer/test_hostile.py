@@ -120,8 +120,13 @@ def check_trace(mode, db, stderr, rss_mb):
     for k in ("records", "dropped_messages", "dropped_bytes", "dropped_events_claimed",
               "rejected_records", "rejected_messages", "read_errors"):
         check(k in m and m[k].isdigit(), f"meta {k}: {m.get(k)!r}")
-    check(("LOSSY" in stderr) == (int(m["dropped_messages"]) > 0),
-          f"LOSSY in the summary iff messages were dropped: {m['dropped_messages']} / {stderr!r}")
+    lossy = {k: int(m.get(k, "0")) for k in ("dropped_messages", "read_errors",
+                                               "loop_lost_records_claimed")}
+    check(("LOSSY" in stderr) == any(lossy.values()),
+          f"LOSSY in the summary iff messages were dropped, batches unread or records "
+          f"lost in the loop: {lossy} / {stderr!r}")
+    check(("could not be read" in stderr) == (lossy["read_errors"] > 0),
+          f"the summary says batches were unread iff they were: {lossy} / {stderr!r}")
     n_events = query(db, "SELECT count(*) FROM events WHERE kind NOT IN (1, 2)")[0][0]
     check(int(m["records"]) == n_events, f"meta records {m['records']} != events {n_events}")
 

@@ -219,6 +219,53 @@ def names_after_exit_stopped():
        "every task and its function")
 
 
+def voluntary_switches(pid):
+    """How often PID's main thread has gone to sleep (voluntary context
+    switches): a loop's every poll that waits."""
+    with open(f"/proc/{pid}/status") as f:
+        return int(next(l.split()[1] for l in f if l.startswith("voluntary_ctxt_switches:")))
+
+
+@case
+def kept_batches_lost_at_exit():
+    """What a recorder stopped (SIGSTOP) after it told the loop it reads
+    kept batches cannot read before the target exits is lost, and said:
+    read_errors in meta, LOSSY in the summary (tracer/README.md, "Kept
+    batches").  The loop's polls after the stop (its voluntary context
+    switches) each hand over a batch it keeps; the ticker is killed after
+    three of them."""
+    t = start("ticker", "--seconds", "600", "--tick-ms", "10")
+    try:
+        db = tmpdb()
+        rec = subprocess.Popen([A.loopscope, "record", "-p", str(t.pid), "-o", db],
+                               stderr=subprocess.PIPE, text=True)
+        try:
+            # the loop's first batch stored: reader written before it
+            wait_for(lambda: has_events(db), 60, "the loop's first batch in the trace")
+            rec.send_signal(signal.SIGSTOP)
+            wait_for(lambda: all_stopped(rec.pid), 60, "every recorder thread to stop")
+            v0 = voluntary_switches(t.pid)
+            wait_for(lambda: voluntary_switches(t.pid) >= v0 + 3, 60,
+                     "three polls of the loop after the stop")
+        finally:
+            t.kill()
+            t.wait()
+            rec.send_signal(signal.SIGCONT)
+        err = rec.communicate(timeout=120)[1]
+    finally:
+        if t.poll() is None:
+            t.kill()
+            t.wait()
+    eq(rec.returncode, 0, f"record exit status ({err.strip()})")
+    integrity(db)
+    m = meta(db)
+    eq(m["stop_reason"], "target exited", "stop reason")
+    check(int(m["batches_kept"]) > 0 and int(m["read_errors"]) > 0,
+          f"kept batches, some unreadable: {m}")
+    check("LOSSY" in err and "could not be read from the target" in err,
+          f"the summary does not say batches were lost: {err!r}")
+
+
 DERIVED = ("task_stats", "iteration_hist", "transitions", "transition_hist", "task_marks",
            "task_slices", "late_timers", "blocking_victims")
 
