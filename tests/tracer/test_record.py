@@ -231,9 +231,11 @@ def kept_batches_lost_at_exit():
     """What a recorder stopped (SIGSTOP) after it told the loop it reads
     kept batches cannot read before the target exits is lost, and said:
     read_errors in meta, LOSSY in the summary (tracer/README.md, "Kept
-    batches").  The loop's polls after the stop (its voluntary context
-    switches) each hand over a batch it keeps; the ticker is killed after
-    three of them."""
+    batches").  The ticker is killed after ten polls of its loop that
+    slept (its voluntary context switches) after the stop: a tick's two
+    sleeps, 2 and 10 ms, hand over at least one batch (evl__tr_poll_enter_slow
+    flushes once the oldest record is 10 ms old, and caps a poll's sleep at
+    that), so ten hand over some the recorder cannot have read."""
     t = start("ticker", "--seconds", "600", "--tick-ms", "10")
     try:
         db = tmpdb()
@@ -245,8 +247,8 @@ def kept_batches_lost_at_exit():
             rec.send_signal(signal.SIGSTOP)
             wait_for(lambda: all_stopped(rec.pid), 60, "every recorder thread to stop")
             v0 = voluntary_switches(t.pid)
-            wait_for(lambda: voluntary_switches(t.pid) >= v0 + 3, 60,
-                     "three polls of the loop after the stop")
+            wait_for(lambda: voluntary_switches(t.pid) >= v0 + 10, 60,
+                     "ten polls of the loop after the stop")
         finally:
             t.kill()
             t.wait()
