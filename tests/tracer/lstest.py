@@ -95,6 +95,14 @@ def schedstat(pid, tid=None):
     return int(v[0]), int(v[1])
 
 
+def thread_state(pid, tid=None):
+    """Thread TID's (default: the process PID's) state letter from /proc
+    stat: R, S, D, T (stopped), Z (a zombie) ..."""
+    path = f"/proc/{pid}/stat" if tid is None else f"/proc/{pid}/task/{tid}/stat"
+    with open(path) as f:
+        return f.read().rsplit(")", 1)[1].split()[0]
+
+
 def others_runs(pid, tid):
     """How many times the threads of PID other than TID have been given a
     CPU (/proc schedstat's third field, summed; a thread that ended since

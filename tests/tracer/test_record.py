@@ -16,7 +16,7 @@ import sys
 import time
 from lstest import (Fail, check, eq, query, meta, integrity, wait_for, tmpdir, semaphores,
                     parse_args, run_case, cpu_hogs, cpu_samples, charged,
-                    children_cpu)  # the copy every script shares
+                    children_cpu, thread_state)  # the copy every script shares
 import lstrace  # on sys.path through lstest
 
 A = None
@@ -165,8 +165,7 @@ def all_stopped(pid):
     states = []
     for tid in os.listdir(f"/proc/{pid}/task"):
         try:
-            with open(f"/proc/{pid}/task/{tid}/stat") as f:
-                states.append(f.read().rpartition(")")[2].split()[0])
+            states.append(thread_state(pid, tid))
         except FileNotFoundError:     # a thread that has just exited
             pass
     return bool(states) and all(s == "T" for s in states)
@@ -237,27 +236,23 @@ def kept_batches_lost_at_exit():
     flushes once the oldest record is 10 ms old, and caps a poll's sleep at
     that), so ten hand over some the recorder cannot have read."""
     t = start("ticker", "--seconds", "600", "--tick-ms", "10")
+    db, rec = tmpdb(), None
     try:
-        db = tmpdb()
         rec = subprocess.Popen([A.loopscope, "record", "-p", str(t.pid), "-o", db],
                                stderr=subprocess.PIPE, text=True)
-        try:
-            # the loop's first batch stored: reader written before it
-            wait_for(lambda: has_events(db), 60, "the loop's first batch in the trace")
-            rec.send_signal(signal.SIGSTOP)
-            wait_for(lambda: all_stopped(rec.pid), 60, "every recorder thread to stop")
-            v0 = voluntary_switches(t.pid)
-            wait_for(lambda: voluntary_switches(t.pid) >= v0 + 10, 60,
-                     "ten polls of the loop after the stop")
-        finally:
-            t.kill()
-            t.wait()
-            rec.send_signal(signal.SIGCONT)
-        err = rec.communicate(timeout=120)[1]
+        # the loop's first batch stored: reader written before it
+        wait_for(lambda: has_events(db), 60, "the loop's first batch in the trace")
+        rec.send_signal(signal.SIGSTOP)
+        wait_for(lambda: all_stopped(rec.pid), 60, "every recorder thread to stop")
+        v0 = voluntary_switches(t.pid)
+        wait_for(lambda: voluntary_switches(t.pid) >= v0 + 10, 60,
+                 "ten polls of the loop after the stop")
     finally:
-        if t.poll() is None:
-            t.kill()
-            t.wait()
+        t.kill()
+        t.wait()
+        if rec:
+            rec.send_signal(signal.SIGCONT)
+    err = rec.communicate(timeout=120)[1]
     eq(rec.returncode, 0, f"record exit status ({err.strip()})")
     integrity(db)
     m = meta(db)
@@ -532,10 +527,7 @@ def sigkill_recorder():
         wait_for(lambda: has_events(db), 60, "a commit with events")
         rec.kill()
 
-        def zombie():
-            with open(f"/proc/{rec.pid}/stat") as f:
-                return f.read().rsplit(")", 1)[1].split()[0] == "Z"
-        wait_for(zombie, 10, "the killed recorder to be a zombie")
+        wait_for(lambda: thread_state(rec.pid) == "Z", 10, "the killed recorder to be a zombie")
         # Killed but not yet reaped (a zombie): not "still being recorded".
         # Read from a copy, so the trace itself stays as the kill left it.
         copy = db + ".copy.db"

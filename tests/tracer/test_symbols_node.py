@@ -32,7 +32,7 @@ import sys
 import time
 
 from lstest import (Fail, Skip, check, wait_for, tmpdir, parse_args,
-                    run_case)  # the copy every script shares
+                    run_case, thread_state)  # the copy every script shares
 
 SCRIPT = r"""'use strict';
 const fs = require('fs');
@@ -96,10 +96,7 @@ def start(flags, mode, *, ns=False):
 
 def wait_blocked(pid, timeout=10):
     """Until the main thread sleeps (in open of the fifo, in the futex)."""
-    def asleep():
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] == "S"
-    wait_for(asleep, timeout, "node to block")
+    wait_for(lambda: thread_state(pid) == "S", timeout, "node to block")
 
 
 def stack(pid):
